@@ -1,0 +1,191 @@
+//! Data types (`DLDataType`) and their text form (`"float32"`, `"int8x16"`, `"bool"`, ...).
+
+use crate::abi::DLDataType;
+use crate::error::{Error, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// DLPack type codes.
+pub mod code {
+    pub const INT: u8 = 0;
+    pub const UINT: u8 = 1;
+    pub const FLOAT: u8 = 2;
+    pub const OPAQUE_HANDLE: u8 = 3;
+    pub const BFLOAT: u8 = 4;
+    pub const COMPLEX: u8 = 5;
+    pub const BOOL: u8 = 6;
+}
+
+/// A scalar or vector element type.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(transparent)]
+pub struct DataType(pub DLDataType);
+
+impl DataType {
+    /// Makes a type from code, bits and lanes.
+    pub const fn new(code: u8, bits: u8, lanes: u16) -> Self {
+        DataType(DLDataType { code, bits, lanes })
+    }
+    pub const fn int(bits: u8) -> Self {
+        Self::new(code::INT, bits, 1)
+    }
+    pub const fn uint(bits: u8) -> Self {
+        Self::new(code::UINT, bits, 1)
+    }
+    pub const fn float(bits: u8) -> Self {
+        Self::new(code::FLOAT, bits, 1)
+    }
+    pub const fn bfloat16() -> Self {
+        Self::new(code::BFLOAT, 16, 1)
+    }
+    pub const fn bool() -> Self {
+        Self::new(code::BOOL, 8, 1)
+    }
+    pub const fn handle() -> Self {
+        Self::new(code::OPAQUE_HANDLE, 64, 1)
+    }
+    pub const fn void() -> Self {
+        Self::new(code::OPAQUE_HANDLE, 0, 0)
+    }
+    pub fn code(self) -> u8 {
+        self.0.code
+    }
+    pub fn bits(self) -> u8 {
+        self.0.bits
+    }
+    pub fn lanes(self) -> u16 {
+        self.0.lanes
+    }
+    /// The same element type with `lanes` lanes.
+    pub fn with_lanes(self, lanes: u16) -> Self {
+        Self::new(self.0.code, self.0.bits, lanes)
+    }
+    /// Bytes per element (all lanes), rounded up.
+    pub fn bytes(self) -> usize {
+        (self.0.bits as usize * self.0.lanes as usize).div_ceil(8)
+    }
+}
+
+impl From<DLDataType> for DataType {
+    fn from(d: DLDataType) -> Self {
+        DataType(d)
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        if d.code == code::OPAQUE_HANDLE && d.bits == 0 && d.lanes == 0 {
+            return f.write_str("void");
+        }
+        match d.code {
+            code::INT => write!(f, "int{}", d.bits)?,
+            code::UINT => write!(f, "uint{}", d.bits)?,
+            code::FLOAT => write!(f, "float{}", d.bits)?,
+            code::BFLOAT => write!(f, "bfloat{}", d.bits)?,
+            code::COMPLEX => write!(f, "complex{}", d.bits)?,
+            code::BOOL => f.write_str("bool")?,
+            code::OPAQUE_HANDLE => {
+                f.write_str("handle")?;
+                if d.bits != 64 {
+                    write!(f, "{}", d.bits)?;
+                }
+            }
+            other => write!(f, "custom[{other}]{}", d.bits)?,
+        }
+        if d.lanes != 1 {
+            write!(f, "x{}", d.lanes)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DataType({self})")
+    }
+}
+
+impl FromStr for DataType {
+    type Err = Error;
+
+    /// Parses `int8`..`int64`, `uint*`, `float16/32/64`, `bfloat16`, `bool`, `handle`, `void`,
+    /// with an optional `xN` lane suffix; `int`, `uint` and `float` mean 32 bits.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || Error::value_error(format!("cannot parse data type `{s}`"));
+        if s == "void" {
+            return Ok(DataType::void());
+        }
+        let (base, lanes) = match s.rfind('x') {
+            Some(pos)
+                if pos > 0
+                    && s[pos + 1..].chars().all(|c| c.is_ascii_digit())
+                    && pos + 1 < s.len() =>
+            {
+                let lanes: u16 = s[pos + 1..].parse().map_err(|_| bad())?;
+                if lanes == 0 {
+                    return Err(bad());
+                }
+                (&s[..pos], lanes)
+            }
+            _ => (s, 1),
+        };
+        if base == "bool" {
+            return Ok(DataType::new(code::BOOL, 8, lanes));
+        }
+        let prefixes: [(&str, u8, u8); 6] = [
+            ("bfloat", code::BFLOAT, 16),
+            ("complex", code::COMPLEX, 64),
+            ("handle", code::OPAQUE_HANDLE, 64),
+            ("float", code::FLOAT, 32),
+            ("uint", code::UINT, 32),
+            ("int", code::INT, 32),
+        ];
+        for (prefix, code, default_bits) in prefixes {
+            if let Some(rest) = base.strip_prefix(prefix) {
+                let bits = if rest.is_empty() {
+                    default_bits
+                } else {
+                    rest.parse::<u8>().map_err(|_| bad())?
+                };
+                if bits == 0 {
+                    return Err(bad());
+                }
+                return Ok(DataType::new(code, bits, lanes));
+            }
+        }
+        Err(bad())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_print_round_trip() {
+        for s in [
+            "int8",
+            "int32",
+            "uint1",
+            "float16",
+            "float32x4",
+            "bfloat16",
+            "bool",
+            "handle",
+            "void",
+            "int64x16",
+        ] {
+            let t: DataType = s.parse().unwrap();
+            assert_eq!(t.to_string(), s);
+        }
+        assert_eq!("float".parse::<DataType>().unwrap(), DataType::float(32));
+        assert_eq!("float32x4".parse::<DataType>().unwrap().bytes(), 16);
+        for bad in ["", "foo", "int", "float32x", "float32x0", "int999"] {
+            if bad == "int" {
+                continue;
+            }
+            assert!(bad.parse::<DataType>().is_err(), "{bad} should not parse");
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The global function registry (seed 002's `TVM_REGISTER_GLOBAL`): functions by name, shared
+//! by Rust, C and Python.
+//!
+//! Rust code registers at start-up with [`register_global!`](crate::register_global): the entry
+//! is collected at link time and inserted the first time the registry is used.
+
+use crate::error::{Error, Result};
+use crate::function::Function;
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
+
+/// A function registered at start-up (see [`register_global!`](crate::register_global)).
+pub struct GlobalRegistration {
+    pub name: &'static str,
+    pub make: fn() -> Function,
+}
+
+inventory::collect!(GlobalRegistration);
+
+fn table() -> &'static RwLock<HashMap<String, Function>> {
+    static TABLE: OnceLock<RwLock<HashMap<String, Function>>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut map = HashMap::new();
+        for reg in inventory::iter::<GlobalRegistration> {
+            if map.insert(reg.name.to_string(), (reg.make)()).is_some() {
+                // Two start-up registrations of one name is a bug in Kiln itself.
+                panic!(
+                    "global function `{}` is registered twice at start-up",
+                    reg.name
+                );
+            }
+        }
+        RwLock::new(map)
+    })
+}
+
+/// Registers `f` under `name`. Without `allow_override`, an existing name is an error.
+pub fn register(name: &str, f: Function, allow_override: bool) -> Result<()> {
+    let mut t = table().write().unwrap_or_else(|e| e.into_inner());
+    if !allow_override && t.contains_key(name) {
+        return Err(Error::runtime_error(format!(
+            "Global Function `{name}` is already registered (pass override to replace it)"
+        )));
+    }
+    t.insert(name.to_string(), f);
+    Ok(())
+}
+
+/// The function registered under `name`.
+pub fn get(name: &str) -> Option<Function> {
+    table()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .cloned()
+}
+
+/// The function registered under `name`, or an error that names it.
+pub fn get_required(name: &str) -> Result<Function> {
+    get(name)
+        .ok_or_else(|| Error::value_error(format!("global function `{name}` is not registered")))
+}
+
+/// Removes a registration; true when it existed.
+pub fn remove(name: &str) -> bool {
+    table()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(name)
+        .is_some()
+}
+
+/// Every registered name, sorted.
+pub fn names() -> Vec<String> {
+    let mut v: Vec<String> = table()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .cloned()
+        .collect();
+    v.sort();
+    v
+}
+
+/// Registers a typed Rust function (or closure without captures) under a name at start-up:
+///
+/// ```ignore
+/// kiln_ffi::register_global!("testing.add_one", |x: i64| x + 1);
+/// ```
+#[macro_export]
+macro_rules! register_global {
+    ($name:expr, $f:expr) => {
+        $crate::inventory::submit! {
+            $crate::registry::GlobalRegistration {
+                name: $name,
+                make: || $crate::Function::from_typed_named($name, $f),
+            }
+        }
+    };
+}
+
+/// Registers a packed Rust function (`Fn(&[AnyView]) -> Result<Any>`) under a name at start-up.
+#[macro_export]
+macro_rules! register_global_packed {
+    ($name:expr, $f:expr) => {
+        $crate::inventory::submit! {
+            $crate::registry::GlobalRegistration {
+                name: $name,
+                make: || $crate::Function::from_packed($f),
+            }
+        }
+    };
+}

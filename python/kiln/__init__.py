@@ -1,0 +1,65 @@
+"""Kiln: Python binding of the Kiln runtime, through its TVM-FFI compatible C ABI.
+
+Pure ``ctypes``; the runtime library is found as described in :mod:`kiln._lib`
+(``KILN_LIBRARY_PATH``, library paths, then the cargo ``target`` folders).
+
+Main entry points: :func:`get_global_func`, :func:`register_func`,
+:func:`list_global_func_names`, :func:`convert`, the value classes (:class:`Function`,
+:class:`Array`, :class:`Map`, :class:`Shape`, :class:`Object`, :class:`DataType`,
+:class:`Device`) and the error mapping (:class:`FFIError`, :func:`register_error`).
+"""
+
+from ._lib import LIB_PATH, LibraryNotFoundError, ffi_version, find_library
+from .error import FFIError, register_error
+from .core import ObjectBase, convert
+from .function import Function
+from .container import Array, Map, Shape
+from .object import Object, register_object
+from .dtype import DataType
+from .device import Device, cpu, cuda, device, metal, opencl, rocm, vulkan
+from .registry import (
+    get_global_func,
+    init_ffi_api,
+    list_global_func_names,
+    register_func,
+    remove_global_func,
+)
+from .structural import from_json, structural_equal, to_json
+from . import registry
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LIB_PATH",
+    "LibraryNotFoundError",
+    "ffi_version",
+    "find_library",
+    "FFIError",
+    "register_error",
+    "ObjectBase",
+    "convert",
+    "Function",
+    "Array",
+    "Map",
+    "Shape",
+    "Object",
+    "register_object",
+    "DataType",
+    "Device",
+    "cpu",
+    "cuda",
+    "device",
+    "metal",
+    "opencl",
+    "rocm",
+    "vulkan",
+    "get_global_func",
+    "init_ffi_api",
+    "list_global_func_names",
+    "register_func",
+    "remove_global_func",
+    "from_json",
+    "structural_equal",
+    "to_json",
+    "registry",
+]

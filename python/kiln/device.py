@@ -1,0 +1,108 @@
+"""``kiln.Device``: a DLPack device (``DLDevice``), e.g. ``kiln.cpu(0)``."""
+
+from . import core
+
+#: DLPack device type codes by name
+DEVICE_TYPES = {
+    "cpu": 1,
+    "cuda": 2,
+    "cuda_host": 3,
+    "opencl": 4,
+    "vulkan": 7,
+    "metal": 8,
+    "vpi": 9,
+    "rocm": 10,
+    "rocm_host": 11,
+    "ext_dev": 12,
+    "cuda_managed": 13,
+    "oneapi": 14,
+    "webgpu": 15,
+    "hexagon": 16,
+}
+_NAMES = {code: name for name, code in DEVICE_TYPES.items()}
+
+
+class Device:
+    """A device: DLPack device type code and device id, passed to FFI as ``DLDevice``.
+
+    ``Device(1, 0)``, ``Device("cuda", 1)`` or ``Device("cuda:1")``; equal devices compare
+    and hash equal.
+    """
+
+    __slots__ = ("device_type", "device_id")
+
+    def __init__(self, device_type, device_id=None):
+        if isinstance(device_type, str):
+            name, _, index = device_type.partition(":")
+            if name not in DEVICE_TYPES:
+                raise ValueError("unknown device type %r" % name)
+            if index:
+                if device_id is not None:
+                    raise ValueError("device id given twice")
+                device_id = int(index)
+            device_type = DEVICE_TYPES[name]
+        self.device_type = int(device_type)
+        self.device_id = int(device_id or 0)
+
+    @property
+    def type_name(self):
+        """The name of the device type (e.g. ``"cuda"``)."""
+        return _NAMES.get(self.device_type, "device_type_%d" % self.device_type)
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, Device)
+            and self.device_type == other.device_type
+            and self.device_id == other.device_id
+        )
+
+    def __hash__(self):
+        return hash((Device, self.device_type, self.device_id))
+
+    def __repr__(self):
+        return "kiln.Device(%s, %d)" % (self.type_name, self.device_id)
+
+    def __str__(self):
+        return "%s:%d" % (self.type_name, self.device_id)
+
+    def __reduce__(self):
+        return (Device, (self.device_type, self.device_id))
+
+
+def device(device_type, device_id=None):
+    """Return a :class:`Device`, e.g. ``device("cuda", 1)`` or ``device("cuda:1")``."""
+    return Device(device_type, device_id)
+
+
+def cpu(device_id=0):
+    """The CPU device ``device_id``."""
+    return Device(1, device_id)
+
+
+def cuda(device_id=0):
+    """The CUDA GPU ``device_id``."""
+    return Device(2, device_id)
+
+
+def rocm(device_id=0):
+    """The ROCm GPU ``device_id``."""
+    return Device(10, device_id)
+
+
+def metal(device_id=0):
+    """The Metal GPU ``device_id``."""
+    return Device(8, device_id)
+
+
+def vulkan(device_id=0):
+    """The Vulkan device ``device_id``."""
+    return Device(7, device_id)
+
+
+def opencl(device_id=0):
+    """The OpenCL device ``device_id``."""
+    return Device(4, device_id)
+
+
+core.DEVICE_CLASS[0] = Device
+core.add_writer(Device, core._w_device)

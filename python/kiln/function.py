@@ -1,0 +1,53 @@
+"""``kiln.Function``: a callable ``ffi.Function`` object."""
+
+from ctypes import c_void_p
+
+from . import _ctypes_abi as abi
+from . import core
+
+
+class Function(core.ObjectBase):
+    """A function object of the runtime (``ffi.Function``), callable with Python arguments.
+
+    Arguments are converted with the rules of :func:`kiln.convert`; the result is converted
+    back to Python.  Errors raised by the function are raised as Python exceptions
+    (see :mod:`kiln.error`).  Obtain one with :func:`kiln.get_global_func`,
+    :meth:`Function.from_callable`, or as the result of another call.
+    """
+
+    __slots__ = ("_chandle", "__dict__")
+
+    __call__ = core.call_method
+
+    @staticmethod
+    def from_callable(pyfunc):
+        """Wrap the Python callable ``pyfunc`` as an FFI function.
+
+        The callable is kept alive until the runtime destroys the function object.
+        """
+        if isinstance(pyfunc, Function):
+            return pyfunc
+        if not callable(pyfunc):
+            raise TypeError("expected a callable, got %r" % (pyfunc,))
+        return _adopt_function(core.make_callback(pyfunc), abi.K_FUNCTION)
+
+    def __repr__(self):
+        name = self.__dict__.get("__name__")
+        if name:
+            return "<kiln.Function %s at 0x%x>" % (name, self._handle or 0)
+        return "<kiln.Function at 0x%x>" % (self._handle or 0)
+
+
+_new = object.__new__
+
+
+def _adopt_function(handle, tidx):
+    f = _new(Function)
+    f._handle = handle
+    f._type_index = tidx
+    f._chandle = c_void_p(handle)
+    return f
+
+
+core.OBJECT_FACTORIES[abi.K_FUNCTION] = _adopt_function
+core.WRITERS[Function] = core._w_object

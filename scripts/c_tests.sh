@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Builds and runs Kiln's C ABI tests.
+#
+#   tests/c/ffi_abi_test.c     compiled against TVM-FFI's own <tvm/ffi/c_api.h>
+#   tests/c/kiln_header_test.c compiled against Kiln's <kiln/c_api.h>
+#
+# both linked with target/${KILN_PROFILE:-debug}/libkiln_runtime.so (rpath set),
+# then ffi_abi_test again under valgrind when valgrind is installed.
+#
+# Environment:
+#   KILN_PROFILE       cargo profile directory to take the library from (debug)
+#   KILN_LIB_DIR       directory holding libkiln_runtime.so (overrides KILN_PROFILE)
+#   TVM_FFI_INCLUDE    directory containing tvm/ffi/c_api.h (default: the
+#                      apache-tvm-ffi wheel in .venv)
+#   KILN_C_AGAINST     "kiln" (default) or "tvm-ffi": link with the wheel's
+#                      libtvm_ffi.so + libtvm_ffi_testing.so instead, to check
+#                      the tests themselves against the reference runtime
+#   KILN_VALGRIND      0 to skip the valgrind run
+#   KILN_TEST_VERBOSE  1 to list passing checks too
+#   CC                 C compiler (cc)
+# Exit status is non-zero if anything fails to build or any check fails.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROFILE="${KILN_PROFILE:-debug}"
+AGAINST="${KILN_C_AGAINST:-kiln}"
+CC="${CC:-cc}"
+BUILD="$ROOT/build/c_tests/$AGAINST-$PROFILE"
+mkdir -p "$BUILD"
+
+die() { echo "c_tests: $*" >&2; exit 1; }
+
+# ---- locate TVM-FFI's header (and dlpack.h, wherever the wheel ships it) ----
+if [[ -n "${TVM_FFI_INCLUDE:-}" ]]; then
+  TVM_INC="$TVM_FFI_INCLUDE"
+else
+  TVM_INC=""
+  for d in "$ROOT"/.venv/lib/python3*/site-packages/tvm_ffi/include; do
+    [[ -f "$d/tvm/ffi/c_api.h" ]] && TVM_INC="$d" && break
+  done
+  if [[ -z "$TVM_INC" ]] && command -v python3 >/dev/null; then
+    TVM_INC="$(python3 -c 'import os, tvm_ffi; print(os.path.join(os.path.dirname(tvm_ffi.__file__), "include"))' 2>/dev/null || true)"
+  fi
+fi
+[[ -n "$TVM_INC" && -f "$TVM_INC/tvm/ffi/c_api.h" ]] ||
+  die "cannot find tvm/ffi/c_api.h (install apache-tvm-ffi into $ROOT/.venv or set TVM_FFI_INCLUDE)"
+TVM_PKG="$(cd "$TVM_INC/.." && pwd)"
+
+DLPACK_INC=""
+for d in "$TVM_INC" "$TVM_PKG/3rdparty/dlpack/include" "$TVM_INC/../3rdparty/dlpack/include"; do
+  [[ -f "$d/dlpack/dlpack.h" ]] && DLPACK_INC="$d" && break
+done
+if [[ -z "$DLPACK_INC" ]]; then
+  found="$(find "$TVM_PKG" -path '*/dlpack/dlpack.h' -print -quit 2>/dev/null || true)"
+  [[ -n "$found" ]] && DLPACK_INC="$(dirname "$(dirname "$found")")"
+fi
+[[ -n "$DLPACK_INC" ]] || die "cannot find dlpack/dlpack.h near $TVM_INC"
+
+# ---- the library under test ----
+case "$AGAINST" in
+  kiln)
+    LIB_DIR="${KILN_LIB_DIR:-$ROOT/target/$PROFILE}"
+    [[ -f "$LIB_DIR/libkiln_runtime.so" ]] ||
+      die "$LIB_DIR/libkiln_runtime.so not found (build the runtime first)"
+    LIB_DIR="$(cd "$LIB_DIR" && pwd)"
+    LINK=(-L"$LIB_DIR" -Wl,--no-as-needed -lkiln_runtime -Wl,--as-needed -Wl,-rpath,"$LIB_DIR")
+    ;;
+  tvm-ffi)
+    LIB_DIR="$TVM_PKG/lib"
+    [[ -f "$LIB_DIR/libtvm_ffi.so" && -f "$LIB_DIR/libtvm_ffi_testing.so" ]] ||
+      die "libtvm_ffi.so / libtvm_ffi_testing.so not found in $LIB_DIR"
+    # libtvm_ffi_testing registers the testing.* globals from its initialisers,
+    # so it must be loaded although no symbol of it is referenced.
+    LINK=(-L"$LIB_DIR" -Wl,--no-as-needed -ltvm_ffi -ltvm_ffi_testing -Wl,--as-needed
+          -Wl,-rpath,"$LIB_DIR")
+    ;;
+  *) die "KILN_C_AGAINST must be kiln or tvm-ffi, not '$AGAINST'" ;;
+esac
+
+CFLAGS=(-std=c11 -O1 -g -Wall -Wextra -Werror=implicit-function-declaration)
+echo "c_tests: library  $LIB_DIR ($AGAINST)"
+echo "c_tests: tvm-ffi  $TVM_INC"
+
+status=0
+build() { # out src includes...
+  local out="$1" src="$2"; shift 2
+  if ! "$CC" "${CFLAGS[@]}" "$@" "$src" -o "$out" "${LINK[@]}" -lm -pthread; then
+    echo "c_tests: FAILED to build $src" >&2
+    status=1
+    return 1
+  fi
+}
+run() { # name cmd...
+  local name="$1"; shift
+  echo "== $name"
+  "$@"
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "c_tests: $name FAILED (exit $rc)"
+    status=1
+  fi
+}
+
+if build "$BUILD/ffi_abi_test" "$ROOT/tests/c/ffi_abi_test.c" -I"$TVM_INC" -I"$DLPACK_INC"; then
+  run ffi_abi_test "$BUILD/ffi_abi_test"
+  if [[ "${KILN_VALGRIND:-1}" != 0 ]] && command -v valgrind >/dev/null; then
+    # "still reachable" (process-lifetime registries) is fine; definite leaks
+    # and memory errors are not.
+    run "ffi_abi_test under valgrind" valgrind -q --error-exitcode=1 --leak-check=full \
+      --errors-for-leak-kinds=definite --show-leak-kinds=definite "$BUILD/ffi_abi_test"
+  elif [[ "${KILN_VALGRIND:-1}" != 0 ]]; then
+    echo "c_tests: valgrind not installed, skipping the leak check"
+  fi
+fi
+
+if build "$BUILD/kiln_header_test" "$ROOT/tests/c/kiln_header_test.c" -I"$ROOT/include"; then
+  run kiln_header_test "$BUILD/kiln_header_test"
+fi
+
+if [[ $status -eq 0 ]]; then
+  echo "c_tests: all passed"
+else
+  echo "c_tests: FAILURES"
+fi
+exit $status

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what Kiln's build, tests and benchmarks need on a fresh machine; idempotent.
+#   - Debian packages: valgrind (C leak checks)
+#   - .venv with the packages in python/requirements-test.txt
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+need_apt=()
+command -v valgrind >/dev/null || need_apt+=(valgrind)
+command -v cc >/dev/null || need_apt+=(gcc)
+if ((${#need_apt[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "setup: apt-get install ${need_apt[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "setup: please install ${need_apt[*]} (not root, skipping)" >&2
+  fi
+fi
+
+stamp=.venv/.kiln-requirements
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+if ! cmp -s python/requirements-test.txt "$stamp" 2>/dev/null; then
+  echo "setup: pip install -r python/requirements-test.txt"
+  .venv/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt
+  cp python/requirements-test.txt "$stamp"
+fi

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Kiln's whole test suite: set-up, Rust (fmt, clippy, unit and integration tests, the leak test),
+# the C ABI tests, the Python tests. Exits non-zero on any failure.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+bash scripts/setup.sh || { echo "test: set-up failed"; exit 1; }
+
+failed=()
+step() { # name cmd...
+  local name="$1"; shift
+  echo
+  echo "=== $name"
+  if ! "$@"; then
+    failed+=("$name")
+  fi
+}
+
+step "cargo fmt" cargo fmt --all -- --check
+step "cargo clippy" cargo clippy --workspace --all-targets -q -- -D warnings
+step "cargo build" cargo build --workspace -q
+step "cargo test" cargo test --workspace -q
+step "leak test (count-objects)" cargo test -q -p kiln-ffi --features count-objects --test leaks
+step "C ABI tests" bash scripts/c_tests.sh
+step "Python tests" .venv/bin/python -m pytest -q python/tests
+
+echo
+if ((${#failed[@]})); then
+  echo "test: FAILED steps: ${failed[*]}"
+  exit 1
+fi
+echo "test: all steps passed"
