@@ -1,7 +1,15 @@
-//! Kiln's runtime: the deployable half of Kiln. Built as `libkiln_runtime.so`, it exports the
-//! TVM-FFI C ABI (from [`kiln_ffi`]) and registers the runtime's global functions.
+//! Kiln's runtime: the deployable half of Kiln (seeds 000-002). Built as `libkiln_runtime.so`, it
+//! exports the TVM-FFI C ABI (from [`kiln_ffi`]) plus the backend functions that compiled code
+//! calls, and holds tensors, devices, the workspace allocator, the thread pool and modules.
 
 pub use kiln_ffi as ffi;
+
+pub mod device;
+pub mod module;
+pub mod tensor;
+pub mod thread_pool;
+pub mod time_evaluator;
+pub mod workspace;
 
 /// Makes sure the FFI core (and its start-up registrations) is linked into this library.
 #[doc(hidden)]
