@@ -671,7 +671,7 @@ impl TryFromAny for DataType {
 impl TryFromAny for Device {
     fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
         // SAFETY: devices keep their value in v_device.
-        (v.0.type_index == ti::DEVICE).then(|| Device(unsafe { v.0.value.v_device }))
+        (v.0.type_index == ti::DEVICE).then_some(Device(unsafe { v.0.value.v_device }))
     }
     fn type_name() -> String {
         "Device".into()
@@ -766,6 +766,11 @@ impl TryFromAny for Error {
     }
 }
 
+// SAFETY: objects have atomic reference counts and are shared across threads by design (as in
+// TVM-FFI); plain values are data. Opaque pointers are the caller's responsibility, as in C.
+unsafe impl Send for Any {}
+unsafe impl Sync for Any {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -816,8 +821,3 @@ mod tests {
         assert_eq!(s.0.strong_count(), 1);
     }
 }
-
-// SAFETY: objects have atomic reference counts and are shared across threads by design (as in
-// TVM-FFI); plain values are data. Opaque pointers are the caller's responsibility, as in C.
-unsafe impl Send for Any {}
-unsafe impl Sync for Any {}

@@ -32,7 +32,7 @@ register_global!("ffi.ArrayGetItem", |a: Array, i: i64| -> Result<Any> {
 });
 
 register_global_packed!("ffi.Map", |args: &[AnyView<'_>]| {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(Error::value_error(format!(
             "ffi.Map takes key, value pairs but got {} arguments",
             args.len()
@@ -111,7 +111,7 @@ register_global_packed!("kiln.ffi.MakeObject", |args: &[AnyView<'_>]| {
         .first()
         .ok_or_else(|| Error::type_error("kiln.ffi.MakeObject needs a type key"))?
         .try_as()?;
-    if args.len() % 2 != 1 {
+    if args.len().is_multiple_of(2) {
         return Err(Error::value_error(
             "kiln.ffi.MakeObject takes a type key then name, value pairs",
         ));

@@ -1,6 +1,10 @@
 //! The exported C ABI: TVM-FFI's functions under their TVM-FFI names and signatures, so that a C
 //! program written against `tvm/ffi/c_api.h`, or a library compiled by Apache TVM, works with
 //! Kiln. Every entry catches panics; nothing unwinds into C.
+//!
+//! Safety contract of every function here: pointer arguments are NULL or valid as the TVM-FFI
+//! header describes them (NULL where not allowed gives an error, never a crash).
+#![allow(clippy::missing_safety_doc)]
 
 use crate::abi::{ByteArray, DLDataType, ObjectHeader, RawAny, SafeCall, Version, FFI_VERSION};
 use crate::any::{Any, AnyView};

@@ -1,0 +1,207 @@
+//! Reflection through `#[derive(Object)]`: fields by name, parents, printing, JSON and the C view
+//! of a type (`TVMFFIGetTypeInfo`).
+
+use kiln_ffi::abi::RawAny;
+use kiln_ffi::c_api::{TVMFFIGetTypeInfo, TVMFFITypeKeyToIndex};
+use kiln_ffi::reflection::{create_object, field_names, get_field_by_name, structural_equal};
+use kiln_ffi::{json, Any, Array, Object, ObjectRef, ObjectType};
+
+#[derive(Object)]
+#[object(type_key = "test.Point")]
+#[repr(C)]
+pub struct PointObj {
+    pub x: i64,
+    pub y: f64,
+    pub label: String,
+}
+
+#[derive(Object)]
+#[object(type_key = "test.Segment", parent = PointObj)]
+#[repr(C)]
+pub struct SegmentObj {
+    #[object(base)]
+    pub start: PointObj,
+    pub end: ObjectRef<PointObj>,
+    pub tags: Array,
+    #[object(skip)]
+    pub cache: u64,
+}
+
+fn point(x: i64, y: f64, label: &str) -> ObjectRef<PointObj> {
+    ObjectRef::new(PointObj {
+        x,
+        y,
+        label: label.into(),
+    })
+}
+
+#[test]
+fn fields_are_read_by_name_parents_first() {
+    let seg = ObjectRef::new(SegmentObj {
+        start: PointObj {
+            x: 1,
+            y: 2.5,
+            label: "a".into(),
+        },
+        end: point(3, 4.0, "b"),
+        tags: Array::new(vec![Any::from("t")]),
+        cache: 99,
+    });
+    let obj = seg.clone().upcast();
+    assert_eq!(field_names(&obj), vec!["x", "y", "label", "end", "tags"]);
+    assert_eq!(
+        get_field_by_name(&obj, "x")
+            .unwrap()
+            .try_as::<i64>()
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        get_field_by_name(&obj, "label")
+            .unwrap()
+            .try_as::<String>()
+            .unwrap(),
+        "a"
+    );
+    let end = get_field_by_name(&obj, "end")
+        .unwrap()
+        .try_as::<ObjectRef<PointObj>>()
+        .unwrap();
+    assert!(end.same_as(&seg.end));
+    let e = get_field_by_name(&obj, "cache").unwrap_err();
+    assert_eq!(e.kind(), "AttributeError");
+    // The child is an instance of its parent.
+    let as_point = seg
+        .clone()
+        .upcast()
+        .downcast::<PointObj>()
+        .unwrap_or_else(|_| panic!("a segment is a point"));
+    assert_eq!(as_point.x, 1);
+    assert!(point(0, 0.0, "").upcast().downcast::<SegmentObj>().is_err());
+}
+
+#[test]
+fn printing_and_json_round_trip() {
+    let seg = ObjectRef::new(SegmentObj {
+        start: PointObj {
+            x: -7,
+            y: 0.5,
+            label: "start".into(),
+        },
+        end: point(8, -1.25, "an end label"),
+        tags: Array::new(vec![Any::from(1i64), Any::from("two")]),
+        cache: 0,
+    });
+    let text = format!("{seg:?}");
+    assert_eq!(
+        text,
+        r#"test.Segment(x=-7, y=0.5, label="start", end=test.Point(x=8, y=-1.25, label="an end label"), tags=[1, "two"])"#
+    );
+    let any: Any = seg.into();
+    let doc = json::to_json(&any.view()).unwrap();
+    let back = json::from_json(&doc).unwrap();
+    assert!(structural_equal(&any.view(), &back.view()));
+    assert!(!std::ptr::eq(
+        any.view().object_ptr().unwrap().as_ptr(),
+        back.view().object_ptr().unwrap().as_ptr()
+    ));
+    let changed = doc.replace("an end label", "another label");
+    assert!(!structural_equal(
+        &any.view(),
+        &json::from_json(&changed).unwrap().view()
+    ));
+}
+
+#[test]
+fn building_from_fields_checks_names_and_types() {
+    let ok = create_object(
+        "test.Point",
+        vec![
+            ("x".into(), Any::from(1i64)),
+            ("y".into(), Any::from(2.0)),
+            ("label".into(), Any::from("p")),
+        ],
+    )
+    .unwrap();
+    assert_eq!(ok.try_as::<ObjectRef<PointObj>>().unwrap().label, "p");
+    let missing = create_object("test.Point", vec![("x".into(), Any::from(1i64))]).unwrap_err();
+    assert!(
+        missing.message().contains("needs field `y`"),
+        "{}",
+        missing.message()
+    );
+    let wrong = create_object(
+        "test.Point",
+        vec![
+            ("x".into(), Any::from("no")),
+            ("y".into(), Any::from(2.0)),
+            ("label".into(), Any::from("p")),
+        ],
+    )
+    .unwrap_err();
+    assert_eq!(wrong.kind(), "TypeError");
+    assert!(
+        wrong
+            .message()
+            .contains("field `x` of `test.Point` expects `int` but got `str`"),
+        "{}",
+        wrong.message()
+    );
+    let extra = create_object(
+        "test.Point",
+        vec![
+            ("x".into(), Any::from(1i64)),
+            ("y".into(), Any::from(2.0)),
+            ("label".into(), Any::from("p")),
+            ("z".into(), Any::from(0i64)),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        extra.message().contains("has no field `z`"),
+        "{}",
+        extra.message()
+    );
+}
+
+#[test]
+fn c_type_info_lists_fields_with_getters() {
+    let key = kiln_ffi::abi::ByteArray::from_slice(b"test.Segment");
+    let mut index = -1;
+    // SAFETY: valid arguments.
+    assert_eq!(unsafe { TVMFFITypeKeyToIndex(&key, &mut index) }, 0);
+    assert_eq!(index, SegmentObj::type_index());
+    assert!(index >= 128);
+    let info = unsafe { &*TVMFFIGetTypeInfo(index) };
+    assert_eq!(unsafe { info.type_key.as_slice() }, b"test.Segment");
+    assert_eq!(
+        info.type_depth, 2,
+        "ffi.Object -> test.Point -> test.Segment"
+    );
+    let parent = unsafe { &**info.type_ancestors.add(1) };
+    assert_eq!(unsafe { parent.type_key.as_slice() }, b"test.Point");
+    let fields = unsafe { std::slice::from_raw_parts(info.fields, info.num_fields as usize) };
+    let names: Vec<&[u8]> = fields
+        .iter()
+        .map(|f| unsafe { f.name.as_slice() })
+        .collect();
+    assert_eq!(names, vec![&b"x"[..], b"y", b"label", b"end", b"tags"]);
+    let seg = ObjectRef::new(SegmentObj {
+        start: PointObj {
+            x: 42,
+            y: 0.0,
+            label: String::new(),
+        },
+        end: point(0, 0.0, ""),
+        tags: Array::empty(),
+        cache: 0,
+    });
+    let base = seg.as_ptr().as_ptr() as *mut u8;
+    let mut out = RawAny::NONE;
+    // SAFETY: offset and getter come from the registry for this type.
+    let rc = unsafe {
+        (fields[0].getter.unwrap())(base.add(fields[0].offset as usize) as *mut _, &mut out)
+    };
+    assert_eq!(rc, 0);
+    assert_eq!(unsafe { Any::from_raw(out) }.try_as::<i64>().unwrap(), 42);
+}
