@@ -6,7 +6,8 @@ Pure ``ctypes``; the runtime library is found as described in :mod:`kiln._lib`
 Main entry points: :func:`get_global_func`, :func:`register_func`,
 :func:`list_global_func_names`, :func:`convert`, the value classes (:class:`Function`,
 :class:`Array`, :class:`Map`, :class:`Shape`, :class:`Object`, :class:`DataType`,
-:class:`Device`) and the error mapping (:class:`FFIError`, :func:`register_error`).
+:class:`Device`), tensors (:class:`Tensor`, :func:`tensor`, :func:`empty`, :func:`from_dlpack`)
+and the error mapping (:class:`FFIError`, :func:`register_error`).
 """
 
 from ._lib import LIB_PATH, LibraryNotFoundError, ffi_version, find_library
@@ -17,6 +18,7 @@ from .container import Array, Map, Shape
 from .object import Object, register_object
 from .dtype import DataType
 from .device import Device, cpu, cuda, device, metal, opencl, rocm, vulkan
+from .tensor import Tensor, empty, from_dlpack, tensor
 from .registry import (
     get_global_func,
     init_ffi_api,
@@ -26,6 +28,8 @@ from .registry import (
 )
 from .structural import from_json, structural_equal, to_json
 from . import registry
+from .module import BenchmarkResult, Module, load_module
+from . import runtime
 
 __version__ = "0.1.0"
 
@@ -53,6 +57,10 @@ __all__ = [
     "opencl",
     "rocm",
     "vulkan",
+    "Tensor",
+    "empty",
+    "from_dlpack",
+    "tensor",
     "get_global_func",
     "init_ffi_api",
     "list_global_func_names",
@@ -62,4 +70,8 @@ __all__ = [
     "structural_equal",
     "to_json",
     "registry",
+    "BenchmarkResult",
+    "Module",
+    "load_module",
+    "runtime",
 ]

@@ -448,9 +448,16 @@ def write_view(buf, off, value, temps):
 
 
 def release(temps):
-    """Release the temporary object references collected while writing views."""
+    """Release the temporary object references collected while writing views.
+
+    A callable in ``temps`` is a post-call action that a writer registered (e.g. copying
+    results back into a numpy array that was passed through a temporary tensor); it is run.
+    """
     for handle in temps:
-        _DecRef(handle)
+        if type(handle) is int:
+            _DecRef(handle)
+        else:
+            handle()
 
 
 def write_owned(addr, value):

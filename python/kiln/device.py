@@ -26,7 +26,8 @@ class Device:
     """A device: DLPack device type code and device id, passed to FFI as ``DLDevice``.
 
     ``Device(1, 0)``, ``Device("cuda", 1)`` or ``Device("cuda:1")``; equal devices compare
-    and hash equal.
+    and hash equal.  Attributes (:attr:`exist`, :attr:`device_name`, ...) are read through the
+    runtime's device API (globals ``runtime.DeviceExists`` / ``runtime.DeviceGetAttr``).
     """
 
     __slots__ = ("device_type", "device_id")
@@ -48,6 +49,57 @@ class Device:
     def type_name(self):
         """The name of the device type (e.g. ``"cuda"``)."""
         return _NAMES.get(self.device_type, "device_type_%d" % self.device_type)
+
+    def _attr(self, kind):
+        return core.call_global("runtime.DeviceGetAttr", self, kind)
+
+    @property
+    def exist(self):
+        """Whether the device exists (its device API is in the library and reports it)."""
+        return bool(core.call_global("runtime.DeviceExists", self))
+
+    @property
+    def max_threads_per_block(self):
+        """The largest number of threads in a block (GPUs), or ``None``."""
+        return self._attr(1)
+
+    @property
+    def warp_size(self):
+        """The warp / wavefront / subgroup size, or ``None``."""
+        return self._attr(2)
+
+    @property
+    def compute_version(self):
+        """The compute capability as text (``"8.6"``), or ``None``."""
+        return self._attr(4)
+
+    @property
+    def device_name(self):
+        """The device's name, or ``None``."""
+        return self._attr(5)
+
+    @property
+    def multi_processor_count(self):
+        """The number of multiprocessors (cores on the CPU), or ``None``."""
+        return self._attr(7)
+
+    @property
+    def total_global_memory(self):
+        """Total memory in bytes, or ``None``."""
+        return self._attr(14)
+
+    @property
+    def available_global_memory(self):
+        """Available memory in bytes, or ``None``."""
+        return self._attr(15)
+
+    def sync(self):
+        """Wait until all work queued on the device's default stream is done."""
+        core.call_global("runtime.DeviceStreamSync", self)
+
+    def __dlpack_device__(self):
+        """``(device_type, device_id)``, as DLPack producers report it."""
+        return (self.device_type, self.device_id)
 
     def __eq__(self, other):
         return (

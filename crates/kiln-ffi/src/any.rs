@@ -165,7 +165,26 @@ impl<'a> AnyView<'a> {
 
     /// Makes an owned copy (objects gain a reference; C strings and byte arrays are copied into
     /// owned values; an r-value reference moves the object out of its slot).
+    #[inline]
     pub fn to_owned(&self) -> Any {
+        let raw = self.0;
+        let index = raw.type_index;
+        if index >= ti::STATIC_OBJECT_BEGIN {
+            if let Some(obj) = self.object_ptr() {
+                // SAFETY: the view keeps the object alive; the new Any owns one more reference.
+                unsafe { inc_ref(obj) };
+            }
+            return Any(raw);
+        }
+        if !(ti::RAW_STR..ti::SMALL_STR).contains(&index) {
+            return Any(raw);
+        }
+        self.own_borrowed()
+    }
+
+    /// The owned copy of a borrowed kind: C strings, byte arrays and r-value references.
+    #[cold]
+    fn own_borrowed(&self) -> Any {
         let raw = self.0;
         match raw.type_index {
             ti::RAW_STR => match self.str_bytes() {

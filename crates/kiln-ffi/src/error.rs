@@ -77,8 +77,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Makes an error of the given kind (`"TypeError"`, `"ValueError"`, ...).
+    ///
+    /// The Rust backtrace is recorded when the environment sets `KILN_BACKTRACE=1` (resolving it
+    /// costs milliseconds, too much for errors that callers catch and handle).
     pub fn new(kind: &str, message: impl Into<String>) -> Error {
-        Error::with_backtrace(kind, &message.into(), "")
+        static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let bt = if *WANTED.get_or_init(|| std::env::var("KILN_BACKTRACE").is_ok_and(|v| v == "1"))
+        {
+            std::backtrace::Backtrace::force_capture().to_string()
+        } else {
+            String::new()
+        };
+        Error::with_backtrace(kind, &message.into(), &bt)
     }
 
     /// Makes an error with an explicit backtrace text.
