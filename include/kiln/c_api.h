@@ -484,6 +484,54 @@ TVM_FFI_DLL TVM_FFI_ATTRIBUTE_PURE const TVMFFITypeInfo* TVMFFIGetTypeInfo(int32
  * exactly once across threads and publishes what it produced. */
 TVM_FFI_DLL int TVMFFIHandleInitOnce(void** handle_addr, int (*init_func)(void** result));
 
+/* Runs deinit_func on *handle_addr once (if it is set) and clears it. */
+TVM_FFI_DLL int TVMFFIHandleDeinitOnce(void** handle_addr, int (*deinit_func)(void* handle));
+
+/* ---- tensors (ffi.Tensor, type 70: the DLTensor sits right after the header) ---- */
+
+/* Wraps a DLPack tensor without copying; the tensor calls from->deleter when freed.
+ * require_alignment (bytes, 0 = any) and require_contiguous are checked first. */
+TVM_FFI_DLL int TVMFFITensorFromDLPack(DLManagedTensor* from, int32_t require_alignment,
+                                       int32_t require_contiguous, TVMFFIObjectHandle* out);
+/* Exports a tensor as a DLPack tensor that keeps it alive until its deleter runs. */
+TVM_FFI_DLL int TVMFFITensorToDLPack(TVMFFIObjectHandle from, DLManagedTensor** out);
+/* The same for DLPack 1.x versioned tensors. */
+TVM_FFI_DLL int TVMFFITensorFromDLPackVersioned(DLManagedTensorVersioned* from,
+                                                int32_t require_alignment,
+                                                int32_t require_contiguous,
+                                                TVMFFIObjectHandle* out);
+TVM_FFI_DLL int TVMFFITensorToDLPackVersioned(TVMFFIObjectHandle from,
+                                              DLManagedTensorVersioned** out);
+/* A view of source's memory described by prototype (shape, dtype, strides, offset),
+ * keeping source alive; sizes are not checked. */
+TVM_FFI_DLL int TVMFFITensorCreateUnsafeView(TVMFFIObjectHandle source, const DLTensor* prototype,
+                                             TVMFFIObjectHandle* out);
+
+/* ---- services for compiled code (Apache TVM 0.27 names and signatures) ---- */
+
+/* Finds `name` among the imports of the module whose context is library_ctx, then in the
+ * global registry; *out receives a new function reference. */
+TVM_FFI_DLL int TVMFFIEnvModLookupFromImports(void* library_ctx, const char* name, void** out);
+
+/* Per-thread scratch memory, 64-byte aligned, freed in stack order. */
+TVM_FFI_DLL void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes,
+                                           int dtype_code_hint, int dtype_bits_hint);
+TVM_FFI_DLL int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr);
+
+/* The environment of a parallel launch: an opaque synchronisation handle and the task count. */
+typedef struct {
+  void* sync_handle;
+  int32_t num_task;
+} TVMParallelGroupEnv;
+
+/* Runs flambda(task_id, env, cdata) for task ids 0..num_task-1 on the thread pool
+ * (num_task 0: one task per pool thread); returns non-zero if a task failed. */
+TVM_FFI_DLL int TVMBackendParallelLaunch(int (*flambda)(int task_id, TVMParallelGroupEnv* penv,
+                                                        void* cdata),
+                                         void* cdata, int num_task);
+/* Waits until every task of the launch reaches the barrier. */
+TVM_FFI_DLL int TVMBackendParallelBarrier(int task_id, TVMParallelGroupEnv* penv);
+
 #ifdef __cplusplus
 }
 #endif
