@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Kiln's build, tests and benchmarks need on a fresh machine; idempotent.
-#   - Debian packages: valgrind (C leak checks)
+#   - Debian packages: valgrind (C leak checks), llvm-19-dev (kiln-codegen links LLVM 19 through
+#     inkwell; .cargo/config.toml points llvm-sys at /usr/lib/llvm-19)
 #   - .venv with the packages in python/requirements-test.txt
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,6 +10,7 @@ cd "$ROOT"
 need_apt=()
 command -v valgrind >/dev/null || need_apt+=(valgrind)
 command -v cc >/dev/null || need_apt+=(gcc)
+[[ -x /usr/lib/llvm-19/bin/llvm-config && -e /usr/lib/llvm-19/lib/libLLVM-19.so ]] || need_apt+=(llvm-19-dev)
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
     echo "setup: apt-get install ${need_apt[*]}"

@@ -25,7 +25,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let _ = kiln::link_all();
+    kiln::link_all();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo => demo::run(),

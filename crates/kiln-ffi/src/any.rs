@@ -225,13 +225,21 @@ impl<'a> AnyView<'a> {
     /// Converts to a Rust type, or says what was there instead.
     #[inline]
     pub fn try_as<T: TryFromAny>(&self) -> Result<T> {
-        T::try_from_view(self).ok_or_else(|| {
-            Error::type_error(format!(
-                "expected `{}` but got `{}`",
-                T::type_name(),
-                self.type_name()
-            ))
-        })
+        match T::try_from_view(self) {
+            Some(v) => Ok(v),
+            None => Err(self.mismatch_error(T::type_name)),
+        }
+    }
+
+    /// The error of [`try_as`](Self::try_as), out of line: one copy for all target types.
+    #[cold]
+    #[inline(never)]
+    fn mismatch_error(&self, expected: fn() -> String) -> Error {
+        Error::type_error(format!(
+            "expected `{}` but got `{}`",
+            expected(),
+            self.type_name()
+        ))
     }
 }
 

@@ -9,7 +9,7 @@ use crate::function::Function;
 use crate::map::Map;
 use crate::object::{Object, ObjectRef};
 use crate::shape::Shape;
-use crate::{json, reflection, register_global, register_global_packed, registry};
+use crate::{reflection, register_global, register_global_packed, registry};
 
 fn owned_args(args: &[AnyView<'_>]) -> Vec<Any> {
     args.iter().map(|a| a.to_owned()).collect()
@@ -100,8 +100,12 @@ register_global!(
 register_global!("kiln.ffi.ObjectRepr", |v: Any| reflection::repr_value(
     &v.view()
 ));
-register_global!("kiln.ffi.ToJSON", |v: Any| json::to_json(&v.view()));
-register_global!("kiln.ffi.FromJSON", |text: String| json::from_json(&text));
+#[cfg(feature = "json")]
+register_global!("kiln.ffi.ToJSON", |v: Any| crate::json::to_json(&v.view()));
+#[cfg(feature = "json")]
+register_global!("kiln.ffi.FromJSON", |text: String| crate::json::from_json(
+    &text
+));
 register_global!("kiln.ffi.StructuralEqual", |a: Any, b: Any| {
     reflection::structural_equal(&a.view(), &b.view())
 });

@@ -80,7 +80,14 @@ impl Error {
     ///
     /// The Rust backtrace is recorded when the environment sets `KILN_BACKTRACE=1` (resolving it
     /// costs milliseconds, too much for errors that callers catch and handle).
+    #[inline]
     pub fn new(kind: &str, message: impl Into<String>) -> Error {
+        Error::new_string(kind, message.into())
+    }
+
+    /// [`new`](Self::new) without the generic argument (one copy for every message type).
+    #[inline(never)]
+    fn new_string(kind: &str, message: String) -> Error {
         static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let bt = if *WANTED.get_or_init(|| std::env::var("KILN_BACKTRACE").is_ok_and(|v| v == "1"))
         {
@@ -88,7 +95,7 @@ impl Error {
         } else {
             String::new()
         };
-        Error::with_backtrace(kind, &message.into(), &bt)
+        Error::with_backtrace(kind, &message, &bt)
     }
 
     /// Makes an error with an explicit backtrace text.
@@ -176,7 +183,14 @@ impl Error {
     }
 
     /// A new error of the same kind whose message starts with `context`.
+    #[inline]
     pub fn context(self, context: impl fmt::Display) -> Error {
+        self.context_dyn(&context)
+    }
+
+    /// [`context`](Self::context) without the generic argument.
+    #[inline(never)]
+    fn context_dyn(self, context: &dyn fmt::Display) -> Error {
         Error::with_backtrace(
             &self.kind(),
             &format!("{context}: {}", self.message()),

@@ -33,11 +33,41 @@ unsafe impl ObjectType for FunctionObj {
 /// The body of a Rust function: borrowed arguments in, an owned value or an error out.
 pub type PackedFn = dyn Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync;
 
-/// A function object whose body is a Rust closure.
+/// The packed body of a function registered with
+/// [`register_global_packed!`](crate::register_global_packed).
+pub type StaticPackedFn = fn(&[AnyView<'_>]) -> Result<Any>;
+
+/// The body of a typed function registered with [`register_global!`](crate::register_global):
+/// [`TypedFn::call_packed`] of that one function, given its name.
+pub type StaticTypedFn = fn(&str, &[AnyView<'_>]) -> Result<Any>;
+
+/// What a Rust function object runs.
+///
+/// Functions registered at start-up are plain function pointers rather than boxed closures: one
+/// constructor and no closure type, vtable or shims per registered function (about 600 bytes
+/// each in the deployable library), and no extra indirection when called.
+enum Body {
+    Closure(Box<PackedFn>),
+    StaticPacked(StaticPackedFn),
+    StaticTyped(&'static str, StaticTypedFn),
+}
+
+impl Body {
+    #[inline]
+    fn call(&self, args: &[AnyView<'_>]) -> Result<Any> {
+        match self {
+            Body::Closure(f) => f(args),
+            Body::StaticPacked(f) => f(args),
+            Body::StaticTyped(name, f) => f(name, args),
+        }
+    }
+}
+
+/// A function object whose body is Rust code.
 #[repr(C)]
 struct RustFunction {
     cell: FunctionObj,
-    body: Box<PackedFn>,
+    body: Body,
 }
 
 /// A function object made from a C callback and its context.
@@ -72,7 +102,7 @@ unsafe extern "C" fn rust_function_call(
     let f = &*((handle as *const u8).add(24) as *const RustFunction);
     let args = AnyView::slice_from_raw(args, n);
     ffi_guard(|| {
-        let out = (f.body)(args)?;
+        let out = f.body.call(args)?;
         *result = out.into_raw();
         Ok(())
     })
@@ -99,12 +129,31 @@ impl Function {
     where
         F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
     {
+        Function::from_body(Body::Closure(Box::new(f)))
+    }
+
+    /// What [`register_global_packed!`](crate::register_global_packed) registers.
+    #[doc(hidden)]
+    pub fn from_static_packed(f: StaticPackedFn) -> Function {
+        Function::from_body(Body::StaticPacked(f))
+    }
+
+    /// What [`register_global!`](crate::register_global) registers: `f` is the checked call of
+    /// one typed function (see [`TypedFn::call_packed`]), `name` appears in argument errors.
+    #[doc(hidden)]
+    pub fn from_static_typed(name: &'static str, f: StaticTypedFn) -> Function {
+        Function::from_body(Body::StaticTyped(name, f))
+    }
+
+    /// The non-generic part of the constructors, shared by every closure type.
+    #[inline(never)]
+    fn from_body(body: Body) -> Function {
         let obj = RustFunction {
             cell: FunctionObj {
                 safe_call: rust_function_call,
                 cpp_call: std::ptr::null_mut(),
             },
-            body: Box::new(f),
+            body,
         };
         Function(ObjectRef::new_with_index(type_index::FUNCTION, obj))
     }
@@ -151,7 +200,7 @@ impl Function {
             // Rust to Rust: call the closure directly, catching panics as the C path would.
             // SAFETY: the entry point identifies a RustFunction.
             let f = unsafe { &*(self.0.payload_ptr() as *const RustFunction) };
-            return match catch_unwind(AssertUnwindSafe(|| (f.body)(args))) {
+            return match catch_unwind(AssertUnwindSafe(|| f.body.call(args))) {
                 Ok(r) => r,
                 Err(p) => Err(error_from_panic(p)),
             };
@@ -285,6 +334,31 @@ pub fn arg_type_error(name: &str, arg_types: &[String], index: usize, got: &AnyV
     ))
 }
 
+/// Names of a typed function's argument types, as functions, so that the error paths below are
+/// shared by every signature instead of being generated for each.
+type TypeNames<'a> = &'a [fn() -> String];
+
+/// [`arity_error`] for a typed function (out of line: one copy for all signatures).
+#[cold]
+#[inline(never)]
+fn typed_arity_error(name: &str, types: TypeNames<'_>, got: usize) -> Error {
+    let types: Vec<String> = types.iter().map(|f| f()).collect();
+    arity_error(name, &types, got)
+}
+
+/// [`arg_type_error`] for a typed function (out of line: one copy for all signatures).
+#[cold]
+#[inline(never)]
+fn typed_arg_type_error(
+    name: &str,
+    types: TypeNames<'_>,
+    index: usize,
+    args: &[AnyView<'_>],
+) -> Error {
+    let types: Vec<String> = types.iter().map(|f| f()).collect();
+    arg_type_error(name, &types, index, &args[index])
+}
+
 macro_rules! impl_typed_fn {
     ($n:expr; $($arg:ident $idx:tt),*) => {
         impl<Func, Ret, $($arg),*> TypedFn<($($arg,)*)> for Func
@@ -296,15 +370,15 @@ macro_rules! impl_typed_fn {
             #[inline]
             #[allow(unused_variables)]
             fn call_packed(&self, name: &str, args: &[AnyView<'_>]) -> Result<Any> {
-                let types = || vec![$(<$arg as TryFromAny>::type_name()),*];
+                let types: [fn() -> String; $n] = [$(<$arg as TryFromAny>::type_name),*];
                 if args.len() != $n {
-                    return Err(arity_error(name, &types(), args.len()));
+                    return Err(typed_arity_error(name, &types, args.len()));
                 }
                 $(
                     #[allow(non_snake_case)]
                     let $arg = match <$arg as TryFromAny>::try_from_view(&args[$idx]) {
                         Some(v) => v,
-                        None => return Err(arg_type_error(name, &types(), $idx, &args[$idx])),
+                        None => return Err(typed_arg_type_error(name, &types, $idx, args)),
                     };
                 )*
                 (self)($($arg),*).into_fn_result()

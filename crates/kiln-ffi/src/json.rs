@@ -28,6 +28,7 @@ pub fn to_json(v: &AnyView<'_>) -> Result<String> {
     let mut w = Writer {
         nodes: Vec::new(),
         seen: HashMap::new(),
+        keep: Vec::new(),
     };
     let root = w.node(v)?;
     Ok(json!({"root": root, "nodes": w.nodes}).to_string())
@@ -35,7 +36,11 @@ pub fn to_json(v: &AnyView<'_>) -> Result<String> {
 
 struct Writer {
     nodes: Vec<Value>,
+    /// Node index of each object already written, by address.
     seen: HashMap<usize, usize>,
+    /// Every object written, kept alive until the end: field getters may return temporaries,
+    /// and a freed temporary's address could otherwise be reused by a later, different object.
+    keep: Vec<Any>,
 }
 
 impl Writer {
@@ -54,6 +59,7 @@ impl Writer {
         let i = self.push(node);
         if let Some(obj) = v.object_ptr() {
             self.seen.insert(obj.as_ptr() as usize, i);
+            self.keep.push(v.to_owned());
         }
         Ok(i)
     }

@@ -6,7 +6,8 @@
 //!   [`Bytes`], [`Shape`], [`Array`], [`Map`], [`Error`], [`Function`].
 //! - [`Function`]: closures, C callbacks and foreign functions behind one calling convention.
 //! - [`registry`]: global functions by name; [`register_global!`] registers at start-up.
-//! - [`reflection`] and [`json`]: fields by name, printing, structural equality, JSON.
+//! - [`reflection`] and `json` (cargo feature `json`, on by default): fields by name, printing,
+//!   structural equality, JSON.
 //! - [`c_api`]: the exported `TVMFFI*` functions.
 
 extern crate self as kiln_ffi;
@@ -19,7 +20,9 @@ pub mod c_api;
 pub mod device;
 pub mod dtype;
 pub mod error;
+mod float_repr;
 pub mod function;
+#[cfg(feature = "json")]
 pub mod json;
 pub mod map;
 pub mod object;

@@ -1,7 +1,7 @@
 //! Reflection (seed 002's VisitAttrs): an object type declares its type key and fields once
 //! (`#[derive(Object)]` from `kiln-macros`), and then any object can be read field by field by
-//! name, printed, compared structurally and serialized (see [`crate::json`]) — from Rust, from C
-//! (`TVMFFIGetTypeInfo` gives the fields with getters) and from Python.
+//! name, printed, compared structurally and serialized (`crate::json`, cargo feature `json`) —
+//! from Rust, from C (`TVMFFIGetTypeInfo` gives the fields with getters) and from Python.
 
 use crate::abi::{type_index as ti, RawAny};
 use crate::any::{Any, AnyView, TryFromAny};
@@ -230,7 +230,7 @@ fn repr_depth(v: &AnyView<'_>, depth: usize) -> String {
             "False"
         }
         .into(),
-        ti::FLOAT => format!("{:?}", unsafe { raw.value.v_float64 }),
+        ti::FLOAT => crate::float_repr::debug_f64(unsafe { raw.value.v_float64 }),
         ti::DATA_TYPE => format!("{}", crate::DataType(unsafe { raw.value.v_dtype })),
         ti::DEVICE => format!("{}", crate::Device(unsafe { raw.value.v_device })),
         ti::OPAQUE_PTR | ti::DL_TENSOR_PTR => {

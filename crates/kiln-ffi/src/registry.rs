@@ -72,14 +72,11 @@ pub fn remove(name: &str) -> bool {
 
 /// Every registered name, sorted.
 pub fn names() -> Vec<String> {
-    let mut v: Vec<String> = table()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys()
-        .cloned()
-        .collect();
-    v.sort();
-    v
+    let table = table().read().unwrap_or_else(|e| e.into_inner());
+    let mut v: Vec<&str> = table.keys().map(String::as_str).collect();
+    // Names are distinct, so an unstable sort gives the same order (with less code).
+    v.sort_unstable();
+    v.into_iter().map(str::to_string).collect()
 }
 
 /// Registers a typed Rust function (or closure without captures) under a name at start-up:
@@ -93,7 +90,17 @@ macro_rules! register_global {
         $crate::inventory::submit! {
             $crate::registry::GlobalRegistration {
                 name: $name,
-                make: || $crate::Function::from_typed_named($name, $f),
+                make: || {
+                    // A plain function per registration (no closure type): see
+                    // `Function::from_static_typed`.
+                    fn call(
+                        name: &str,
+                        args: &[$crate::AnyView<'_>],
+                    ) -> $crate::Result<$crate::Any> {
+                        $crate::function::TypedFn::call_packed(&$f, name, args)
+                    }
+                    $crate::Function::from_static_typed($name, call)
+                },
             }
         }
     };
@@ -106,7 +113,13 @@ macro_rules! register_global_packed {
         $crate::inventory::submit! {
             $crate::registry::GlobalRegistration {
                 name: $name,
-                make: || $crate::Function::from_packed($f),
+                make: || {
+                    // A plain function per registration: see `Function::from_static_packed`.
+                    fn call(args: &[$crate::AnyView<'_>]) -> $crate::Result<$crate::Any> {
+                        ($f)(args)
+                    }
+                    $crate::Function::from_static_packed(call)
+                },
             }
         }
     };

@@ -4,7 +4,7 @@
 use kiln_ffi::abi::RawAny;
 use kiln_ffi::c_api::{TVMFFIGetTypeInfo, TVMFFITypeKeyToIndex};
 use kiln_ffi::reflection::{create_object, field_names, get_field_by_name, structural_equal};
-use kiln_ffi::{json, Any, Array, Object, ObjectRef, ObjectType};
+use kiln_ffi::{Any, Array, Object, ObjectRef, ObjectType};
 
 #[derive(Object)]
 #[object(type_key = "test.Point")]
@@ -81,7 +81,9 @@ fn fields_are_read_by_name_parents_first() {
 }
 
 #[test]
+#[cfg(feature = "json")]
 fn printing_and_json_round_trip() {
+    use kiln_ffi::json;
     let seg = ObjectRef::new(SegmentObj {
         start: PointObj {
             x: -7,
@@ -204,4 +206,22 @@ fn c_type_info_lists_fields_with_getters() {
     };
     assert_eq!(rc, 0);
     assert_eq!(unsafe { Any::from_raw(out) }.try_as::<i64>().unwrap(), 42);
+}
+
+#[cfg(feature = "json")]
+#[test]
+fn json_keeps_distinct_temporary_field_values_apart() {
+    use kiln_ffi::json;
+    // Long string fields are read as fresh string objects; each must stay its own node even when
+    // the allocator would reuse a freed temporary's address.
+    let points: Vec<Any> = (0..50)
+        .map(|i| Any::from(point(i, 0.0, &format!("a long label number {i}"))))
+        .collect();
+    let arr = Array::new(points);
+    let doc = json::to_json(&Any::from(arr.clone()).view()).unwrap();
+    let back = json::from_json(&doc).unwrap().try_as::<Array>().unwrap();
+    for (i, p) in back.iter().enumerate() {
+        let p = p.try_as::<ObjectRef<PointObj>>().unwrap();
+        assert_eq!(p.label, format!("a long label number {i}"));
+    }
 }

@@ -5,6 +5,7 @@
 pub use kiln_ffi as ffi;
 
 pub mod device;
+pub mod graph_executor;
 pub mod module;
 pub mod tensor;
 pub mod thread_pool;

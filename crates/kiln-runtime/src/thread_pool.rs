@@ -228,10 +228,13 @@ impl Job {
         if errors.is_empty() {
             return Ok(());
         }
-        // Report the task that failed first-hand, not one released from the barrier.
-        errors.sort_by_key(|(task, e)| (e.message() == ABANDONED, *task));
+        // Report the task that failed first-hand (lowest id first), not one released from the
+        // barrier.
+        let first = (0..errors.len())
+            .min_by_key(|&i| (errors[i].1.message() == ABANDONED, errors[i].0))
+            .unwrap_or(0);
         let others = errors.len() - 1;
-        let (task, err) = errors.swap_remove(0);
+        let (task, err) = errors.swap_remove(first);
         let more = match others {
             0 => String::new(),
             1 => " (1 other task failed too)".to_string(),
@@ -351,6 +354,43 @@ fn worker_main(shared: Arc<Shared>, index: usize, mut seen: u64) {
     }
 }
 
+/// Starts a detached pool thread named `kiln-worker-{index}` that runs `body`.
+///
+/// With `pthread_create` rather than `std::thread::Builder`: std's spawning (thread records,
+/// spawn hooks, the stack-overflow handler's per-thread table) costs about 28 KB of the deployable
+/// library. What differs: the name is only the OS thread name (what `top -H` and debuggers show,
+/// cut to 15 bytes), not one Rust's panic messages show; a stack overflow is a plain SIGSEGV
+/// rather than std's message and abort; the stack has the system's default size.
+fn spawn_worker(index: usize, body: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+    type Body = Box<dyn FnOnce() + Send>;
+    extern "C" fn start(arg: *mut c_void) -> *mut c_void {
+        // SAFETY: `arg` is the `Box<Body>` leaked below, handed to exactly this thread.
+        let body = unsafe { Box::from_raw(arg as *mut Body) };
+        // A panic must not unwind out of this C entry point; the hook has reported it.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+        std::ptr::null_mut()
+    }
+    let arg = Box::into_raw(Box::new(body)) as *mut c_void;
+    let mut thread: libc::pthread_t = 0;
+    // SAFETY: `start` takes over `arg` when the thread starts; on failure it stays ours.
+    let rc = unsafe { libc::pthread_create(&mut thread, std::ptr::null(), start, arg) };
+    if rc != 0 {
+        // SAFETY: the thread was not created, so `arg` was not handed over.
+        drop(unsafe { Box::from_raw(arg as *mut Body) });
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    let mut name = format!("kiln-worker-{index}").into_bytes();
+    name.truncate(15); // the kernel's limit, without the NUL
+    name.push(0);
+    // SAFETY: `thread` was just created (a name that does not fit is refused, not an error here);
+    // detaching it means nobody joins it, as with std's dropped JoinHandle.
+    unsafe {
+        libc::pthread_setname_np(thread, name.as_ptr() as *const libc::c_char);
+        libc::pthread_detach(thread);
+    }
+    Ok(())
+}
+
 fn launch_on_pool(lambda: ParallelLambda, cdata: *mut c_void, num_task: usize) -> Result<()> {
     let pool = pool();
     let shared = &pool.shared;
@@ -358,12 +398,9 @@ fn launch_on_pool(lambda: ParallelLambda, cdata: *mut c_void, num_task: usize) -
     while *workers < num_task - 1 {
         let (s, index) = (shared.clone(), *workers + 1);
         let seen = shared.generation.load(Ordering::Acquire);
-        std::thread::Builder::new()
-            .name(format!("kiln-worker-{index}"))
-            .spawn(move || worker_main(s, index, seen))
-            .map_err(|e| {
-                Error::runtime_error(format!("cannot start thread pool worker {index}: {e}"))
-            })?;
+        spawn_worker(index, Box::new(move || worker_main(s, index, seen))).map_err(|e| {
+            Error::runtime_error(format!("cannot start thread pool worker {index}: {e}"))
+        })?;
         *workers += 1;
     }
     let job = Job::new(lambda, cdata, num_task, false);

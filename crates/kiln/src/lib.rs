@@ -1,11 +1,15 @@
 //! Kiln as one library: the runtime plus (as they land) the compiler crates. Built as
 //! `libkiln.so`, which the Python package and the CLI load.
 
+pub use kiln_codegen as codegen;
 pub use kiln_ffi as ffi;
 pub use kiln_runtime as runtime;
+pub use kiln_tir as tir;
 
-/// Makes sure every part of Kiln is linked into this library.
+/// Makes sure every part of Kiln (and the global functions each registers) is linked into this
+/// library.
 #[doc(hidden)]
-pub fn link_all() -> [*const (); 1] {
-    [kiln_runtime::link_ffi()]
+pub fn link_all() {
+    std::hint::black_box(kiln_runtime::link_ffi());
+    std::hint::black_box(kiln_tir::link_globals());
 }

@@ -1,0 +1,21 @@
+//! Kiln's code generators (seed 004's `codegen.build_llvm`, `create_shared`): what turns tensor
+//! programs into a shared library that Kiln's runtime and Apache TVM 0.27 both load.
+//!
+//! - [`target`]: target strings (`llvm -mcpu=native -opt-level=3`, `c`, `opencl`, `cuda`),
+//!   host CPU detection through LLVM 19, feature queries for schedules.
+//! - [`llvm`]: LLVM 19 through inkwell: target machines, modules, the `default<On>` pipeline,
+//!   object/assembly/IR output, and the TVM-FFI ABI pieces generated code needs
+//!   ([`llvm::abi`], [`llvm::symbols`]).
+//! - [`link`]: `cc -shared -fPIC` linking, with the library blob as an LLVM-made object.
+//!
+//! TIR-to-LLVM code generation, the C source target and `build()` come on top of these.
+
+#![warn(missing_docs)]
+
+pub mod link;
+pub mod llvm;
+pub mod target;
+
+pub use link::{link_shared, LinkOptions};
+pub use llvm::LlvmTarget;
+pub use target::{Target, TargetKind};

@@ -1,0 +1,299 @@
+//! Calls by name: math intrinsics (`tir.exp`, `tir.sqrt`, `tir.pow`, ...) and builtins
+//! (`tir.if_then_else`, `tir.likely`, `tir.call_packed`, `tir.call_extern`, bit operations,
+//! and the names lowering passes use), with builders that check their operand types.
+//!
+//! Names are TVM's op names, so TVMScript-like text (`T.exp(x)`) and passes agree with TVM's.
+
+use crate::dtype::DataTypeExt;
+use crate::expr::{select, Operand, PrimExpr};
+use kiln_ffi::{DataType, Error, Result};
+
+macro_rules! float_unary {
+    ($($fn:ident => $name:literal,)*) => {
+        $(
+            #[doc = concat!("`", $name, "(x)` of a float `x` (any lanes).\n\n# Panics\nWhen `x` is not a float.")]
+            pub fn $fn(x: impl Into<Operand>) -> PrimExpr {
+                float_call($name, vec![x.into().into_expr()]).unwrap_or_else(|e| panic!("{e}"))
+            }
+        )*
+        /// The float math intrinsics of one operand that return their operand's type.
+        pub const FLOAT_UNARY: &[&str] = &[$($name),*];
+    };
+}
+
+float_unary! {
+    exp => "tir.exp",
+    exp2 => "tir.exp2",
+    exp10 => "tir.exp10",
+    expm1 => "tir.expm1",
+    log => "tir.log",
+    log2 => "tir.log2",
+    log10 => "tir.log10",
+    log1p => "tir.log1p",
+    sqrt => "tir.sqrt",
+    rsqrt => "tir.rsqrt",
+    sin => "tir.sin",
+    cos => "tir.cos",
+    tan => "tir.tan",
+    sinh => "tir.sinh",
+    cosh => "tir.cosh",
+    tanh => "tir.tanh",
+    asin => "tir.asin",
+    acos => "tir.acos",
+    atan => "tir.atan",
+    sigmoid => "tir.sigmoid",
+    erf => "tir.erf",
+    fabs => "tir.fabs",
+    floor => "tir.floor",
+    ceil => "tir.ceil",
+    round => "tir.round",
+    nearbyint => "tir.nearbyint",
+    trunc => "tir.trunc",
+}
+
+/// The float math intrinsics of two operands (`pow`, `atan2`, `fmod`, `copysign`, `hypot`).
+pub const FLOAT_BINARY: &[&str] = &[
+    "tir.pow",
+    "tir.atan2",
+    "tir.fmod",
+    "tir.copysign",
+    "tir.hypot",
+];
+
+/// `tir.if_then_else(cond, t, f)`: only the chosen side is evaluated (unlike `Select`).
+pub const IF_THEN_ELSE: &str = "tir.if_then_else";
+/// `tir.likely(cond)`: a branch-prediction hint; the value is `cond`.
+pub const LIKELY: &str = "tir.likely";
+/// `tir.call_packed("name", args...)`: calls a global packed function.
+pub const CALL_PACKED: &str = "tir.call_packed";
+/// `tir.call_extern("name", args...)`: calls a C function.
+pub const CALL_EXTERN: &str = "tir.call_extern";
+/// `tir.call_pure_extern("name", args...)`: a C function without side effects.
+pub const CALL_PURE_EXTERN: &str = "tir.call_pure_extern";
+/// `tir.reinterpret(x)`: the bits of `x` as the call's type.
+pub const REINTERPRET: &str = "tir.reinterpret";
+/// Bitwise and, or, xor, not; shifts.
+pub const BITWISE_AND: &str = "tir.bitwise_and";
+/// Bitwise or.
+pub const BITWISE_OR: &str = "tir.bitwise_or";
+/// Bitwise xor.
+pub const BITWISE_XOR: &str = "tir.bitwise_xor";
+/// Bitwise not.
+pub const BITWISE_NOT: &str = "tir.bitwise_not";
+/// Left shift.
+pub const SHIFT_LEFT: &str = "tir.shift_left";
+/// Right shift (arithmetic for signed types).
+pub const SHIFT_RIGHT: &str = "tir.shift_right";
+/// Names used by lowering passes (MakePackedAPI and friends), as in TVM's `builtin` namespace.
+pub mod builtin {
+    /// `tir.tvm_struct_get(handle, index, field)`: reads a field of a runtime struct.
+    pub const TVM_STRUCT_GET: &str = "tir.tvm_struct_get";
+    /// `tir.tvm_struct_set(handle, index, field, value)`.
+    pub const TVM_STRUCT_SET: &str = "tir.tvm_struct_set";
+    /// `tir.tvm_stack_alloca("kind", n)`: stack space for call arguments.
+    pub const TVM_STACK_ALLOCA: &str = "tir.tvm_stack_alloca";
+    /// `tir.tvm_call_packed_lowered(...)`: a packed call after argument packing.
+    pub const TVM_CALL_PACKED_LOWERED: &str = "tir.tvm_call_packed_lowered";
+    /// `tir.tvm_throw_last_error()`: returns the pending error to the caller.
+    pub const TVM_THROW_LAST_ERROR: &str = "tir.tvm_throw_last_error";
+    /// `tir.isnullptr(handle)`.
+    pub const ISNULLPTR: &str = "tir.isnullptr";
+    /// `tir.address_of(buffer_load)`.
+    pub const ADDRESS_OF: &str = "tir.address_of";
+    /// `tir.ret(value)`: returns from the function.
+    pub const RET: &str = "tir.ret";
+    /// `tir.type_annotation()`: a typed placeholder.
+    pub const TYPE_ANNOTATION: &str = "tir.type_annotation";
+    /// `tir.lookup_param("name")`: a constant parameter linked into the module.
+    pub const LOOKUP_PARAM: &str = "tir.lookup_param";
+}
+
+fn float_call(name: &str, args: Vec<PrimExpr>) -> Result<PrimExpr> {
+    let t = args[0].dtype();
+    if !t.is_floating() {
+        return Err(Error::type_error(format!(
+            "{name} needs float operands, got {t} ({})",
+            args[0]
+        )));
+    }
+    if let Some(bad) = args.iter().find(|a| a.dtype() != t) {
+        return Err(Error::type_error(format!(
+            "{name} needs operands of one dtype, got {t} and {}",
+            bad.dtype()
+        )));
+    }
+    Ok(PrimExpr::call(t, name, args))
+}
+
+/// A float intrinsic by name (one of [`FLOAT_UNARY`] or [`FLOAT_BINARY`]) with type checks.
+pub fn try_float_intrinsic(name: &str, args: Vec<PrimExpr>) -> Result<PrimExpr> {
+    let arity = if FLOAT_UNARY.contains(&name) {
+        1
+    } else if FLOAT_BINARY.contains(&name) {
+        2
+    } else {
+        return Err(Error::value_error(format!(
+            "`{name}` is not a float intrinsic"
+        )));
+    };
+    if args.len() != arity {
+        return Err(Error::type_error(format!(
+            "{name} takes {arity} arguments, got {}",
+            args.len()
+        )));
+    }
+    float_call(name, args)
+}
+
+fn float_binary(name: &str, x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    let (x, y) = crate::expr::operands(x, y).unwrap_or_else(|e| panic!("{e}"));
+    float_call(name, vec![x, y]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `x ** y` of floats.
+///
+/// # Panics
+/// When the operands are not floats of one type.
+pub fn pow(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    float_binary("tir.pow", x, y)
+}
+
+/// `atan2(y, x)` of floats.
+///
+/// # Panics
+/// When the operands are not floats of one type.
+pub fn atan2(y: impl Into<Operand>, x: impl Into<Operand>) -> PrimExpr {
+    float_binary("tir.atan2", y, x)
+}
+
+/// `|x|`: `fabs` for floats, `select(x >= 0, x, -x)` for integers.
+pub fn abs(x: impl Into<Operand>) -> PrimExpr {
+    let x = x.into().into_expr();
+    if x.dtype().is_floating() {
+        fabs(x)
+    } else if x.dtype().is_uint() {
+        x
+    } else {
+        select(x.ge(0), &x, -&x)
+    }
+}
+
+/// `cond ? t : f` evaluating only the chosen side (constant conditions fold).
+///
+/// # Panics
+/// When `cond` is not bool or the values' types differ.
+pub fn if_then_else(
+    cond: impl Into<Operand>,
+    t: impl Into<Operand>,
+    f: impl Into<Operand>,
+) -> PrimExpr {
+    let cond = cond.into().into_expr();
+    assert!(
+        cond.dtype().is_bool(),
+        "tir.if_then_else needs a bool condition, got {}",
+        cond.dtype()
+    );
+    let (t, f) = crate::expr::operands(t, f).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        t.dtype(),
+        f.dtype(),
+        "tir.if_then_else needs both values of one dtype"
+    );
+    match cond.as_int() {
+        Some(0) => f,
+        Some(_) => t,
+        None => PrimExpr::call(t.dtype(), IF_THEN_ELSE, vec![cond, t, f]),
+    }
+}
+
+/// `likely(cond)`: marks a condition as usually true.
+pub fn likely(cond: impl Into<Operand>) -> PrimExpr {
+    let cond = cond.into().into_expr();
+    PrimExpr::call(cond.dtype(), LIKELY, vec![cond])
+}
+
+/// Calls global packed function `name` with `args` (returns `int32`: 0 on success).
+pub fn call_packed(name: &str, args: Vec<PrimExpr>) -> PrimExpr {
+    let mut all = vec![PrimExpr::string(name)];
+    all.extend(args);
+    PrimExpr::call(DataType::int(32), CALL_PACKED, all)
+}
+
+/// Calls C function `name` returning `dtype`.
+pub fn call_extern(dtype: DataType, name: &str, args: Vec<PrimExpr>) -> PrimExpr {
+    let mut all = vec![PrimExpr::string(name)];
+    all.extend(args);
+    PrimExpr::call(dtype, CALL_EXTERN, all)
+}
+
+/// The bits of `x` as `dtype` (same total width).
+///
+/// # Panics
+/// When the widths differ.
+pub fn reinterpret(dtype: DataType, x: impl Into<Operand>) -> PrimExpr {
+    let x = x.into().into_expr();
+    assert_eq!(
+        dtype.bits() as u32 * dtype.lanes() as u32,
+        x.dtype().bits() as u32 * x.dtype().lanes() as u32,
+        "tir.reinterpret needs equal widths: {} to {dtype}",
+        x.dtype()
+    );
+    PrimExpr::call(dtype, REINTERPRET, vec![x])
+}
+
+fn int_binary(name: &str, x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    let (x, y) = crate::expr::operands(x, y).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        x.dtype().is_integer() && x.dtype() == y.dtype(),
+        "{name} needs integer operands of one dtype, got {} and {}",
+        x.dtype(),
+        y.dtype()
+    );
+    PrimExpr::call(x.dtype(), name, vec![x, y])
+}
+
+/// `x & y` of integers.
+pub fn bitwise_and(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    int_binary(BITWISE_AND, x, y)
+}
+/// `x | y` of integers.
+pub fn bitwise_or(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    int_binary(BITWISE_OR, x, y)
+}
+/// `x ^ y` of integers.
+pub fn bitwise_xor(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    int_binary(BITWISE_XOR, x, y)
+}
+/// `x << y` of integers.
+pub fn shift_left(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    int_binary(SHIFT_LEFT, x, y)
+}
+/// `x >> y` of integers.
+pub fn shift_right(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
+    int_binary(SHIFT_RIGHT, x, y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::{ExprKind, Var};
+
+    #[test]
+    fn intrinsics_check_types() {
+        let x = Var::new("x", DataType::float(32));
+        let e = exp(&x);
+        assert_eq!(e.to_string(), "T.exp(x)");
+        assert_eq!(e.dtype(), DataType::float(32));
+        assert_eq!(pow(&x, 2.0).to_string(), "T.pow(x, T.float32(2.0))");
+        assert!(std::panic::catch_unwind(|| sqrt(Var::int32("i"))).is_err());
+        assert!(try_float_intrinsic("tir.tanh", vec![x.to_expr()]).is_ok());
+        assert!(try_float_intrinsic("tir.tanh", vec![]).is_err());
+        let i = Var::int32("i");
+        assert!(matches!(abs(&i).kind(), ExprKind::Select { .. }));
+        assert_eq!(
+            call_packed("f", vec![i.to_expr()]).to_string(),
+            "T.call_packed(\"f\", i)"
+        );
+        assert!(if_then_else(true, 1, 2).is_const_int(1));
+    }
+}
