@@ -106,6 +106,51 @@ pub mod builtin {
     pub const TYPE_ANNOTATION: &str = "tir.type_annotation";
     /// `tir.lookup_param("name")`: a constant parameter linked into the module.
     pub const LOOKUP_PARAM: &str = "tir.lookup_param";
+    /// `tir.TVMBackendAllocWorkspace(device_type, device_id, nbytes, dtype_code, dtype_bits)`:
+    /// a handle to workspace memory (codegen calls the runtime through its context slot).
+    pub const ALLOC_WORKSPACE: &str = "tir.TVMBackendAllocWorkspace";
+    /// `tir.TVMBackendFreeWorkspace(device_type, device_id, ptr)`: releases it (returns int32).
+    pub const FREE_WORKSPACE: &str = "tir.TVMBackendFreeWorkspace";
+}
+
+/// The `field` argument of `tir.tvm_struct_get` / `tir.tvm_struct_set`: which field of a runtime
+/// struct is read or written. This is the contract between the lowering passes (MakePackedAPI,
+/// LowerTVMBuiltin) and the code generators.
+///
+/// - DLTensor fields: `tvm_struct_get(tensor_handle, 0, DL_*)`, where `tensor_handle` points at
+///   a `DLTensor` (for an `ffi.Tensor` object argument, the object pointer + 24).
+/// - TVMFFIAny fields: `tvm_struct_get(array_handle, i, ANY_*)` reads item `i` of a `TVMFFIAny`
+///   array (the packed arguments); `tvm_struct_set(result_handle, 0, ANY_*, value)` writes the
+///   result.
+pub mod struct_field {
+    /// `void* data` (handle).
+    pub const DL_DATA: i64 = 1;
+    /// `int64_t* shape` (handle).
+    pub const DL_SHAPE: i64 = 2;
+    /// `int64_t* strides` (handle, may be NULL).
+    pub const DL_STRIDES: i64 = 3;
+    /// `int32_t ndim`.
+    pub const DL_NDIM: i64 = 4;
+    /// `uint8_t dtype.code` (codegen widens it to the call's dtype).
+    pub const DL_DTYPE_CODE: i64 = 5;
+    /// `uint8_t dtype.bits`.
+    pub const DL_DTYPE_BITS: i64 = 6;
+    /// `uint16_t dtype.lanes`.
+    pub const DL_DTYPE_LANES: i64 = 7;
+    /// `uint64_t byte_offset`.
+    pub const DL_BYTE_OFFSET: i64 = 8;
+    /// `int32_t device.device_id`.
+    pub const DL_DEVICE_ID: i64 = 9;
+    /// `int32_t device.device_type`.
+    pub const DL_DEVICE_TYPE: i64 = 10;
+    /// `int32_t type_index` of a TVMFFIAny.
+    pub const ANY_TYPE_INDEX: i64 = 20;
+    /// The union read as `int64_t`.
+    pub const ANY_INT64: i64 = 21;
+    /// The union read as `double`.
+    pub const ANY_FLOAT64: i64 = 22;
+    /// The union read as a pointer (handle).
+    pub const ANY_PTR: i64 = 23;
 }
 
 fn float_call(name: &str, args: Vec<PrimExpr>) -> Result<PrimExpr> {
