@@ -30,6 +30,7 @@ from .structural import from_json, structural_equal, to_json
 from . import registry
 from .module import BenchmarkResult, Module, load_module
 from . import runtime
+from . import graph_executor
 
 __version__ = "0.1.0"
 
@@ -74,4 +75,5 @@ __all__ = [
     "Module",
     "load_module",
     "runtime",
+    "graph_executor",
 ]

@@ -8,14 +8,17 @@
 //!   ([`llvm::abi`], [`llvm::symbols`]).
 //! - [`link`]: `cc -shared -fPIC` linking, with the library blob as an LLVM-made object.
 //!
-//! TIR-to-LLVM code generation, the C source target and `build()` come on top of these.
+//! - [`llvm::codegen`]: TIR (packed-API functions) to LLVM IR; [`build()`]: an `IRModule` to
+//!   a runtime module of kind `llvm` (in-process functions, `export_library`, `inspect_source`).
 
 #![warn(missing_docs)]
 
+pub mod build;
 pub mod link;
 pub mod llvm;
 pub mod target;
 
+pub use build::{build, build_compiled, LlvmModule};
 pub use link::{link_shared, LinkOptions};
 pub use llvm::LlvmTarget;
 pub use target::{Target, TargetKind};

@@ -36,7 +36,7 @@ pub(crate) fn debug_f64(x: f64) -> String {
     let (digits, exp) = shortest_digits(abs);
     let digits = std::str::from_utf8(&digits).unwrap_or("0");
     let n = digits.len() as i32;
-    if abs < 1e-4 || abs >= 1e16 {
+    if !(1e-4..1e16).contains(&abs) {
         // As `{:e}`: one digit, the rest after a point, then the exponent.
         out.push_str(&digits[..1]);
         if n > 1 {
@@ -234,7 +234,7 @@ mod tests {
             f64::MIN_POSITIVE,
             f64::EPSILON,
             5e-324,
-            2.2250738585072009e-308,
+            f64::from_bits(0x000f_ffff_ffff_ffff), // the largest subnormal
             f64::INFINITY,
             f64::NEG_INFINITY,
             f64::NAN,

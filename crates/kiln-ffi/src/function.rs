@@ -44,8 +44,8 @@ pub type StaticTypedFn = fn(&str, &[AnyView<'_>]) -> Result<Any>;
 /// What a Rust function object runs.
 ///
 /// Functions registered at start-up are plain function pointers rather than boxed closures: one
-/// constructor and no closure type, vtable or shims per registered function (about 600 bytes
-/// each in the deployable library), and no extra indirection when called.
+/// constructor and no closure type, vtable or shims per registered function (a few hundred
+/// bytes each in the deployable library), and no extra indirection when called.
 enum Body {
     Closure(Box<PackedFn>),
     StaticPacked(StaticPackedFn),

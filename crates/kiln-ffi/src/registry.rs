@@ -84,6 +84,9 @@ pub fn names() -> Vec<String> {
 /// ```ignore
 /// kiln_ffi::register_global!("testing.add_one", |x: i64| x + 1);
 /// ```
+///
+/// The function expression goes into a plain `fn` that is called for each call (so it cannot
+/// capture anything, and a path or closure literal is what it should be).
 #[macro_export]
 macro_rules! register_global {
     ($name:expr, $f:expr) => {
@@ -107,6 +110,7 @@ macro_rules! register_global {
 }
 
 /// Registers a packed Rust function (`Fn(&[AnyView]) -> Result<Any>`) under a name at start-up.
+/// As with [`register_global!`], the function expression goes into a plain `fn`.
 #[macro_export]
 macro_rules! register_global_packed {
     ($name:expr, $f:expr) => {

@@ -3,7 +3,7 @@
 
 use kiln_ffi::abi::RawAny;
 use kiln_ffi::c_api::{TVMFFIGetTypeInfo, TVMFFITypeKeyToIndex};
-use kiln_ffi::reflection::{create_object, field_names, get_field_by_name, structural_equal};
+use kiln_ffi::reflection::{create_object, field_names, get_field_by_name};
 use kiln_ffi::{Any, Array, Object, ObjectRef, ObjectType};
 
 #[derive(Object)]
@@ -84,6 +84,7 @@ fn fields_are_read_by_name_parents_first() {
 #[cfg(feature = "json")]
 fn printing_and_json_round_trip() {
     use kiln_ffi::json;
+    use kiln_ffi::reflection::structural_equal;
     let seg = ObjectRef::new(SegmentObj {
         start: PointObj {
             x: -7,

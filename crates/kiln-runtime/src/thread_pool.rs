@@ -357,7 +357,7 @@ fn worker_main(shared: Arc<Shared>, index: usize, mut seen: u64) {
 /// Starts a detached pool thread named `kiln-worker-{index}` that runs `body`.
 ///
 /// With `pthread_create` rather than `std::thread::Builder`: std's spawning (thread records,
-/// spawn hooks, the stack-overflow handler's per-thread table) costs about 28 KB of the deployable
+/// spawn hooks, the stack-overflow handler's per-thread table) costs about 12 KB of the deployable
 /// library. What differs: the name is only the OS thread name (what `top -H` and debuggers show,
 /// cut to 15 bytes), not one Rust's panic messages show; a stack overflow is a plain SIGSEGV
 /// rather than std's message and abort; the stack has the system's default size.

@@ -196,6 +196,21 @@ impl Buffer {
         )
     }
 
+    /// A copy that views the memory of `data` instead (for passes that merge or rebind memory).
+    pub fn with_data(&self, data: &Var) -> Buffer {
+        Buffer(ObjectRef::new(BufferObj {
+            data: data.clone(),
+            dtype: self.0.dtype,
+            shape: self.0.shape.clone(),
+            strides: self.0.strides.clone(),
+            elem_offset: self.0.elem_offset.clone(),
+            name: self.0.name.clone(),
+            scope: self.0.scope.clone(),
+            data_alignment: self.0.data_alignment,
+            offset_factor: self.0.offset_factor,
+        }))
+    }
+
     /// Checks the indices of a load or store: one integer index per dimension.
     pub(crate) fn check_indices(&self, what: &str, indices: &[PrimExpr]) -> Result<()> {
         if indices.len() != self.ndim() {

@@ -24,6 +24,8 @@ use std::collections::HashMap;
 /// (call it from the library's `link_all`).
 #[doc(hidden)]
 pub fn link_globals() -> *const () {
+    // The pass globals (`transform.*`) live in another module: keep it linked too.
+    std::hint::black_box(crate::transform::link_transform_globals());
     link_globals as *const ()
 }
 

@@ -86,6 +86,7 @@ pub mod op;
 pub mod printer;
 pub mod stmt;
 pub mod structural;
+pub mod transform;
 pub mod visitor;
 
 pub use arith::{Analyzer, ConstIntBound};

@@ -96,6 +96,9 @@ pub mod builtin {
     pub const TVM_CALL_PACKED_LOWERED: &str = "tir.tvm_call_packed_lowered";
     /// `tir.tvm_throw_last_error()`: returns the pending error to the caller.
     pub const TVM_THROW_LAST_ERROR: &str = "tir.tvm_throw_last_error";
+    /// `tir.handle_add_byte_offset(handle, offset)`: `handle + offset` bytes (a handle); how
+    /// MakePackedAPI reaches the `DLTensor` inside an `ffi.Tensor` object (offset 24).
+    pub const HANDLE_ADD_BYTE_OFFSET: &str = "tir.handle_add_byte_offset";
     /// `tir.isnullptr(handle)`.
     pub const ISNULLPTR: &str = "tir.isnullptr";
     /// `tir.address_of(buffer_load)`.

@@ -4,6 +4,7 @@
 pub use kiln_codegen as codegen;
 pub use kiln_ffi as ffi;
 pub use kiln_runtime as runtime;
+pub use kiln_te as te;
 pub use kiln_tir as tir;
 
 /// Makes sure every part of Kiln (and the global functions each registers) is linked into this
@@ -12,4 +13,5 @@ pub use kiln_tir as tir;
 pub fn link_all() {
     std::hint::black_box(kiln_runtime::link_ffi());
     std::hint::black_box(kiln_tir::link_globals());
+    std::hint::black_box(kiln_te::link_globals());
 }

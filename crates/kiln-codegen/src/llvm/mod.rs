@@ -17,6 +17,7 @@
 //! `inkwell::module::Module`), re-exported as [`inkwell`].
 
 pub mod abi;
+pub mod codegen;
 pub mod compiled;
 pub mod symbols;
 

@@ -66,7 +66,12 @@ impl SelfRef {
             if cur & 0xffff_ffff == 0 {
                 return None;
             }
-            match count.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+            match count.compare_exchange_weak(
+                cur,
+                cur + kiln_ffi::abi::REF_STRONG_ONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => break,
                 Err(now) => cur = now,
             }

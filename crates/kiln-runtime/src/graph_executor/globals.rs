@@ -121,7 +121,7 @@ fn create_factory(args: &[AnyView<'_>], fname: &str) -> Result<Any> {
             params::load_params(one.bytes_bytes().unwrap_or_default())?
         }
         _ => {
-            if rest.len() % 2 != 0 {
+            if !rest.len().is_multiple_of(2) {
                 return Err(Error::type_error(format!(
                     "{fname}(graph_json, lib, module_name, name0, tensor0, ...): params come in \
                      name, tensor pairs, but {} values follow the module name",

@@ -457,7 +457,7 @@ impl Graph {
             .collect()
     }
 
-    /// "output #k of nodes[i] ("name")" for entry `eid`, for messages.
+    /// `output #k of nodes[i] ("name")` for entry `eid`, for messages.
     pub fn entry_owner(&self, eid: usize) -> String {
         let nid = self
             .node_row_ptr

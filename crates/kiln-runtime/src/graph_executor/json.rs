@@ -364,8 +364,8 @@ mod tests {
     fn errors_give_line_column_and_offset() {
         let e = parse("{\n  \"a\": [1, 2,]\n}").unwrap_err();
         assert_eq!(e.kind(), "ValueError");
-        assert!(e.message().contains("line 2, column 15"), "{}", e.message());
-        assert!(e.message().contains("byte offset 16"), "{}", e.message());
+        assert!(e.message().contains("line 2, column 14"), "{}", e.message());
+        assert!(e.message().contains("byte offset 15"), "{}", e.message());
         for bad in [
             "",
             "{",

@@ -145,7 +145,7 @@ impl<'a> ByteReader<'a> {
         if dtype.bits() == 1 && matches!(dtype.code(), code::UINT | code::BOOL) {
             dtype = DataType::new(code::BOOL, 8, dtype.lanes());
         }
-        if dtype.bits() == 0 || dtype.lanes() == 0 || dtype.bits() % 8 != 0 {
+        if dtype.bits() == 0 || dtype.lanes() == 0 || !dtype.bits().is_multiple_of(8) {
             return Err(self.error_at(
                 dtype_at,
                 format!(
@@ -206,7 +206,7 @@ pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
 /// Appends one tensor in TVM's format (copied to the host; written as a CPU tensor).
 pub fn write_tensor(out: &mut Vec<u8>, t: &Tensor) -> Result<()> {
     let dtype = t.dtype();
-    if dtype.bits() % 8 != 0 || dtype.lanes() == 0 {
+    if !dtype.bits().is_multiple_of(8) || dtype.lanes() == 0 {
         return Err(Error::value_error(format!(
             "cannot save tensor {}: only whole-byte element types can be saved",
             t.describe()

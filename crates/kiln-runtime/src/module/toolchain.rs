@@ -94,7 +94,7 @@ pub(crate) fn run(what: &str, program: &str, args: &[String]) -> Result<()> {
 
 /// Running a program and collecting what it prints: `std::process::Command::output` cut down to
 /// what [`run`] needs, on `posix_spawnp`. std's process support (environment capture into a
-/// B-tree, pidfds, `Stdio` plumbing, status formatting) would cost about 60 KB of the deployable
+/// B-tree, pidfds, `Stdio` plumbing, status formatting) would cost about 35 KB of the deployable
 /// library; this costs a few.
 mod spawn {
     use std::ffi::{c_char, c_int, CString};

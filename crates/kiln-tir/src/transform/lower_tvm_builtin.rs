@@ -1,0 +1,170 @@
+//! LowerTVMBuiltin: large allocations go to the runtime's workspace.
+//!
+//! An `Allocate` of more than 1024 bytes (TVM's `kMaxStackAlloca`) or of a non-constant size
+//! becomes
+//!
+//! ```text
+//! buf = T.TVMBackendAllocWorkspace(1, 0, T.int64(nbytes), dtype_code, dtype_bits)
+//! assert not T.isnullptr(buf), "RuntimeError: Failed to allocate workspace of N bytes"
+//! <body>
+//! assert T.TVMBackendFreeWorkspace(1, 0, buf) == 0, "RuntimeError: Failed to free workspace"
+//! ```
+//!
+//! (a `LetStmt` binding the allocation's handle variable; device CPU 1, id 0). Small constant
+//! allocations stay `Allocate` (code generation makes them stack allocas).
+
+use super::{prim_func_pass, Pass};
+use crate::expr::{cast, PrimExpr};
+use crate::mutator::{mutate_stmt_children, ExprMutator, StmtMutator};
+use crate::op::builtin;
+use crate::stmt::{Stmt, StmtKind};
+use kiln_ffi::DataType;
+
+/// Allocations up to this many bytes stay on the stack.
+pub const MAX_STACK_ALLOCA: i64 = 1024;
+
+/// The LowerTVMBuiltin pass (`tir.LowerTVMBuiltin`, opt level 0).
+pub fn lower_tvm_builtin() -> Pass {
+    prim_func_pass("tir.LowerTVMBuiltin", 0, |f, _| {
+        let body = lower_builtin_stmt(f.body());
+        Ok(if body.same_as(f.body()) {
+            f
+        } else {
+            f.with_body(body)
+        })
+    })
+}
+
+/// Lowers the allocations of `s` (see the module docs).
+pub fn lower_builtin_stmt(s: &Stmt) -> Stmt {
+    Lower.mutate_stmt(s)
+}
+
+struct Lower;
+
+impl ExprMutator for Lower {
+    fn mutate_expr(&mut self, e: &PrimExpr) -> PrimExpr {
+        e.clone()
+    }
+}
+
+impl StmtMutator for Lower {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let StmtKind::Allocate(a) = s.kind() else {
+            return mutate_stmt_children(self, s);
+        };
+        let body = self.mutate_stmt(&a.body);
+        let elem_bytes = a.dtype.bytes() as i64;
+        let count = a.extents.iter().fold(PrimExpr::i64(1), |acc, e| {
+            acc * cast(DataType::int(64), e.clone())
+        });
+        let nbytes = crate::arith::simplify(&(count * elem_bytes));
+        if nbytes.as_int().is_some_and(|b| b <= MAX_STACK_ALLOCA) {
+            return if body.same_as(&a.body) {
+                s.clone()
+            } else {
+                Stmt::try_allocate(
+                    a.buffer_var.clone(),
+                    a.dtype,
+                    a.extents.to_vec(),
+                    a.condition.clone(),
+                    body,
+                    a.annotations.clone(),
+                    &a.scope,
+                )
+                .expect("rebuilding a valid allocation")
+            };
+        }
+        let i32t = DataType::int(32);
+        let var = &a.buffer_var;
+        let alloc = PrimExpr::call(
+            DataType::handle(),
+            builtin::ALLOC_WORKSPACE,
+            vec![
+                PrimExpr::i32(1),
+                PrimExpr::i32(0),
+                nbytes.clone(),
+                PrimExpr::i32(a.dtype.code() as i64),
+                PrimExpr::i32(a.dtype.bits() as i64),
+            ],
+        );
+        let free = PrimExpr::call(
+            i32t,
+            builtin::FREE_WORKSPACE,
+            vec![PrimExpr::i32(1), PrimExpr::i32(0), var.to_expr()],
+        );
+        let free_ok = Stmt::assert(
+            free.equal(0),
+            "RuntimeError: Failed to free workspace",
+            Stmt::no_op(),
+        );
+        let msg = match nbytes.as_int() {
+            Some(b) => format!("RuntimeError: Failed to allocate workspace of {b} bytes"),
+            None => "RuntimeError: Failed to allocate workspace".to_string(),
+        };
+        let is_null = PrimExpr::call(DataType::bool(), builtin::ISNULLPTR, vec![var.to_expr()]);
+        Stmt::let_stmt(
+            var,
+            alloc,
+            Stmt::assert(
+                PrimExpr::not_raw(is_null),
+                &msg,
+                Stmt::seq(vec![body, free_ok]),
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::*;
+
+    #[test]
+    fn large_allocations_use_the_workspace() {
+        let f32 = DataType::float(32);
+        let big = Buffer::decl("T", f32, vec![PrimExpr::i32(1024)]);
+        let small = Buffer::decl("S", f32, vec![PrimExpr::i32(16)]);
+        let inner = Stmt::seq(vec![
+            big.store(1.0, vec![PrimExpr::i32(0)]),
+            small.store(2.0, vec![PrimExpr::i32(0)]),
+        ]);
+        let s = Stmt::allocate_buffer(&big, Stmt::allocate_buffer(&small, inner.clone()));
+        let out = lower_builtin_stmt(&s);
+        let v = big.data();
+        let alloc = PrimExpr::call(
+            DataType::handle(),
+            builtin::ALLOC_WORKSPACE,
+            vec![
+                PrimExpr::i32(1),
+                PrimExpr::i32(0),
+                PrimExpr::i64(4096),
+                PrimExpr::i32(2),
+                PrimExpr::i32(32),
+            ],
+        );
+        let free = PrimExpr::call(
+            DataType::int(32),
+            builtin::FREE_WORKSPACE,
+            vec![PrimExpr::i32(1), PrimExpr::i32(0), v.to_expr()],
+        );
+        let null = PrimExpr::call(DataType::bool(), builtin::ISNULLPTR, vec![v.to_expr()]);
+        let expected = Stmt::let_stmt(
+            v,
+            alloc,
+            Stmt::assert(
+                PrimExpr::not_raw(null),
+                "RuntimeError: Failed to allocate workspace of 4096 bytes",
+                Stmt::seq(vec![
+                    Stmt::decl_buffer(big.clone(), Stmt::allocate_buffer(&small, inner)),
+                    Stmt::assert(
+                        free.equal(0),
+                        "RuntimeError: Failed to free workspace",
+                        Stmt::no_op(),
+                    ),
+                ]),
+            ),
+        );
+        assert_structural_equal(&out, &expected);
+    }
+}

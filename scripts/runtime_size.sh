@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the deployable runtime, target/deploy/libkiln_runtime.so, and prints its size against
+# seed 002's budget (TVM's runtime is 200-600 KB; Kiln's should be no larger). A measurement: the
+# test suite does not run it.
+#
+#   scripts/runtime_size.sh           build, print the size and the largest sections
+#   scripts/runtime_size.sh --check   the same, and exit 1 when the library is over the budget
+#
+# The `deploy` profile (Cargo.toml): fat LTO, one codegen unit, opt-level "z", stripped; panics
+# still unwind, since every C entry point turns a panic into an error. kiln-runtime alone is
+# built, so kiln-ffi's `json` feature stays off (a workspace build would turn it on).
+#
+# `cargo rustc --crate-type cdylib` rather than `cargo build`: kiln-runtime is both an rlib and a
+# cdylib, and for such a package cargo does not run LTO at all (the library comes out about 25%
+# larger).
+#
+# Environment:
+#   KILN_DEPLOY_RELR=1       also pack relative relocations (-z pack-relative-relocs, DT_RELR):
+#                            about 20 KB smaller, but the library then loads only with glibc
+#                            2.36 or later (musl 1.2.4), so it is not the default
+#   KILN_RUNTIME_BUDGET      budget in bytes (600000)
+#   CARGO_TARGET_DIR         as for cargo (target)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+CHECK=0
+for arg in "$@"; do
+  case "$arg" in
+    --check) CHECK=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "runtime_size: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+BUDGET="${KILN_RUNTIME_BUDGET:-600000}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+LIB="$TARGET_DIR/deploy/libkiln_runtime.so"
+
+flags="${RUSTFLAGS:-}"
+if [[ "${KILN_DEPLOY_RELR:-0}" == 1 ]]; then
+  flags="$flags -C link-arg=-Wl,-z,pack-relative-relocs"
+fi
+
+rm -f "$LIB"
+RUSTFLAGS="$flags" cargo rustc -q --profile deploy -p kiln-runtime --lib --crate-type cdylib
+[[ -f "$LIB" ]] || { echo "runtime_size: $LIB was not built" >&2; exit 1; }
+
+size=$(stat -c %s "$LIB")
+echo "runtime_size: $LIB"
+if command -v size >/dev/null; then
+  echo "runtime_size: largest sections (bytes):"
+  size -A "$LIB" | awk 'NR > 2 && $2 > 0 && $1 != "Total" { printf "  %-20s %8d\n", $1, $2 }' |
+    sort -k2 -n -r | head -8
+fi
+if ((size <= BUDGET)); then
+  echo "runtime_size: $size bytes ($((size / 1024)) KiB), within the budget of $BUDGET bytes"
+else
+  echo "runtime_size: $size bytes ($((size / 1024)) KiB), OVER the budget of $BUDGET bytes by $((size - BUDGET))"
+  ((CHECK)) && exit 1
+fi
+exit 0
