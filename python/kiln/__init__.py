@@ -7,7 +7,9 @@ Main entry points: :func:`get_global_func`, :func:`register_func`,
 :func:`list_global_func_names`, :func:`convert`, the value classes (:class:`Function`,
 :class:`Array`, :class:`Map`, :class:`Shape`, :class:`Object`, :class:`DataType`,
 :class:`Device`), tensors (:class:`Tensor`, :func:`tensor`, :func:`empty`, :func:`from_dlpack`)
-and the error mapping (:class:`FFIError`, :func:`register_error`).
+and the error mapping (:class:`FFIError`, :func:`register_error`). The tensor compiler:
+:mod:`kiln.tir` (the IR), :mod:`kiln.te` (tensor expressions and schedules), :func:`lower`
+and :func:`build`.
 """
 
 from ._lib import LIB_PATH, LibraryNotFoundError, ffi_version, find_library
@@ -31,6 +33,8 @@ from . import registry
 from .module import BenchmarkResult, Module, load_module
 from . import runtime
 from . import graph_executor
+from . import tir, te
+from .driver import build, lower
 
 __version__ = "0.1.0"
 
@@ -76,4 +80,8 @@ __all__ = [
     "load_module",
     "runtime",
     "graph_executor",
+    "tir",
+    "te",
+    "lower",
+    "build",
 ]

@@ -6,19 +6,26 @@
 //! - [`llvm`]: LLVM 19 through inkwell: target machines, modules, the `default<On>` pipeline,
 //!   object/assembly/IR output, and the TVM-FFI ABI pieces generated code needs
 //!   ([`llvm::abi`], [`llvm::symbols`]).
+//! - [`c`]: the `c` target: TIR to self-contained C compiled by `cc` ([`build_c`],
+//!   [`CSourceModule`]), for machines without LLVM.
 //! - [`link`]: `cc -shared -fPIC` linking, with the library blob as an LLVM-made object.
 //!
+//! - [`driver`]: `lower` (schedule to TIR through the passes) and `build` (schedule or module
+//!   to a runnable module for a target string), with the `driver.*` and `codegen.Build` globals.
 //! - [`llvm::codegen`]: TIR (packed-API functions) to LLVM IR; [`build()`]: an `IRModule` to
 //!   a runtime module of kind `llvm` (in-process functions, `export_library`, `inspect_source`).
 
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod c;
+pub mod driver;
 pub mod link;
 pub mod llvm;
 pub mod target;
 
 pub use build::{build, build_compiled, LlvmModule};
+pub use c::{build_c, CSourceModule};
 pub use link::{link_shared, LinkOptions};
 pub use llvm::LlvmTarget;
 pub use target::{Target, TargetKind};

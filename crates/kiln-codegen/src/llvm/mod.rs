@@ -204,13 +204,14 @@ impl LlvmTarget {
         }
     }
 
-    /// The fast-math flags to put on floating-point instructions: all of them with `-fast-math`,
-    /// none otherwise (fast math only where asked).
+    /// The fast-math flags to put on floating-point instructions: all of them with `-fast-math`;
+    /// otherwise only `contract` (a multiply and an add may fuse into an FMA, as Apache TVM's
+    /// default `AllowFPOpFusion = Fast` allows; no other fast math unless asked).
     pub fn fast_math_flags(&self) -> FastMathFlags {
         if self.target.fast_math {
             FastMathFlags::all()
         } else {
-            FastMathFlags::empty()
+            FastMathFlags::AllowContract
         }
     }
 

@@ -18,7 +18,6 @@ use crate::module::{LibraryModule, Module};
 use crate::tensor::Tensor;
 use kiln_ffi::abi::{DLTensor, RawAny};
 use kiln_ffi::{Any, AnyView, DataType, Device, Error, Function, Result};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What a prepared node does.
@@ -134,7 +133,6 @@ pub struct GraphExecutor {
     pub(super) ops: Vec<Option<OpExec>>,
     /// For every entry, the (node, argument) pairs that read or write it.
     uses: Vec<Vec<(usize, usize)>>,
-    input_index: HashMap<String, usize>,
     output_eids: Vec<usize>,
 }
 
@@ -157,7 +155,7 @@ fn missing_function(graph: &Graph, nid: usize, func: &str, lib: &Module) -> Erro
                 msg.push_str(", ...");
             }
         }
-    } else if lib.kind() == super::static_library::KIND {
+    } else if lib.kind() == "static_library" {
         msg.push_str(
             " (a static library cannot run: export the factory with export_library and load the \
              result)",
@@ -224,12 +222,6 @@ impl GraphExecutor {
             let tensors: Vec<&Tensor> = eids.iter().map(|&e| &bound[e]).collect();
             ops.push(Some(OpExec::new(kind, &tensors, param.flatten_data)));
         }
-        let input_index = graph
-            .arg_nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &nid)| (graph.nodes[nid].name.clone(), i))
-            .collect();
         let output_eids = graph.heads.iter().map(|h| graph.entry_of(h)).collect();
         Ok(GraphExecutor {
             graph,
@@ -239,7 +231,6 @@ impl GraphExecutor {
             bound,
             ops,
             uses,
-            input_index,
             output_eids,
         })
     }
@@ -281,7 +272,11 @@ impl GraphExecutor {
 
     /// The index of the input named `name`.
     pub fn input_index(&self, name: &str) -> Option<usize> {
-        self.input_index.get(name).copied()
+        // A linear scan over the inputs (names are unique, checked by `Graph::parse`).
+        self.graph
+            .arg_nodes
+            .iter()
+            .position(|&nid| self.graph.nodes[nid].name == name)
     }
 
     /// The name of input `index`.

@@ -23,7 +23,9 @@
 use super::executor::GraphExecutor;
 use super::graph_json::Graph;
 use super::module::GraphExecutorModule;
-use super::params::{put_string, put_u64, write_tensor, ByteReader};
+use super::params::ByteReader;
+#[cfg(feature = "compiler")]
+use super::params::{put_string, put_u64, write_tensor};
 use crate::module::{Module, ModuleNode};
 use crate::tensor::Tensor;
 use kiln_ffi::abi::ObjectHeader;
@@ -128,6 +130,7 @@ impl GraphExecutorFactory {
     /// input of the graph and match its shape and dtype (the tensors are held, not copied), and
     /// `lib` becomes the module's import. `module_name` is the name of the function that
     /// creates executors (TVM's default: `default`).
+    #[cfg(feature = "compiler")]
     pub fn create(
         graph_json: &str,
         lib: &Module,
@@ -324,10 +327,12 @@ impl ModuleNode for GraphExecutorFactory {
         Ok(Some(f))
     }
 
+    #[cfg(feature = "compiler")]
     fn is_binary_serializable(&self) -> bool {
         true
     }
 
+    #[cfg(feature = "compiler")]
     fn save_to_bytes(&self) -> Result<Vec<u8>> {
         let s = &self.shared;
         let mut out = Vec::new();

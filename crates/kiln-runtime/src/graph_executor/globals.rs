@@ -10,19 +10,24 @@
 //! | `runtime.LoadParams` | bytes | `{name: tensor}` |
 //! | `runtime.ModuleLoadStaticLibrary` | path of an object file, function names | `static_library` module |
 //!
+//! The factory's creation from parts, `runtime.SaveParams` and `runtime.ModuleLoadStaticLibrary`
+//! are compiler-side: only with feature `compiler`.
+//!
 //! Devices are `Device` values or (device type, device id) int pairs, as TVM accepts.
 
 use super::executor::GraphExecutor;
 use super::factory::GraphExecutorFactory;
 use super::module::GraphExecutorModule;
 use super::params;
+#[cfg(feature = "compiler")]
 use super::static_library::StaticLibrary;
 use crate::module::Module;
+#[cfg(feature = "compiler")]
 use crate::tensor::Tensor;
 use kiln_ffi::abi::type_index as ti;
-use kiln_ffi::{
-    register_global, register_global_packed, Any, AnyView, Array, Bytes, Device, Error, Map, Result,
-};
+#[cfg(feature = "compiler")]
+use kiln_ffi::{register_global, Array, Bytes};
+use kiln_ffi::{register_global_packed, Any, AnyView, Device, Error, Map, Result};
 
 fn arg<T: kiln_ffi::TryFromAny>(
     args: &[AnyView<'_>],
@@ -96,6 +101,7 @@ register_global_packed!("tvm.graph_executor_debug.create", |args: &[AnyView<
     create_executor(args, "tvm.graph_executor_debug.create")
 });
 
+#[cfg(feature = "compiler")]
 fn map_params(map: &Map, fname: &str) -> Result<Vec<(String, Tensor)>> {
     map.iter()
         .map(|(k, v)| {
@@ -110,6 +116,7 @@ fn map_params(map: &Map, fname: &str) -> Result<Vec<(String, Tensor)>> {
         .collect()
 }
 
+#[cfg(feature = "compiler")]
 fn create_factory(args: &[AnyView<'_>], fname: &str) -> Result<Any> {
     let json: String = arg(args, 0, fname, "graph JSON")?;
     let lib: Module = arg(args, 1, fname, "library module")?;
@@ -140,10 +147,12 @@ fn create_factory(args: &[AnyView<'_>], fname: &str) -> Result<Any> {
     Ok(GraphExecutorFactory::create(&json, &lib, params, &module_name)?.into())
 }
 
+#[cfg(feature = "compiler")]
 register_global_packed!(
     "runtime.GraphExecutorFactoryCreate",
     |args: &[AnyView<'_>]| { create_factory(args, "runtime.GraphExecutorFactoryCreate") }
 );
+#[cfg(feature = "compiler")]
 register_global_packed!("tvm.graph_executor_factory.create", |args: &[AnyView<
     '_,
 >]| {
@@ -160,6 +169,7 @@ register_global_packed!(
     }
 );
 
+#[cfg(feature = "compiler")]
 register_global!("runtime.SaveParams", |params: Map| -> Result<Bytes> {
     let params = map_params(&params, "runtime.SaveParams")?;
     let bytes = params::save_params(params.iter().map(|(n, t)| (n.as_str(), t)))?;
@@ -180,6 +190,7 @@ register_global_packed!(
     }
 );
 
+#[cfg(feature = "compiler")]
 register_global!("runtime.ModuleLoadStaticLibrary", |path: String,
                                                      func_names: Option<
     Array,

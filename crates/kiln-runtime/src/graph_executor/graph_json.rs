@@ -34,7 +34,6 @@
 use super::json::{self, Json};
 use crate::tensor::layout::MAX_NDIM;
 use kiln_ffi::{DataType, Error, Result};
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// The `op` of input nodes.
@@ -566,7 +565,6 @@ impl Graph {
                 )));
             }
         }
-        let mut seen: HashMap<&str, usize> = HashMap::new();
         for (k, &nid) in self.arg_nodes.iter().enumerate() {
             let node = self.nodes.get(nid).ok_or_else(|| {
                 err(format!(
@@ -580,7 +578,12 @@ impl Graph {
                     node.op
                 )));
             }
-            if let Some(first) = seen.insert(&node.name, nid) {
+            // A linear scan (no hash map in the deployable runtime for this one check).
+            let first = self.arg_nodes[..k]
+                .iter()
+                .copied()
+                .find(|&m| self.nodes[m].name == node.name);
+            if let Some(first) = first {
                 return Err(err(format!(
                     "arg_nodes[{k}]: two inputs are named {:?} (nodes {first} and {nid})",
                     node.name

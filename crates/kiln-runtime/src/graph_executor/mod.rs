@@ -1,8 +1,12 @@
 //! The graph executor (seeds 001 and 004; TVM's `GraphExecutor` and `GraphExecutorFactory`):
 //! runs a compiled model described by TVM's graph JSON with the functions of a library module.
 //!
+//! Feature `compiler` (on in `libkiln.so`, off in the deployable `libkiln_runtime.so`) adds the
+//! compiler-side pieces: `save_params`, `static_library`, and creating a factory from parts and
+//! serializing it (for `export_library`).
+//!
 //! - [`graph_json`]: the graph format, parsed and checked ([`Graph`]).
-//! - [`params`]: TVM's params file format ([`save_params`], [`load_params`]).
+//! - [`params`]: TVM's params file format (`save_params`, [`load_params`]).
 //! - [`storage`]: memory for the entries, shared as the graph's storage plan says.
 //! - [`executor`]: [`GraphExecutor`]: inputs by name or index (copy or zero copy), run,
 //!   outputs, params, shared params; [`debug`]: per-node times and a table ([`Profile`]).
@@ -11,7 +15,7 @@
 //! - [`factory`]: the module kind `GraphExecutorFactory` (graph JSON + params + library) whose
 //!   `default(device)` makes executors; it serializes into the library blob, so
 //!   `export_library` writes one `.so` and `load_module` brings it back.
-//! - [`static_library`]: object files that `export_library` links (kernels compiled elsewhere).
+//! - `static_library`: object files that `export_library` links (kernels compiled elsewhere).
 //! - The global functions (`tvm.graph_executor.create`, `runtime.GraphExecutorFactoryCreate`,
 //!   `runtime.SaveParams`, ...) are listed in `globals.rs`.
 //!
@@ -40,6 +44,7 @@ pub mod graph_json;
 pub mod json;
 pub mod module;
 pub mod params;
+#[cfg(feature = "compiler")]
 pub mod static_library;
 pub mod storage;
 
@@ -48,5 +53,8 @@ pub use executor::GraphExecutor;
 pub use factory::GraphExecutorFactory;
 pub use graph_json::{Graph, Node, NodeEntry, OpParam};
 pub use module::GraphExecutorModule;
-pub use params::{load_params, save_params};
+pub use params::load_params;
+#[cfg(feature = "compiler")]
+pub use params::save_params;
+#[cfg(feature = "compiler")]
 pub use static_library::StaticLibrary;

@@ -193,17 +193,21 @@ impl<'a> ByteReader<'a> {
 }
 
 /// Appends `v` little-endian.
+#[cfg(any(feature = "compiler", test))]
 pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
 /// Appends a string: u64 length and the bytes.
+#[cfg(any(feature = "compiler", test))]
 pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
     put_u64(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
 }
 
 /// Appends one tensor in TVM's format (copied to the host; written as a CPU tensor).
+/// (Feature `compiler`.)
+#[cfg(feature = "compiler")]
 pub fn write_tensor(out: &mut Vec<u8>, t: &Tensor) -> Result<()> {
     let dtype = t.dtype();
     if !dtype.bits().is_multiple_of(8) || dtype.lanes() == 0 {
@@ -228,7 +232,8 @@ pub fn write_tensor(out: &mut Vec<u8>, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Serializes named tensors in TVM's params format.
+/// Serializes named tensors in TVM's params format. (Feature `compiler`.)
+#[cfg(feature = "compiler")]
 pub fn save_params<'a>(params: impl IntoIterator<Item = (&'a str, &'a Tensor)>) -> Result<Vec<u8>> {
     let params: Vec<(&str, &Tensor)> = params.into_iter().collect();
     let mut out = Vec::new();

@@ -2,12 +2,14 @@
 //! (`ffi.Module*`, `ffi.Module.load_from_file.so`) and under `runtime.*` for the rest
 //! (`runtime.ModuleExportLibrary`, `runtime.ModuleGetImports`, ...).
 
+#[cfg(feature = "compiler")]
 use super::export::{export_library, ExportOptions};
 use super::library::LibraryModule;
 use super::loader::{load_from_bytes, load_module};
 use super::Module;
-use kiln_ffi::{register_global, register_global_packed, Any, AnyView, Array, Error, Result};
-use std::path::PathBuf;
+use kiln_ffi::{register_global, Array};
+#[cfg(feature = "compiler")]
+use kiln_ffi::{register_global_packed, Any, AnyView, Error, Result};
 use std::sync::{Mutex, OnceLock};
 
 register_global!("ffi.ModuleLoadFromFile", |path: String| load_module(path));
@@ -78,7 +80,8 @@ register_global!("runtime.ModuleLibraryPath", |m: Module| -> Option<String> {
         .map(|l| l.library().path().display().to_string())
 });
 
-// (module, path, cc_option...) -> None
+// (module, path, cc_option...) -> None. Compiler-side: only with feature `compiler`.
+#[cfg(feature = "compiler")]
 register_global_packed!(
     "runtime.ModuleExportLibrary",
     |args: &[AnyView<'_>]| -> Result<Any> {
@@ -100,7 +103,7 @@ register_global_packed!(
             .map_err(|e| e.context("runtime.ModuleExportLibrary cc options"))?;
         let options = ExportOptions {
             cc_options,
-            workspace_dir: None::<PathBuf>,
+            workspace_dir: None,
         };
         export_library(&m, &path, &options)?;
         Ok(Any::none())

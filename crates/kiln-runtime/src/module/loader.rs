@@ -10,10 +10,13 @@
 //! in a temporary directory.
 
 use super::library;
+#[cfg(feature = "compiler")]
 use super::toolchain::{self, TempDir};
 use super::Module;
 use kiln_ffi::{Bytes, Error, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(feature = "compiler")]
+use std::path::PathBuf;
 
 /// Prefix of the loaders by module kind.
 pub const LOAD_FROM_BYTES_PREFIX: &str = "ffi.Module.load_from_bytes.";
@@ -72,7 +75,16 @@ pub fn load_module(path: impl AsRef<Path>) -> Result<Module> {
     })?;
     match ext.as_str() {
         "so" | "dylib" | "dll" | "dso" => library::load_library(&path),
+        #[cfg(not(feature = "compiler"))]
+        "o" | "tar" => Err(Error::value_error(format!(
+            "cannot load {}: `.{ext}` files must be linked with a C compiler first, which this \
+             deployable runtime does not do (load the `.so` that export_library writes, or use \
+             libkiln.so)",
+            path.display()
+        ))),
+        #[cfg(feature = "compiler")]
         "o" => link_and_load(&path, vec![path.clone()]),
+        #[cfg(feature = "compiler")]
         "tar" => {
             let dir = TempDir::new("untar")?;
             let files = toolchain::untar(&path, dir.path())?;
@@ -116,6 +128,7 @@ pub fn load_module(path: impl AsRef<Path>) -> Result<Module> {
 
 /// Links `inputs` into a shared library in a temporary directory and loads it (the file is
 /// removed once loaded; the mapping stays).
+#[cfg(feature = "compiler")]
 fn link_and_load(original: &Path, inputs: Vec<PathBuf>) -> Result<Module> {
     let dir = TempDir::new("link")?;
     let stem = original

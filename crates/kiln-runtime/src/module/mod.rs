@@ -15,13 +15,16 @@
 pub mod blob;
 mod context;
 pub mod elf;
+#[cfg(feature = "compiler")]
 pub mod export;
 mod globals;
 pub mod library;
 pub mod loader;
+#[cfg(feature = "compiler")]
 mod toolchain;
 
 pub use context::context_slot_names;
+#[cfg(feature = "compiler")]
 pub use export::{export_library, ExportOptions};
 pub use library::{LibraryModule, TVMFFIEnvModLookupFromImports};
 pub use loader::{load_from_bytes, load_module};

@@ -303,6 +303,7 @@ pub(crate) fn untar(archive: &Path, dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Packs `files` into a tar archive at `output` (names without directories).
+#[cfg(feature = "compiler")]
 pub(crate) fn tar(output: &Path, files: &[PathBuf]) -> Result<()> {
     let mut args = vec!["-cf".to_string(), output.display().to_string()];
     for f in files {

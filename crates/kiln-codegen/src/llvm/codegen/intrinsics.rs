@@ -9,6 +9,8 @@
 //! - float16 goes through float32 for libm calls; bfloat16 through float32 for everything.
 //! - `tir.if_then_else` (only the chosen side runs), `tir.likely`, `tir.reinterpret`, bitwise
 //!   and/or/xor/not, shifts (arithmetic right shift for signed types).
+//! - `tir.handle_add_byte_offset(handle, bytes)`: a byte-wise pointer offset (how packed
+//!   functions reach the `DLTensor` inside an `ffi.Tensor` object).
 
 use super::CodeGen;
 use crate::llvm::llvm_error;
@@ -345,9 +347,33 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                 self.const_int(t, 0)
             }
             builtin::ADDRESS_OF => self.address_of(&args[0]),
+            builtin::HANDLE_ADD_BYTE_OFFSET => self.handle_add_byte_offset(args),
             _ => Err(Error::value_error(format!(
                 "code generation does not know the operator `{op}` (returning {t})"
             ))),
         }
+    }
+}
+
+impl<'a, 'ctx> CodeGen<'a, 'ctx> {
+    /// `tir.handle_add_byte_offset(handle, offset)`: an `i8` GEP (`handle + offset` bytes).
+    fn handle_add_byte_offset(&mut self, args: &[PrimExpr]) -> Result<BasicValueEnum<'ctx>> {
+        if args.len() != 2 {
+            return Err(Error::value_error(format!(
+                "`{}` takes a handle and a byte offset, not {} arguments",
+                builtin::HANDLE_ADD_BYTE_OFFSET,
+                args.len()
+            )));
+        }
+        let p = self.expr(&args[0])?.into_pointer_value();
+        let off = self.expr(&args[1])?;
+        let off = self.cast(args[1].dtype(), DataType::int(64), off)?;
+        // SAFETY: the offset stays inside the object the handle points to (TVM's contract).
+        let q = unsafe {
+            self.b
+                .build_gep(self.abi.i8, p, &[off.into_int_value()], "handle.off")
+                .map_err(llvm_error)?
+        };
+        Ok(q.into())
     }
 }

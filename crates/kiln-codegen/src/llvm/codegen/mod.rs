@@ -346,7 +346,7 @@ pub(crate) fn pow2_align(bytes: i64, cap: i64) -> u32 {
     p.min(cap).max(1) as u32
 }
 
-/// Marks `v` (an instruction) with the target's fast-math flags, if any.
+/// Marks `v` (an instruction) with the target's fast-math flags (at least `contract`).
 pub(crate) fn with_fast_math<'ctx>(
     target: &LlvmTarget,
     v: BasicValueEnum<'ctx>,

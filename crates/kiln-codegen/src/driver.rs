@@ -1,0 +1,193 @@
+//! The compiler driver (seed 004's `tvm.lower` and `tvm.build`): a tensor-expression schedule
+//! to an [`IRModule`] through the lowering passes, and to a runnable [`Module`].
+//!
+//! - [`lower`]: `kiln_te::lower` (the schedule as a `PrimFunc`), then the passes of
+//!   [`lower_pipeline`]: phases 0-2 only in simple mode (the readable TIR `kiln.lower(...,
+//!   simple_mode=True)` prints), through MakePackedAPI and LowerTVMBuiltin otherwise (what
+//!   code generation takes).
+//! - [`build`]: a schedule (lowered here) or an already lowered module, compiled for a target
+//!   string; the target's kind picks the back end (`llvm`: [`crate::build()`]; `c`:
+//!   [`crate::c::build_c`]).
+//! - [`codegen_build`]: an [`IRModule`] already in packed form to a [`Module`] (TVM's
+//!   `codegen.Build`).
+//!
+//! # Globals
+//! `driver.Lower(schedule, args, name, simple_mode?)` -> `IRModule`;
+//! `driver.Build(schedule_or_IRModule, args?, target, name?)` -> `runtime.Module` (modules not
+//! yet in packed form are run through the remaining passes first);
+//! `codegen.Build(IRModule, target)` -> `runtime.Module`.
+
+use crate::target::{Target, TargetKind};
+use kiln_ffi::{register_global, Any, Error, Result};
+use kiln_runtime::module::Module;
+use kiln_te::{Schedule, Tensor};
+use kiln_tir::node::NodeList;
+use kiln_tir::transform::{lower_pipeline, Pass, PassContext};
+use kiln_tir::IRModule;
+
+/// The default function name of [`lower`] and [`build`] (TVM's `default_function`).
+pub const DEFAULT_NAME: &str = "default_function";
+
+/// The passes before host lowering (phases 0-2 of [`lower_pipeline`]).
+fn phase_passes() -> Vec<Pass> {
+    let all = lower_pipeline();
+    all.passes()
+        .iter()
+        .take_while(|p| p.name() != "tir.MakePackedAPI")
+        .cloned()
+        .collect()
+}
+
+/// The host passes (MakePackedAPI, LowerTVMBuiltin).
+fn host_passes() -> Vec<Pass> {
+    let all = lower_pipeline();
+    all.passes()
+        .iter()
+        .skip_while(|p| p.name() != "tir.MakePackedAPI")
+        .cloned()
+        .collect()
+}
+
+fn run_passes(passes: &[Pass], module: IRModule, ctx: &PassContext) -> Result<IRModule> {
+    let mut m = module;
+    for p in passes {
+        m = p.run(m, ctx)?;
+    }
+    Ok(m)
+}
+
+/// Lowers `schedule` over `args` to a module holding one function called `name`. With
+/// `simple_mode` the result stops before MakePackedAPI (readable TIR over buffers); without,
+/// it is in the packed form that [`codegen_build`] compiles.
+pub fn lower(
+    schedule: &Schedule,
+    args: &[Tensor],
+    name: &str,
+    simple_mode: bool,
+) -> Result<IRModule> {
+    lower_with(schedule, args, name, simple_mode, &PassContext::default())
+}
+
+/// [`lower`] under an explicit pass context (opt level, disabled passes, printing, config).
+pub fn lower_with(
+    schedule: &Schedule,
+    args: &[Tensor],
+    name: &str,
+    simple_mode: bool,
+    ctx: &PassContext,
+) -> Result<IRModule> {
+    let func = kiln_te::lower(schedule, args, name)
+        .map_err(|e| e.context(format!("lowering schedule `{name}`")))?;
+    let module = run_passes(&phase_passes(), IRModule::from_func(name, func), ctx)?;
+    if simple_mode {
+        Ok(module)
+    } else {
+        run_passes(&host_passes(), module, ctx)
+    }
+}
+
+/// True when every function of `module` is already in packed form (`calling_conv` set).
+fn is_packed(module: &IRModule) -> bool {
+    module
+        .functions()
+        .iter()
+        .all(|(_, f)| f.get_attr("calling_conv").is_some())
+}
+
+/// Compiles `module` for the target string `target`. Functions not yet in packed form are run
+/// through the phase and host passes first (functions already lowered pass through them
+/// unchanged).
+pub fn codegen_build(module: &IRModule, target: &str) -> Result<Module> {
+    let target = Target::parse(target)?;
+    let module = if is_packed(module) {
+        module.clone()
+    } else {
+        let ctx = PassContext::default();
+        run_passes(
+            &host_passes(),
+            run_passes(&phase_passes(), module.clone(), &ctx)?,
+            &ctx,
+        )?
+    };
+    build_for(&module, &target)
+}
+
+/// Dispatches a packed module to the back end of `target`'s kind.
+fn build_for(module: &IRModule, target: &Target) -> Result<Module> {
+    match target.kind {
+        TargetKind::Llvm => crate::build::build(module, target),
+        TargetKind::C => crate::c::build_c(module, target),
+        other => Err(Error::value_error(format!(
+            "build: target kind `{other}` generates device code only; build for `llvm` (or `c`)"
+        ))),
+    }
+}
+
+/// Lowers `schedule` over `args` (full pipeline) and compiles it for `target`; the module's
+/// function is called `name`.
+pub fn build(schedule: &Schedule, args: &[Tensor], target: &str, name: &str) -> Result<Module> {
+    let module = lower(schedule, args, name, false)?;
+    codegen_build(&module, target)
+}
+
+/// What `driver.Build` accepts as its first argument.
+pub enum BuildInput {
+    /// A schedule, lowered with the given arguments.
+    Schedule(Schedule),
+    /// A module (lowered further if not yet in packed form).
+    Module(IRModule),
+}
+
+/// [`build`] on either a schedule or a module (what the `driver.Build` global does).
+pub fn build_any(input: &BuildInput, args: &[Tensor], target: &str, name: &str) -> Result<Module> {
+    match input {
+        BuildInput::Schedule(s) => build(s, args, target, name),
+        BuildInput::Module(m) => codegen_build(m, target),
+    }
+}
+
+/// Links this module's registrations (call from a library's `link_all`).
+#[doc(hidden)]
+pub fn link_globals() -> *const () {
+    link_globals as *const ()
+}
+
+register_global!("driver.Lower", |schedule: Schedule,
+                                  args: NodeList<Tensor>,
+                                  name: Option<String>,
+                                  simple_mode: Option<bool>|
+ -> Result<IRModule> {
+    lower(
+        &schedule,
+        &args,
+        name.as_deref().unwrap_or(DEFAULT_NAME),
+        simple_mode.unwrap_or(false),
+    )
+});
+
+register_global!("driver.Build", |input: Any,
+                                  args: Option<NodeList<Tensor>>,
+                                  target: Option<String>,
+                                  name: Option<String>|
+ -> Result<Module> {
+    let input = if let Ok(s) = input.try_as::<Schedule>() {
+        BuildInput::Schedule(s)
+    } else if let Ok(m) = input.try_as::<IRModule>() {
+        BuildInput::Module(m)
+    } else {
+        return Err(Error::type_error(
+            "driver.Build: the first argument must be a te.Schedule or an IRModule",
+        ));
+    };
+    let args = args.map(|a| a.to_vec()).unwrap_or_default();
+    build_any(
+        &input,
+        &args,
+        target.as_deref().unwrap_or("llvm"),
+        name.as_deref().unwrap_or(DEFAULT_NAME),
+    )
+});
+
+register_global!("codegen.Build", |module: IRModule, target: String| {
+    codegen_build(&module, &target)
+});

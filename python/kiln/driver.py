@@ -1,0 +1,86 @@
+"""The compiler driver (TVM's ``tvm.lower`` / ``tvm.build``): a schedule to TIR, then to a
+runnable module.
+
+- :func:`lower` turns a schedule (``te.Lower``) into an :class:`kiln.tir.IRModule` and runs
+  the lowering passes under the current :class:`kiln.tir.transform.PassContext`: with
+  ``simple_mode=True`` phases 0-2 only (StorageFlatten ... RewriteUnsafeSelect, the readable
+  TIR over buffers), otherwise also the host passes MakePackedAPI and LowerTVMBuiltin (the
+  packed calling convention code generation compiles).
+- :func:`build` lowers fully and compiles with the runtime's ``codegen.Build(IRModule,
+  target)``; the result is a :class:`kiln.Module` whose functions run in this process.
+"""
+
+from .object import optional_global
+from .te.schedule import Schedule
+from .tir.function import IRModule, PrimFunc
+from .tir.transform import HOST_PASSES, PHASE_PASSES, PassContext, Sequential
+from .tir import transform as _transform
+
+#: The global function that compiles a packed-form IRModule for a target string.
+CODEGEN_BUILD = "codegen.Build"
+
+
+def _pipeline(names, label):
+    return Sequential([getattr(_transform, n)() for n in names], label)
+
+
+def _as_module(inp, args, name):
+    if isinstance(inp, Schedule):
+        if args is None:
+            raise ValueError("lowering a schedule needs args: the tensors of the function")
+        from .te import _ffi_api as te_api  # noqa: PLC0415
+
+        return IRModule({name: te_api.Lower(inp, list(args), name)})
+    if isinstance(inp, PrimFunc):
+        return IRModule({name: inp})
+    if isinstance(inp, IRModule):
+        return inp
+    raise TypeError(
+        "expected a te.Schedule, a tir.PrimFunc or an IRModule, got %s" % type(inp).__name__
+    )
+
+
+def lower(inp, args=None, name="main", binds=None, simple_mode=False):
+    """Lower ``inp`` to an :class:`kiln.tir.IRModule` whose ``str()`` is its TIR text.
+
+    ``inp`` is a ``te.Schedule`` (with ``args``, the tensors that become the function's
+    parameters, in order), a ``tir.PrimFunc`` or an ``IRModule``; ``name`` names the function.
+    ``simple_mode=True`` stops before MakePackedAPI (loops over buffers, what one reads);
+    otherwise the module is in packed form, ready for code generation. Passes run under the
+    current :class:`kiln.tir.transform.PassContext`.
+    """
+    if binds is not None:
+        raise NotImplementedError("lower: binds are not supported")
+    mod = _as_module(inp, args, name)
+    ctx = PassContext.current()
+    mod = ctx.run(_pipeline(PHASE_PASSES, "tir.LowerPhases"), mod)
+    if not simple_mode:
+        mod = ctx.run(_pipeline(HOST_PASSES, "tir.LowerHost"), mod)
+    return mod
+
+
+def build(inp, args=None, target="llvm", name="default_function"):
+    """Compile ``inp`` for ``target`` into a :class:`kiln.Module`; ``mod[name]`` runs it.
+
+    ``inp`` is a ``te.Schedule`` (lowered here with ``args``), a ``tir.PrimFunc`` or an
+    ``IRModule`` (from :func:`lower`, either mode; the remaining passes are run). ``target`` is
+    a target string such as ``"llvm"``, ``"llvm -mcpu=native -opt-level=3"`` or ``"c"``. The
+    function takes ``kiln.Tensor`` arguments (numpy arrays are accepted too and written back).
+    Raises ``NotImplementedError`` when the runtime library has no code generator.
+    """
+    codegen = optional_global(CODEGEN_BUILD)
+    if codegen is None:
+        raise NotImplementedError(
+            "kiln.build needs the global function %r (code generation), which the runtime "
+            "library does not provide; kiln.lower works without it" % CODEGEN_BUILD
+        )
+    mod = lower(inp, args, name) if not isinstance(inp, IRModule) else _finish_lowering(inp)
+    return codegen(mod, str(target))
+
+
+def _finish_lowering(mod):
+    """Run the host passes over a module that is not in packed form yet."""
+    packed = all("calling_conv" in (mod[k].attrs or {}) for k in mod.keys())
+    if packed:
+        return mod
+    return lower(mod)

@@ -1,0 +1,146 @@
+"""Schedules (``te.Schedule``) and their stages (``te.Stage``): how the loops of each
+operation are split, ordered, annotated and placed.
+
+``s = te.create_schedule(C.op)``; ``s[C]`` is the stage of ``C``'s operation, whose methods
+(``split``, ``tile``, ``fuse``, ``reorder``, ``vectorize``, ``parallel``, ``unroll``,
+``pragma``, ``compute_at``, ``compute_inline``, ...) change the schedule in place.
+"""
+
+from ..tir.expr import as_expr
+from ..tir.node import Node, register_node
+from . import _ffi_api
+from .tensor import Operation, Tensor
+
+
+def _as_op(value):
+    if isinstance(value, Tensor):
+        return value.op
+    if isinstance(value, Operation):
+        return value
+    raise TypeError("expected a te.Tensor or te.Operation, got %s" % type(value).__name__)
+
+
+def create_schedule(ops):
+    """A schedule computing the outputs of ``ops`` (an operation or tensor, or a list of them)
+    and everything they read, with the default loop nests."""
+    if not isinstance(ops, (list, tuple)):
+        ops = [ops]
+    return _ffi_api.CreateSchedule([_as_op(op) for op in ops])
+
+
+@register_node("te.Schedule")
+class Schedule(Node):
+    """A schedule: ``s[T]`` (a tensor or operation) is the :class:`Stage` of ``T``'s
+    operation. Make one with :func:`create_schedule`."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        return _ffi_api.ScheduleGetStage(self, _as_op(key))
+
+    def __str__(self):
+        return "<te.Schedule at 0x%x>" % (self.handle or 0)
+
+    __repr__ = __str__
+
+    def cache_read(self, tensor, scope, readers):
+        """A copy of ``tensor`` in ``scope`` read by ``readers`` (tensors or operations)
+        instead of ``tensor``; returns the cache tensor (a new stage to schedule)."""
+        if not isinstance(readers, (list, tuple)):
+            readers = [readers]
+        return _ffi_api.ScheduleCacheRead(self, tensor, scope, [_as_op(r) for r in readers])
+
+    def cache_write(self, tensor, scope):
+        """Computes ``tensor`` into a cache in ``scope`` first, ``tensor``'s stage then copies
+        it out; returns the cache tensor (schedule it, e.g. ``compute_at`` into the copy)."""
+        return _ffi_api.ScheduleCacheWrite(self, tensor, scope)
+
+
+@register_node("te.Stage")
+class Stage(Node):
+    """The loops of one operation in a :class:`Schedule`. Methods change the schedule in place."""
+
+    __slots__ = ()
+
+    def __str__(self):
+        return "Stage(%s)" % self.op.name
+
+    __repr__ = __str__
+
+    @property
+    def op(self):
+        """The operation the stage computes."""
+        return _ffi_api.StageOp(self)
+
+    @property
+    def leaf_iter_vars(self):
+        """The current loops of the stage, outermost first."""
+        return list(_ffi_api.StageLeafIterVars(self))
+
+    def split(self, parent, factor=None, nparts=None):
+        """Split loop ``parent`` into ``(outer, inner)``: the inner loop has ``factor``
+        iterations, or the outer loop has ``nparts`` (give exactly one)."""
+        if (factor is None) == (nparts is None):
+            raise ValueError("split: give exactly one of factor and nparts")
+        if factor is not None:
+            outer, inner = _ffi_api.StageSplitByFactor(self, parent, as_expr(factor))
+        else:
+            outer, inner = _ffi_api.StageSplitByNParts(self, parent, as_expr(nparts))
+        return outer, inner
+
+    def tile(self, x_parent, y_parent, x_factor, y_factor):
+        """Split two loops by factors and order them ``(x_outer, y_outer, x_inner, y_inner)``,
+        which are returned."""
+        result = _ffi_api.StageTile(self, x_parent, y_parent, as_expr(x_factor), as_expr(y_factor))
+        return tuple(result)
+
+    def fuse(self, *args):
+        """Fuse adjacent loops (outermost first) into one; returns the fused loop."""
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        if not args:
+            raise ValueError("fuse needs at least one loop")
+        fused = args[0]
+        for iv in args[1:]:
+            fused = _ffi_api.StageFuse(self, fused, iv)
+        return fused
+
+    def reorder(self, *args):
+        """Put the given loops in this order (the other loops keep their places)."""
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        _ffi_api.StageReorder(self, list(args))
+
+    def vectorize(self, var):
+        """Make loop ``var`` a vector loop."""
+        _ffi_api.StageVectorize(self, var)
+
+    def parallel(self, var):
+        """Make loop ``var`` a parallel loop (run by the thread pool)."""
+        _ffi_api.StageParallel(self, var)
+
+    def unroll(self, var):
+        """Unroll loop ``var``."""
+        _ffi_api.StageUnroll(self, var)
+
+    def pragma(self, var, pragma_type, pragma_value=None):
+        """Annotate loop ``var`` with ``pragma_type`` (value ``pragma_value``, default 1)."""
+        value = 1 if pragma_value is None else pragma_value
+        _ffi_api.StagePragma(self, var, pragma_type, as_expr(value))
+
+    def compute_at(self, parent, scope):
+        """Compute this stage inside loop ``scope`` of stage ``parent``, for the region that
+        one iteration of ``scope`` needs."""
+        _ffi_api.StageComputeAt(self, parent, scope)
+
+    def compute_inline(self):
+        """Substitute this stage's expression into its consumers (no buffer, no loops)."""
+        _ffi_api.StageComputeInline(self)
+
+    def compute_root(self):
+        """Compute this stage at the root (undoes ``compute_at`` / ``compute_inline``)."""
+        _ffi_api.StageComputeRoot(self)
+
+    def set_scope(self, scope):
+        """Store this stage's result in memory scope ``scope`` (``"global"``, ``"local"``, ...)."""
+        _ffi_api.StageSetScope(self, scope)

@@ -1,0 +1,102 @@
+"""Buffers, ranges, functions and modules of the tensor IR.
+
+:class:`Buffer` (``tir.Buffer``), :class:`Range` (``ir.Range``), :class:`PrimFunc`
+(``tir.PrimFunc``) and :class:`IRModule` (``ir.IRModule``); ``str()`` of a function or module
+is its TVMScript-like text.
+"""
+
+from ..core import call_global
+from ..registry import get_global_func
+from . import _ffi_api
+from .expr import BufferLoad, as_expr
+from .node import Node, register_node
+
+
+@register_node("ir.Range")
+class Range(Node):
+    """The integers ``[begin, end)``: ``Range(begin, end)``, or :meth:`from_min_extent`
+    (fields ``min``, ``extent``)."""
+
+    __slots__ = ()
+
+    def __init__(self, begin, end=None):
+        if end is None:
+            begin, end = 0, begin
+        self.__init_handle_by_constructor__(
+            get_global_func("ir.Range"), as_expr(begin), as_expr(end)
+        )
+
+    @staticmethod
+    def from_min_extent(min_value, extent):
+        """The range ``[min_value, min_value + extent)``."""
+        return call_global("ir.Range_from_min_extent", as_expr(min_value), as_expr(extent))
+
+
+@register_node("tir.Buffer")
+class Buffer(Node):
+    """A multi-dimensional view of memory (fields ``data``, ``dtype``, ``shape``, ``strides``,
+    ``elem_offset``, ``name``, ``scope``, ``data_alignment``, ``offset_factor``).
+
+    ``buf[i, j]`` is a :class:`kiln.tir.BufferLoad`. Make one with :func:`decl_buffer`.
+    """
+
+    __slots__ = ()
+
+    @property
+    def ndim(self):
+        """The number of dimensions."""
+        return len(self.shape)
+
+    def __getitem__(self, indices):
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return BufferLoad(self, indices)
+
+    def vload(self, indices):
+        """The element at ``indices`` (a :class:`kiln.tir.BufferLoad`)."""
+        return self[tuple(indices)]
+
+
+def decl_buffer(shape, dtype="float32", name="buffer", scope=None):
+    """A new buffer of ``shape`` (ints or expressions) with a fresh data pointer."""
+    return _ffi_api.decl_buffer([as_expr(d) for d in shape], dtype, name, scope)
+
+
+@register_node("tir.PrimFunc")
+class PrimFunc(Node):
+    """A function of the tensor IR: ``PrimFunc(params, body, ret_type=None, buffer_map=None,
+    attrs=None)`` (fields of the same names)."""
+
+    __slots__ = ()
+
+    def __init__(self, params, body, ret_type=None, buffer_map=None, attrs=None):
+        self.__init_handle_by_constructor__(
+            _ffi_api.PrimFunc, list(params), body, ret_type, buffer_map, attrs
+        )
+
+
+@register_node("ir.IRModule")
+class IRModule(Node):
+    """A set of named functions: ``IRModule({"main": func})``; ``mod["main"]`` is a function,
+    ``str(mod)`` the module's text, ``mod.functions`` the map of functions."""
+
+    __slots__ = ()
+
+    def __init__(self, functions=None):
+        self.__init_handle_by_constructor__(get_global_func("ir.IRModule"), dict(functions or {}))
+
+    def __getitem__(self, name):
+        functions = self.functions
+        if name not in functions:
+            raise KeyError("the module has no function %r" % (name,))
+        return functions[name]
+
+    def __contains__(self, name):
+        return name in self.functions
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def keys(self):
+        """The names of the functions."""
+        return list(self.functions.keys())
