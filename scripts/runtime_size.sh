@@ -8,7 +8,10 @@
 #
 # The `deploy` profile (Cargo.toml): fat LTO, one codegen unit, opt-level "z", stripped; panics
 # still unwind, since every C entry point turns a panic into an error. kiln-runtime alone is
-# built, so kiln-ffi's `json` feature stays off (a workspace build would turn it on).
+# built, so kiln-ffi's `json` feature stays off (a workspace build would turn it on), and with
+# `--no-default-features`, so kiln-runtime's `compiler` feature is off: no export_library, no
+# linking of `.o`/`.tar` files at load time, no static library modules, no params saving or
+# factory creation from parts (about 56 KB; libkiln.so has them all).
 #
 # `cargo rustc --crate-type cdylib` rather than `cargo build`: kiln-runtime is both an rlib and a
 # cdylib, and for such a package cargo does not run LTO at all (the library comes out about 25%
@@ -43,7 +46,8 @@ if [[ "${KILN_DEPLOY_RELR:-0}" == 1 ]]; then
 fi
 
 rm -f "$LIB"
-RUSTFLAGS="$flags" cargo rustc -q --profile deploy -p kiln-runtime --lib --crate-type cdylib
+RUSTFLAGS="$flags" cargo rustc -q --profile deploy -p kiln-runtime --lib --crate-type cdylib \
+  --no-default-features
 [[ -f "$LIB" ]] || { echo "runtime_size: $LIB was not built" >&2; exit 1; }
 
 size=$(stat -c %s "$LIB")

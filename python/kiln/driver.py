@@ -12,9 +12,9 @@ runnable module.
 
 from .object import optional_global
 from .te.schedule import Schedule
+from .tir import transform as _transform
 from .tir.function import IRModule, PrimFunc
 from .tir.transform import HOST_PASSES, PHASE_PASSES, PassContext, Sequential
-from .tir import transform as _transform
 
 #: The global function that compiles a packed-form IRModule for a target string.
 CODEGEN_BUILD = "codegen.Build"
@@ -28,16 +28,14 @@ def _as_module(inp, args, name):
     if isinstance(inp, Schedule):
         if args is None:
             raise ValueError("lowering a schedule needs args: the tensors of the function")
-        from .te import _ffi_api as te_api  # noqa: PLC0415
+        from .te import _ffi_api as te_api
 
         return IRModule({name: te_api.Lower(inp, list(args), name)})
     if isinstance(inp, PrimFunc):
         return IRModule({name: inp})
     if isinstance(inp, IRModule):
         return inp
-    raise TypeError(
-        "expected a te.Schedule, a tir.PrimFunc or an IRModule, got %s" % type(inp).__name__
-    )
+    raise TypeError("expected a te.Schedule, a tir.PrimFunc or an IRModule, got %s" % type(inp).__name__)
 
 
 def lower(inp, args=None, name="main", binds=None, simple_mode=False):
@@ -80,7 +78,7 @@ def build(inp, args=None, target="llvm", name="default_function"):
 
 def _finish_lowering(mod):
     """Run the host passes over a module that is not in packed form yet."""
-    packed = all("calling_conv" in (mod[k].attrs or {}) for k in mod.keys())
+    packed = all("calling_conv" in (mod[k].attrs or {}) for k in mod)
     if packed:
         return mod
     return lower(mod)

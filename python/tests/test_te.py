@@ -5,7 +5,6 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import has_globals
 
 import kiln
@@ -78,11 +77,15 @@ def test_iter_var_in_expressions():
     assert str(te.reduce_axis(tir.Range(2, 6), name="r").dom.extent) == "4"
 
 
+def _row_reduce(fn, A, k):
+    return te.compute((A.shape[0],), lambda i: fn(A[i, k], axis=k), name="B")
+
+
 def test_reductions():
     A = te.placeholder((8, 16), name="A")
     k = te.reduce_axis((0, 16), name="k")
     for fn, combine in ((te.sum, "x + y"), (te.max, "T.max(x, y)"), (te.min, "T.min(x, y)")):
-        B = te.compute((8,), lambda i: fn(A[i, k], axis=k), name="B")
+        B = _row_reduce(fn, A, k)
         assert combine in str(B.op.body[0])
         assert len(B.op.reduce_axis) == 1
     # with two expressions, max/min are elementwise
@@ -131,7 +134,12 @@ def test_split_reorder_fuse_unroll_parallel_vectorize():
     ko, ki = s[C].split(k, factor=4)
     s[C].reorder(io, jo, ko, ii, ki, ji)
     assert [iv.var.name for iv in s[C].leaf_iter_vars] == [
-        "i.outer", "j.outer", "k.outer", "i.inner", "k.inner", "j.inner"
+        "i.outer",
+        "j.outer",
+        "k.outer",
+        "i.inner",
+        "k.inner",
+        "j.inner",
     ]
     fused = s[C].fuse(io, jo)
     assert fused.var.name == "i.outer.j.outer.fused"
@@ -149,7 +157,7 @@ def test_split_reorder_fuse_unroll_parallel_vectorize():
 
 
 def test_tile_and_pragma():
-    A, B, C, k = _matmul()
+    A, B, C, _ = _matmul()
     s = te.create_schedule(C.op)
     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 16)
     assert [iv.var.name for iv in (xo, yo, xi, yi)] == ["i.outer", "j.outer", "i.inner", "j.inner"]
@@ -171,19 +179,19 @@ def test_compute_inline_and_compute_at():
     assert "B" not in text.replace("T.Buffer", "")
     assert "(A_1[i * 32 + j] + T.float32(1.0)) * T.float32(2.0)" in text
     s = te.create_schedule(C.op)
-    xo, xi = s[C].split(C.op.axis[0], factor=4)
+    xo, _ = s[C].split(C.op.axis[0], factor=4)
     s[B].compute_at(s[C], xo)
     text = _lower_text(s, [A, C])
     assert text.index("for i.outer in range(0, 8):") < text.index("B_1 = T.decl_buffer((128,)")
 
 
 def test_cache_read_and_cache_write():
-    A, B, C, k = _matmul(32, 32, 32)
+    A, B, C, _ = _matmul(32, 32, 32)
     s = te.create_schedule(C.op)
     AA = s.cache_read(A, "global", [C])
     assert isinstance(AA, te.Tensor) and AA.op.name == "A.global"
     CC = s.cache_write(C, "global")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 8)
+    _, yo, _, _ = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 8)
     s[CC].compute_at(s[C], yo)
     text = _lower_text(s, [A, B, C])
     assert "A.global" in text and "C.global" in text
@@ -191,7 +199,7 @@ def test_cache_read_and_cache_write():
 
 
 def test_schedule_errors():
-    A, B, C, k = _matmul(8, 8, 8)
+    A, _, C, _ = _matmul(8, 8, 8)
     s = te.create_schedule(C.op)
     with pytest.raises(ValueError):
         s[C].split(C.op.axis[0])
@@ -269,7 +277,7 @@ def test_reduction(target, rng):
     k2 = te.reduce_axis((0, 37), name="k2")
     M = te.compute((13,), lambda i: te.max(A[i, k2], axis=k2), name="M")
     s = te.create_schedule([S.op, M.op])
-    ko, ki = s[S].split(k, factor=8)
+    s[S].split(k, factor=8)
     f = _build(s, [A, S, M], target, "rowstats")
     a, out_s, out_m = _random(rng, (13, 37)), _poisoned(13), _poisoned(13)
     f(a, out_s, out_m)
@@ -295,7 +303,7 @@ def _schedule_tiled(A, B, C, k):
 def _schedule_cache_write(A, B, C, k):
     s = te.create_schedule(C.op)
     CC = s.cache_write(C, "global")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
+    xo, yo, _, _ = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
     fused = s[C].fuse(xo, yo)
     s[C].parallel(fused)
     s[CC].compute_at(s[C], fused)

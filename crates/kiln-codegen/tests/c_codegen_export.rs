@@ -83,7 +83,10 @@ fn check(m: &Module) {
     let got = out.to_vec::<f32>().unwrap();
     for (i, (p, q)) in x.iter().zip(&y).enumerate() {
         let want = p * 3.0 + q;
-        assert!((got[i] - want).abs() <= 1e-6 * want.abs().max(1.0), "padd[{i}]");
+        assert!(
+            (got[i] - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "padd[{i}]"
+        );
     }
 
     let a = rand_f32(600, 3);

@@ -78,7 +78,7 @@ pub enum OnnxError {
     /// The nodes cannot be ordered because they depend on each other in a cycle.
     #[error("the graph has a cycle among {} node(s): {}", nodes.len(), nodes.join(", "))]
     Cycle {
-        /// Labels of the nodes that are on or behind the cycle.
+        /// Labels of the nodes on the cycle(s) (nodes that only depend on a cycle are left out).
         nodes: Vec<String>,
     },
     /// An attribute is missing or has another type than the op needs.

@@ -200,7 +200,8 @@ enum ConstRef {
 pub struct Graph {
     /// The graph's name.
     pub name: String,
-    /// Nodes in a topological order (the file's order when it already is one).
+    /// Nodes in a topological order (the file's order when it already is one), `Constant`
+    /// nodes included.
     pub nodes: Vec<Node>,
     /// Runtime inputs: the graph inputs that no initializer provides.
     pub inputs: Vec<ValueInfo>,

@@ -91,7 +91,9 @@ impl Graph {
 impl Model {
     /// `Ok(())` if the converter supports every node's op type; otherwise ONE
     /// [`OnnxError::UnsupportedOps`] listing each unsupported op type with its node count and
-    /// first node. See [`Graph::unsupported_ops`] for how `supported` is spelled.
+    /// first node. See [`Graph::unsupported_ops`] for how `supported` is spelled. `Constant`
+    /// nodes stay in the graph (their values are also in [`Graph::constant`]), so a converter
+    /// that handles them lists `Constant` too.
     pub fn check_supported_ops<'a>(
         &self,
         supported: impl IntoIterator<Item = &'a str>,

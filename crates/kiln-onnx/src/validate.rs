@@ -126,8 +126,22 @@ pub(crate) fn topo_sort(nodes: Vec<Node>) -> Result<Vec<Node>> {
         }
     }
     if order.len() < nodes.len() {
+        // Nodes still pending are on a cycle or downstream of one; peel off the downstream
+        // ones (those whose users are all peeled) so that the error names the cycle.
+        let mut stuck: Vec<bool> = pending.iter().map(|&p| p > 0).collect();
+        loop {
+            let peel: Vec<usize> = (0..nodes.len())
+                .filter(|&i| stuck[i] && users[i].iter().all(|&u| !stuck[u]))
+                .collect();
+            if peel.is_empty() {
+                break;
+            }
+            for i in peel {
+                stuck[i] = false;
+            }
+        }
         let stuck: Vec<String> = (0..nodes.len())
-            .filter(|&i| pending[i] > 0)
+            .filter(|&i| stuck[i])
             .map(|i| format!("{} ({})", nodes[i].label(), nodes[i].op_type))
             .collect();
         return Err(OnnxError::Cycle { nodes: stuck });

@@ -65,7 +65,7 @@ _min_generic = comm_reducer(_op.min, _op.max_value, name="min")
 _prod_generic = comm_reducer(lambda x, y: x * y, lambda t: _op.const(1, t), name="prod")
 
 
-def sum(expr, axis, where=None, init=None):  # noqa: A001 - TVM's name
+def sum(expr, axis, where=None, init=None):
     """Sum of ``expr`` over the reduction axes ``axis`` (an ``IterVar`` or a list), counting
     only points where ``where`` holds; ``sum(a, b)`` is ``a + b``."""
     if init is None and _is_axis(axis):
@@ -73,7 +73,7 @@ def sum(expr, axis, where=None, init=None):  # noqa: A001 - TVM's name
     return _sum_generic(expr, axis, where, init)
 
 
-def max(expr, axis, where=None, init=None):  # noqa: A001 - TVM's name
+def max(expr, axis, where=None, init=None):
     """Maximum of ``expr`` over the reduction axes ``axis``; ``max(a, b)`` of two
     expressions is the elementwise maximum."""
     if init is None and where is None and _is_axis(axis):
@@ -81,7 +81,7 @@ def max(expr, axis, where=None, init=None):  # noqa: A001 - TVM's name
     return _max_generic(expr, axis, where, init)
 
 
-def min(expr, axis, where=None, init=None):  # noqa: A001 - TVM's name
+def min(expr, axis, where=None, init=None):
     """Minimum of ``expr`` over the reduction axes ``axis``; ``min(a, b)`` of two
     expressions is the elementwise minimum."""
     if init is None and where is None and _is_axis(axis):

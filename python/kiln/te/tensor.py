@@ -103,9 +103,7 @@ class Tensor(Buffer):
     def __eq__(self, other):
         if not isinstance(other, Tensor):
             return False
-        return self.same_as(other) or (
-            self.op.same_as(other.op) and self.value_index == other.value_index
-        )
+        return self.same_as(other) or (self.op.same_as(other.op) and self.value_index == other.value_index)
 
     def __ne__(self, other):
         return not self.__eq__(other)
@@ -130,7 +128,7 @@ class Tensor(Buffer):
 class TensorSlice:
     """A tensor indexed in its leading dimensions (``T[i]`` of a 2-D ``T``); index it further."""
 
-    __slots__ = ("tensor", "indices")
+    __slots__ = ("indices", "tensor")
 
     def __init__(self, tensor, indices):
         self.tensor, self.indices = tensor, tuple(indices)
@@ -161,9 +159,7 @@ def _axis_names(fcompute, ndim):
         return ["i%d" % k for k in range(ndim)]
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(names) != ndim:
-        raise ValueError(
-            "fcompute takes %d arguments but the shape has %d dimensions" % (len(names), ndim)
-        )
+        raise ValueError("fcompute takes %d arguments but the shape has %d dimensions" % (len(names), ndim))
     return names
 
 

@@ -64,11 +64,11 @@ def _binary(builder, a, b):
 
 def _bitwise(name, a, b):
     a, b = as_expr(a), as_expr(b)
-    if isinstance(a, _PLAIN):
-        a = _ffi_api.IntImm(dtype_of(b), int(a))
-    if isinstance(b, _PLAIN):
-        b = _ffi_api.IntImm(dtype_of(a), int(b))
     da, db = dtype_of(a), dtype_of(b)
+    if isinstance(a, int) and _is_int_type(db):
+        a, da = _ffi_api.IntImm(db, int(a)), db
+    if isinstance(b, int) and _is_int_type(da):
+        b, db = _ffi_api.IntImm(da, int(b)), da
     if not (_is_int_type(da) and da == db):
         raise TypeError("%s needs integer operands of one type, got %s and %s" % (name, da, db))
     return _ffi_api.Call(da, "tir." + name, [a, b])
@@ -123,12 +123,12 @@ class ExprOp:
         return _binary("_OpFloorMod", other, self)
 
     def __pow__(self, other):
-        from .op import power  # noqa: PLC0415 - op imports this module
+        from .op import power
 
         return power(self, other)
 
     def __rpow__(self, other):
-        from .op import power  # noqa: PLC0415
+        from .op import power
 
         return power(other, self)
 
@@ -199,8 +199,7 @@ class ExprOp:
 
     def __bool__(self):
         raise ValueError(
-            "Cannot use and / or / not operator to Expr, hint: "
-            "use kiln.tir.all / kiln.tir.any instead"
+            "Cannot use and / or / not operator to Expr, hint: use kiln.tir.all / kiln.tir.any instead"
         )
 
     def equal(self, other):
@@ -209,7 +208,7 @@ class ExprOp:
 
     def astype(self, dtype):
         """``self`` cast to ``dtype`` (the expression itself when it has that type already)."""
-        from .op import cast  # noqa: PLC0415
+        from .op import cast
 
         return cast(self, dtype)
 
@@ -372,9 +371,7 @@ class BinaryOpExpr(PrimExpr):
     __slots__ = ()
 
     def __init__(self, a, b):
-        self.__init_handle_by_constructor__(
-            getattr(_ffi_api, type(self).__name__), as_expr(a), as_expr(b)
-        )
+        self.__init_handle_by_constructor__(getattr(_ffi_api, type(self).__name__), as_expr(a), as_expr(b))
 
 
 @register_node("tir.Add")
@@ -552,9 +549,7 @@ class BufferLoad(PrimExpr):
     __slots__ = ()
 
     def __init__(self, buffer, indices):
-        self.__init_handle_by_constructor__(
-            _ffi_api.BufferLoad, buffer, [as_expr(i) for i in indices]
-        )
+        self.__init_handle_by_constructor__(_ffi_api.BufferLoad, buffer, [as_expr(i) for i in indices])
 
 
 @register_node("tir.Ramp")

@@ -22,9 +22,7 @@ class Range(Node):
     def __init__(self, begin, end=None):
         if end is None:
             begin, end = 0, begin
-        self.__init_handle_by_constructor__(
-            get_global_func("ir.Range"), as_expr(begin), as_expr(end)
-        )
+        self.__init_handle_by_constructor__(get_global_func("ir.Range"), as_expr(begin), as_expr(end))
 
     @staticmethod
     def from_min_extent(min_value, extent):

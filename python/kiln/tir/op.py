@@ -114,7 +114,7 @@ erf = _unary_intrinsic("erf", "Error function")
 fabs = _unary_intrinsic("fabs", "Absolute value")
 floor = _unary_intrinsic("floor", "Rounding down")
 ceil = _unary_intrinsic("ceil", "Rounding up")
-round = _unary_intrinsic("round", "Rounding half away from zero")  # noqa: A001
+round = _unary_intrinsic("round", "Rounding half away from zero")
 nearbyint = _unary_intrinsic("nearbyint", "Rounding half to even")
 trunc = _unary_intrinsic("trunc", "Rounding toward zero")
 
@@ -124,7 +124,7 @@ def power(x, y):
     return _float_call("pow", list(_pair(x, y)))
 
 
-pow = power  # noqa: A001 - TVM's name
+pow = power
 
 
 def atan2(y, x):
@@ -147,7 +147,7 @@ def hypot(x, y):
     return _float_call("hypot", list(_pair(x, y)))
 
 
-def abs(x):  # noqa: A001 - TVM's name
+def abs(x):
     """``|x|``: ``fabs`` for floats, ``select(x >= 0, x, -x)`` for signed integers."""
     x = _expr(x)
     dtype = dtype_of(x)
@@ -158,12 +158,12 @@ def abs(x):  # noqa: A001 - TVM's name
     return _ffi_api.Select(x >= 0, x, -x)
 
 
-def min(a, b):  # noqa: A001 - TVM's name
+def min(a, b):
     """The smaller of two expressions (folded when constant)."""
     return _ffi_api._OpMin(as_expr(a), as_expr(b))
 
 
-def max(a, b):  # noqa: A001 - TVM's name
+def max(a, b):
     """The larger of two expressions (folded when constant)."""
     return _ffi_api._OpMax(as_expr(a), as_expr(b))
 
@@ -224,7 +224,7 @@ def likely(cond):
     return _ffi_api.Call(dtype_of(cond), "tir.likely", [cond])
 
 
-def all(*args):  # noqa: A001 - TVM's name
+def all(*args):
     """Logical and of bool expressions (at least one)."""
     if not args:
         raise ValueError("all needs at least one argument")
@@ -234,7 +234,7 @@ def all(*args):  # noqa: A001 - TVM's name
     return result
 
 
-def any(*args):  # noqa: A001 - TVM's name
+def any(*args):
     """Logical or of bool expressions (at least one)."""
     if not args:
         raise ValueError("any needs at least one argument")

@@ -33,7 +33,7 @@ class For(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, loop_var, min, extent, kind, body, annotations=None):  # noqa: A002
+    def __init__(self, loop_var, min, extent, kind, body, annotations=None):
         self.__init_handle_by_constructor__(
             _ffi_api.For, loop_var, as_expr(min), as_expr(extent), int(kind), body, annotations
         )
@@ -89,9 +89,7 @@ class IfThenElse(Stmt):
     __slots__ = ()
 
     def __init__(self, condition, then_case, else_case=None):
-        self.__init_handle_by_constructor__(
-            _ffi_api.IfThenElse, as_expr(condition), then_case, else_case
-        )
+        self.__init_handle_by_constructor__(_ffi_api.IfThenElse, as_expr(condition), then_case, else_case)
 
 
 @register_node("tir.LetStmt")
@@ -132,9 +130,7 @@ class AssertStmt(Stmt):
     __slots__ = ()
 
     def __init__(self, condition, message, body):
-        self.__init_handle_by_constructor__(
-            _ffi_api.AssertStmt, as_expr(condition), as_expr(message), body
-        )
+        self.__init_handle_by_constructor__(_ffi_api.AssertStmt, as_expr(condition), as_expr(message), body)
 
 
 @register_node("tir.Evaluate")

@@ -85,7 +85,7 @@ LowerTVMBuiltin = _pass("LowerTVMBuiltin", "Builtin calls to runtime API calls (
 LowerPipeline = _pass("LowerPipeline", "Every lowering pass in order, host passes included.")
 
 
-def Sequential(passes, name=None):  # noqa: N802 - TVM's name
+def Sequential(passes, name=None):
     """One pass running ``passes`` in order (each checked against the context)."""
     return call_global("transform.Sequential", list(passes), name)
 

@@ -380,6 +380,8 @@ impl CodeGenC {
     }
 }
 
+/// C keywords, the prelude's names and the library functions generated code calls: a TIR
+/// variable with one of these names gets a `_` appended.
 fn is_reserved(name: &str) -> bool {
     const WORDS: &[&str] = &[
         "auto",
@@ -420,23 +422,10 @@ fn is_reserved(name: &str) -> bool {
         "true",
         "false",
         "NULL",
+        "NAN",
+        "INFINITY",
         "main",
         "errno",
-        "exp",
-        "log",
-        "sqrt",
-        "pow",
-        "floor",
-        "ceil",
-        "round",
-        "fabs",
-        "sin",
-        "cos",
-        "tan",
-        "tanh",
-        "erf",
-        "fmin",
-        "fmax",
         "memcpy",
         "int8_t",
         "int16_t",
@@ -446,11 +435,46 @@ fn is_reserved(name: &str) -> bool {
         "uint16_t",
         "uint32_t",
         "uint64_t",
+        "intptr_t",
+        "size_t",
         "DLTensor",
         "TVMFFIAny",
         "TVMParallelGroupEnv",
     ];
-    WORDS.contains(&name) || name.starts_with("__")
+    const LIBM: &[&str] = &[
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sqrt",
+        "sin",
+        "cos",
+        "tan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asin",
+        "acos",
+        "atan",
+        "erf",
+        "fabs",
+        "floor",
+        "ceil",
+        "nearbyint",
+        "trunc",
+        "pow",
+        "atan2",
+        "fmod",
+        "copysign",
+        "hypot",
+    ];
+    let libm = LIBM
+        .iter()
+        .any(|b| name == *b || name.strip_suffix('f') == Some(b));
+    WORDS.contains(&name) || libm || name.starts_with("__") || name.starts_with("kiln_")
 }
 
 /// Checks the packed calling convention (four parameters: handle, handle, int32, handle).
@@ -496,6 +520,9 @@ pub fn generate_c(module: &IRModule) -> Result<(String, Vec<String>)> {
         cg.add_function(&name, f)?;
         names.push(name);
     }
-    let main = (names.len() == 1).then(|| names[0].clone());
+    let main = (names.len() == 1 && names[0] != "main").then(|| names[0].clone());
     Ok((cg.finish(main.as_deref()), names))
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,6 +20,7 @@
 //!   `runtime.SaveParams`, ...) are listed in `globals.rs`.
 //!
 //! ```no_run
+//! # use kiln_runtime::ffi as kiln_ffi;
 //! # fn main() -> kiln_ffi::Result<()> {
 //! use kiln_runtime::graph_executor::GraphExecutorModule;
 //! use kiln_runtime::module::load_module;
