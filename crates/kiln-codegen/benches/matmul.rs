@@ -31,7 +31,12 @@ pub struct MatmulConfig {
 
 impl Default for MatmulConfig {
     fn default() -> Self {
-        MatmulConfig { mr: 8, bn: 32, ku: 4, mc: 0 }
+        MatmulConfig {
+            mr: 8,
+            bn: 32,
+            ku: 4,
+            mc: 0,
+        }
     }
 }
 
@@ -76,7 +81,12 @@ pub fn matmul_schedule(cc: &Tensor, packed: &Tensor, cfg: MatmulConfig) -> Sched
     let s = create_schedule(&[cc.op().clone()]);
     // Packing: [N/bn][K][bn], the bn lanes vectorized.
     let ps = s.stage(packed);
-    let pax = packed.op().as_compute().map(|_| ()).map(|_| ps.leaf_iter_vars()).unwrap();
+    let pax = packed
+        .op()
+        .as_compute()
+        .map(|_| ())
+        .map(|_| ps.leaf_iter_vars())
+        .unwrap();
     let (_pio, pii) = ps.split(&pax[2], 16).unwrap();
     ps.vectorize(&pii).unwrap();
 
@@ -101,7 +111,8 @@ pub fn matmul_schedule(cc: &Tensor, packed: &Tensor, cfg: MatmulConfig) -> Sched
     let (li, lj, lk) = (lax[0].clone(), lax[1].clone(), lax[2].clone());
     let (ljo, lji) = ls.split(&lj, 16).unwrap();
     let (ko, ki) = ls.split(&lk, cfg.ku).unwrap();
-    ls.reorder(&[ko, ki.clone(), li.clone(), ljo.clone(), lji.clone()]).unwrap();
+    ls.reorder(&[ko, ki.clone(), li.clone(), ljo.clone(), lji.clone()])
+        .unwrap();
     ls.unroll(&ki).unwrap();
     ls.unroll(&li).unwrap();
     ls.unroll(&ljo).unwrap();
@@ -110,14 +121,18 @@ pub fn matmul_schedule(cc: &Tensor, packed: &Tensor, cfg: MatmulConfig) -> Sched
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|p| args.get(p + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|p| args.get(p + 1).cloned())
 }
 
 fn random(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
         })
         .collect()
@@ -149,17 +164,22 @@ fn main() {
     }
     let (built, f) = module.unwrap();
     if let Some(dir) = arg(&args, "--asm") {
-        std::fs::write(format!("{dir}/matmul.s"), built.inspect_source("asm").unwrap()).unwrap();
-        std::fs::write(format!("{dir}/matmul.ll"), built.inspect_source("ll").unwrap()).unwrap();
-        let lowered = driver::lower(&{
-            let (_a, _b, cc, packed) = matmul_packed(m, nn, k, cfg.bn);
-            matmul_schedule(&cc, &packed, cfg)
-        }, &{
-            let (a, b, cc, _) = matmul_packed(m, nn, k, cfg.bn);
-            [a, b, cc]
-        }, "matmul", true);
-        if let Ok(l) = lowered {
-            std::fs::write(format!("{dir}/matmul.tir"), l.to_string()).unwrap();
+        std::fs::write(
+            format!("{dir}/matmul.s"),
+            built.inspect_source("asm").unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            format!("{dir}/matmul.ll"),
+            built.inspect_source("ll").unwrap(),
+        )
+        .unwrap();
+        let (a, b, cc, packed) = matmul_packed(m, nn, k, cfg.bn);
+        let sch = matmul_schedule(&cc, &packed, cfg);
+        let lowered = driver::lower(&sch, &[a, b, cc], "matmul", true);
+        match lowered {
+            Ok(l) => std::fs::write(format!("{dir}/matmul.tir"), l.to_string()).unwrap(),
+            Err(e) => eprintln!("lower: {e}"),
         }
     }
     use kiln_runtime::tensor::Tensor as T;
@@ -168,7 +188,10 @@ fn main() {
     let ta = T::from_slice(&av, &[m, k]).unwrap();
     let tb = T::from_slice(&bv, &[k, nn]).unwrap();
     let tc = T::from_slice(&vec![f32::NAN; (m * nn) as usize], &[m, nn]).unwrap();
-    let call = || f.invoke::<()>((ta.clone(), tb.clone(), tc.clone())).unwrap();
+    let call = || {
+        f.invoke::<()>((ta.clone(), tb.clone(), tc.clone()))
+            .unwrap()
+    };
     call();
     call();
     let mut times = Vec::new();
@@ -189,7 +212,10 @@ fn main() {
         compile_ms[compile_ms.len() - 1],
         compile_ms[compile_ms.len() / 2]
     );
-    println!("KILN_GFLOPS={gflops:.2} KILN_COMPILE_MS={:.2}", compile_ms[compile_ms.len() / 2]);
+    println!(
+        "KILN_GFLOPS={gflops:.2} KILN_COMPILE_MS={:.2}",
+        compile_ms[compile_ms.len() / 2]
+    );
     if let Some(dir) = arg(&args, "--dump") {
         let raw = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         std::fs::write(format!("{dir}/A.f32"), raw(&av)).unwrap();
