@@ -11,114 +11,12 @@
 //! `--reps` runs). With `--dump DIR` it writes `A.f32`, `B.f32`, `C.f32` (raw little-endian)
 //! for `bench/matmul/run.sh`'s comparison against numpy.
 
+#[path = "schedules/matmul.rs"]
+mod schedules;
+
 use kiln_codegen::driver;
-use kiln_te::*;
-use kiln_tir::{floordiv, floormod, DataType, PrimExpr};
+use schedules::{matmul_packed_ab, matmul_schedule_ab, MatmulConfig};
 use std::time::Instant;
-
-/// Parameters of [`matmul_schedule`].
-#[derive(Clone, Copy, Debug)]
-pub struct MatmulConfig {
-    /// Rows of the register block.
-    pub mr: i64,
-    /// Columns of the register block (a multiple of 16: `bn / 16` zmm vectors per row).
-    pub bn: i64,
-    /// Unroll factor of the k loop inside the register block.
-    pub ku: i64,
-    /// Rows of the cache block (a multiple of `mr`; 0: no outer row blocking).
-    pub mc: i64,
-}
-
-impl Default for MatmulConfig {
-    fn default() -> Self {
-        MatmulConfig {
-            mr: 8,
-            bn: 32,
-            ku: 4,
-            mc: 0,
-        }
-    }
-}
-
-/// The matmul compute with B packed: `(A, B, C)` placeholders/output and the packing stage.
-pub fn matmul_packed(m: i64, n: i64, k: i64, bn: i64) -> (Tensor, Tensor, Tensor, Tensor) {
-    let f32t = DataType::float(32);
-    let c = PrimExpr::i32;
-    let a = placeholder(&[c(m), c(k)], f32t, "A");
-    let b = placeholder(&[c(k), c(n)], f32t, "B");
-    let nb = (n + bn - 1) / bn;
-    let packed = compute(
-        &[c(nb), c(k), c(bn)],
-        |i| {
-            let col = i[0].to_expr() * bn + i[2].to_expr();
-            if n % bn == 0 {
-                b.at(&[i[1].to_expr(), col])
-            } else {
-                if_then_else(col.clone().lt(n), b.at(&[i[1].to_expr(), col]), 0.0)
-            }
-        },
-        "B.packed",
-    );
-    let kk = reduce_axis_n(k, "k");
-    let cc = compute(
-        &[c(m), c(n)],
-        |i| {
-            let j = i[1].to_expr();
-            sum(
-                a.at(&[i[0].to_expr(), kk.expr()])
-                    * packed.at(&[floordiv(&j, bn), kk.expr(), floormod(&j, bn)]),
-                std::slice::from_ref(&kk),
-            )
-        },
-        "C",
-    );
-    (a, b, cc, packed)
-}
-
-/// The schedule: pack B (vectorized copy), C tiled by `mr x bn`, a local accumulator block
-/// computed at the tile, inner k unrolled by `ku`, rows and vectors of the block unrolled.
-pub fn matmul_schedule(cc: &Tensor, packed: &Tensor, cfg: MatmulConfig) -> Schedule {
-    let s = create_schedule(&[cc.op().clone()]);
-    // Packing: [N/bn][K][bn], the bn lanes vectorized.
-    let ps = s.stage(packed);
-    let pax = packed
-        .op()
-        .as_compute()
-        .map(|_| ())
-        .map(|_| ps.leaf_iter_vars())
-        .unwrap();
-    let (_pio, pii) = ps.split(&pax[2], 16).unwrap();
-    ps.vectorize(&pii).unwrap();
-
-    let local = s.cache_write(cc, "local").unwrap();
-    let st = s.stage(cc);
-    let (io, jo, ii, ji) = st.tile(&cc.axis(0), &cc.axis(1), cfg.mr, cfg.bn).unwrap();
-    let attach = if cfg.mc > 0 {
-        let (ioo, ioi) = st.split(&io, cfg.mc / cfg.mr).unwrap();
-        st.reorder(&[ioo, jo.clone(), ioi.clone()]).unwrap();
-        ioi
-    } else {
-        jo
-    };
-    let (jio, jii) = st.split(&ji, 16).unwrap();
-    st.unroll(&ii).unwrap();
-    st.unroll(&jio).unwrap();
-    st.vectorize(&jii).unwrap();
-
-    let ls = s.stage(&local);
-    ls.compute_at(&st, &attach).unwrap();
-    let lax = ls.leaf_iter_vars();
-    let (li, lj, lk) = (lax[0].clone(), lax[1].clone(), lax[2].clone());
-    let (ljo, lji) = ls.split(&lj, 16).unwrap();
-    let (ko, ki) = ls.split(&lk, cfg.ku).unwrap();
-    ls.reorder(&[ko, ki.clone(), li.clone(), ljo.clone(), lji.clone()])
-        .unwrap();
-    ls.unroll(&ki).unwrap();
-    ls.unroll(&li).unwrap();
-    ls.unroll(&ljo).unwrap();
-    ls.vectorize(&lji).unwrap();
-    s
-}
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -149,19 +47,31 @@ fn main() {
         bn: get("--bn", d.bn),
         ku: get("--ku", d.ku),
         mc: get("--mc", d.mc),
+        pack_a: get("--pack-a", d.pack_a as i64) != 0,
     };
     let (m, nn, k) = (n, n, n);
     let mut compile_ms = Vec::new();
     let mut module = None;
+    let mut phases = [0f64; 3];
     for _ in 0..3 {
-        let (a, b, cc, packed) = matmul_packed(m, nn, k, cfg.bn);
+        let (a, b, cc, packed, ap) =
+            matmul_packed_ab(m, nn, k, cfg.bn, cfg.pack_a.then_some(cfg.mr));
         let t0 = Instant::now();
-        let s = matmul_schedule(&cc, &packed, cfg);
-        let built = driver::build(&s, &[a, b, cc], "llvm -mcpu=native", "matmul").unwrap();
-        let f = built.function("matmul").unwrap();
-        compile_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        let s = matmul_schedule_ab(&cc, &packed, ap.as_ref(), cfg);
+        let lowered = driver::lower(&s, &[a, b, cc], "matmul", false).unwrap();
+        let t1 = Instant::now();
+        let built = driver::codegen_build(&lowered, "llvm -mcpu=native").unwrap();
+        let t2 = Instant::now();
+        let f = built.function("matmul").unwrap(); // links and loads the shared library
+        let t3 = Instant::now();
+        compile_ms.push((t3 - t0).as_secs_f64() * 1e3);
+        phases = [t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64() * 1e3);
         module = Some((built, f));
     }
+    eprintln!(
+        "compile phases (last build): schedule+lower {:.1} ms, LLVM codegen+O3 {:.1} ms, link+load {:.1} ms",
+        phases[0], phases[1], phases[2]
+    );
     let (built, f) = module.unwrap();
     if let Some(dir) = arg(&args, "--asm") {
         std::fs::write(
@@ -174,8 +84,9 @@ fn main() {
             built.inspect_source("ll").unwrap(),
         )
         .unwrap();
-        let (a, b, cc, packed) = matmul_packed(m, nn, k, cfg.bn);
-        let sch = matmul_schedule(&cc, &packed, cfg);
+        let (a, b, cc, packed, ap) =
+            matmul_packed_ab(m, nn, k, cfg.bn, cfg.pack_a.then_some(cfg.mr));
+        let sch = matmul_schedule_ab(&cc, &packed, ap.as_ref(), cfg);
         let lowered = driver::lower(&sch, &[a, b, cc], "matmul", true);
         match lowered {
             Ok(l) => std::fs::write(format!("{dir}/matmul.tir"), l.to_string()).unwrap(),

@@ -218,14 +218,28 @@ impl Lower<'_> {
         let mut data_conds = Vec::new();
         let mut red_conds = Vec::new();
         for iv in &roots {
-            if st.leaf_iter_vars.contains(iv) {
-                continue;
-            }
-            let r = &self.b.dom[iv.var()];
             let v = &vmap[iv.var()];
-            let end = an.simplify(&(r.min() + r.extent()));
-            let cond = v.lt(&end);
-            if !an.can_prove(&cond) {
+            let mut conds = Vec::new();
+            if !st.leaf_iter_vars.contains(iv) {
+                let r = &self.b.dom[iv.var()];
+                conds.push(v.lt(&an.simplify(&(r.min() + r.extent()))));
+            }
+            // A stage computed at a consumer's tile covers that tile, which may reach past the
+            // stage's own domain (a ragged last tile): check the original domain too (TVM's
+            // `MakeBoundCheck`), so no point outside it is computed (or read from inputs).
+            if let Some(orig) = iv.dom() {
+                conds.push(v.ge(orig.min()));
+                conds.push(v.lt(&an.simplify(&(orig.min() + orig.extent()))));
+            }
+            for cond in conds {
+                let cond = an.simplify(&cond);
+                let seen = |cs: &Vec<PrimExpr>| {
+                    cs.iter()
+                        .any(|c| kiln_tir::structural::structural_equal(c, &likely(cond.clone())))
+                };
+                if an.can_prove(&cond) || seen(&data_conds) || seen(&red_conds) {
+                    continue;
+                }
                 if iv.is_reduce() {
                     red_conds.push(likely(cond));
                 } else {

@@ -292,3 +292,35 @@ fn tensors_are_buffers_and_round_trip_through_json() {
     assert_eq!(back.name(), "B");
     assert_eq!(back.op().num_outputs(), 1);
 }
+
+#[test]
+fn compute_at_on_a_ragged_tile_guards_the_attached_stage() {
+    // B (10 points) in tiles of 4: the last tile covers 8..12. B.local, computed at the tile,
+    // must not compute (nor read A at) 10 and 11: it is guarded by its own domain.
+    let a = placeholder(&[c(10)], f32t(), "A");
+    let b = compute(&[c(10)], |i| a.at_vars(i) + 1.0, "B");
+    let s = create_schedule(&[b.op().clone()]);
+    let bl = s.cache_write(&b, "local").unwrap();
+    let (bo, _bi) = s.stage(&b).split(&b.axis(0), 4).unwrap();
+    s.stage(&bl).compute_at(&s.stage(&b), &bo).unwrap();
+    let f = lower(&s, &[a, b], "f").unwrap();
+    let text = f.to_string();
+    let local = text
+        .lines()
+        .position(|l| l.contains("B.local[") && l.contains("= A["))
+        .unwrap_or_else(|| panic!("{text}"));
+    let guard = text.lines().nth(local - 1).unwrap();
+    assert!(
+        guard.contains("T.likely(") && guard.contains("< 10"),
+        "the local stage is not guarded:\n{text}"
+    );
+    // A tile that divides the extent needs no guard.
+    let a = placeholder(&[c(12)], f32t(), "A");
+    let b = compute(&[c(12)], |i| a.at_vars(i) + 1.0, "B");
+    let s = create_schedule(&[b.op().clone()]);
+    let bl = s.cache_write(&b, "local").unwrap();
+    let (bo, _bi) = s.stage(&b).split(&b.axis(0), 4).unwrap();
+    s.stage(&bl).compute_at(&s.stage(&b), &bo).unwrap();
+    let text = lower(&s, &[a, b], "f").unwrap().to_string();
+    assert!(!text.contains("likely"), "{text}");
+}

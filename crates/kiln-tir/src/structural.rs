@@ -130,7 +130,10 @@ impl StructEq {
         self.defining(|s| s.var(a, b))
     }
 
-    /// Compares two buffers: paired on first meeting (data variable as a definition).
+    /// Compares two buffers. At a definition (buffer map, `DeclBuffer`) or with `map_free_vars`,
+    /// unpaired buffers are compared by structure and paired. At a use, an unpaired buffer is a
+    /// free one: equal only to itself, or to a buffer over a data variable already paired with
+    /// its own (a buffer over an allocation, declared implicitly).
     pub fn buffer(&mut self, a: &Buffer, b: &Buffer) -> bool {
         let (ka, kb) = (ptr_key(a.object()), ptr_key(b.object()));
         if let Some(&m) = self.l2r.get(&ka) {
@@ -140,6 +143,13 @@ impl StructEq {
             return false;
         }
         let (x, y) = (a.object(), b.object());
+        if !self.defining && !self.map_free {
+            let (da, db) = (ptr_key(x.data.object()), ptr_key(y.data.object()));
+            let data_paired = self.l2r.get(&da) == Some(&db);
+            if ka != kb && !data_paired {
+                return false;
+            }
+        }
         let ok = x.dtype == y.dtype
             && x.scope == y.scope
             && x.data_alignment == y.data_alignment
@@ -270,7 +280,7 @@ impl StructEq {
                     && self.stmt(&x.body, &y.body)
             }
             (K::DeclBuffer(x), K::DeclBuffer(y)) => {
-                self.buffer(&x.buffer, &y.buffer) && self.stmt(&x.body, &y.body)
+                self.defining(|s| s.buffer(&x.buffer, &y.buffer)) && self.stmt(&x.body, &y.body)
             }
             (K::IfThenElse(x), K::IfThenElse(y)) => {
                 self.expr(&x.condition, &y.condition)

@@ -182,3 +182,23 @@ fn assert_structural_equal_shows_both_sides() {
     let msg = msg.downcast_ref::<String>().unwrap();
     assert!(msg.contains("x + 1") && msg.contains("x + 2"), "{msg}");
 }
+
+#[test]
+fn loads_of_distinct_buffers_at_one_index_are_not_equal() {
+    // Free buffers compare by identity: `max(A[i], B[i])` must not simplify to `A[i]`.
+    let i = Var::int32("i");
+    let a = Buffer::decl("A", DataType::float(32), vec![PrimExpr::i32(8)]);
+    let b = Buffer::decl("B", DataType::float(32), vec![PrimExpr::i32(8)]);
+    let (la, lb) = (a.load(vec![i.to_expr()]), b.load(vec![i.to_expr()]));
+    assert!(!structural_equal(&la, &lb));
+    assert!(structural_equal(&la, &a.load(vec![i.to_expr()])));
+    assert!(
+        structural_equal_with(&la, &lb, true),
+        "paired when free variables may be mapped"
+    );
+    let m = arith::simplify(&max(la.clone(), lb.clone()));
+    assert!(
+        !structural_equal(&m, &la),
+        "max(A[i], B[i]) simplified to {m}"
+    );
+}

@@ -14,5 +14,6 @@ pub fn link_all() {
     std::hint::black_box(kiln_runtime::link_ffi());
     std::hint::black_box(kiln_tir::link_globals());
     std::hint::black_box(kiln_te::link_globals());
+    std::hint::black_box(kiln_graph::link_globals());
     std::hint::black_box(kiln_codegen::driver::link_globals());
 }

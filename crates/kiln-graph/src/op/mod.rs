@@ -1,0 +1,363 @@
+//! The operator registry: what each graph operator declares (TVM's `OpRegistry` +
+//! `TOpPattern` + type relations).
+//!
+//! An operator is one [`OpDef`]: its name, its argument names, its attribute schema
+//! ([`AttrSpec`]: names, kinds and defaults), its type relation (argument types + attributes
+//! -> result type; error messages name the argument and the mismatch, and
+//! [`InferType`](crate::transform::infer_type) prefixes the op name), its fusion pattern
+//! ([`OpPattern`]) and optionally a reference evaluator that
+//! [`FoldConstant`](crate::transform::fold_constant) uses.
+//!
+//! One operator (or one family of same-shaped operators, made by a macro) per file under
+//! `nn/`, `tensor/`, `reduce/` and `transform/`; each file has a `defs()` function listed in
+//! [`all_defs`], which builds the registry on first use.
+
+pub mod eval;
+pub mod nn;
+pub mod reduce;
+pub mod tensor;
+pub mod transform;
+
+use crate::ir::attrs::{make_map, AttrValue, Attrs};
+use crate::ir::{Expr, Type};
+use kiln_ffi::{DataType, Error, Map, Result};
+use kiln_runtime::tensor::Tensor;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// How an operator fuses (TVM's `OpPatternKind`, same numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(i32)]
+pub enum OpPattern {
+    /// Output element i depends on input element i only.
+    ElemWise = 0,
+    /// Elementwise with numpy broadcasting.
+    Broadcast = 1,
+    /// Each output element depends on one input element through an index map.
+    Injective = 2,
+    /// A commutative reduction.
+    CommReduce = 3,
+    /// A heavy op (conv2d, dense) that can take an elementwise epilogue.
+    OutEWiseFusable = 4,
+    /// A tuple node.
+    Tuple = 7,
+    /// Never fused.
+    Opaque = 8,
+}
+
+/// The kind of an attribute value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttrKind {
+    /// An integer.
+    Int,
+    /// A float.
+    Float,
+    /// A bool.
+    Bool,
+    /// A string.
+    Str,
+    /// A list of integers.
+    Ints,
+}
+
+/// One declared attribute: name, kind and default (`None`: optional, unset by default).
+#[derive(Clone, Debug)]
+pub struct AttrSpec {
+    /// The name.
+    pub name: &'static str,
+    /// The kind.
+    pub kind: AttrKind,
+    /// The default (`AttrValue::None` for an optional attribute).
+    pub default: AttrValue,
+}
+
+impl AttrSpec {
+    /// An attribute with a default.
+    pub fn new(name: &'static str, kind: AttrKind, default: impl Into<AttrValue>) -> Self {
+        AttrSpec {
+            name,
+            kind,
+            default: default.into(),
+        }
+    }
+
+    /// An optional attribute (unset unless given).
+    pub fn optional(name: &'static str, kind: AttrKind) -> Self {
+        AttrSpec {
+            name,
+            kind,
+            default: AttrValue::None,
+        }
+    }
+}
+
+/// What a type relation sees: the op, the argument types and the attributes.
+pub struct RelCtx<'a> {
+    /// The operator.
+    pub op: &'a OpDef,
+    /// The argument types.
+    pub args: &'a [Type],
+    /// The attributes (completed with defaults).
+    pub attrs: Attrs<'a>,
+}
+
+impl RelCtx<'_> {
+    /// The name of argument `i`.
+    pub fn arg_name(&self, i: usize) -> String {
+        match self.op.inputs.get(i) {
+            Some(n) if !self.op.variadic => n.to_string(),
+            _ => format!("#{i}"),
+        }
+    }
+
+    /// Argument `i` as a tensor type, or an error naming the argument.
+    pub fn tensor(&self, i: usize) -> Result<(&[i64], DataType)> {
+        self.args[i].as_tensor().ok_or_else(|| {
+            self.err(format!(
+                "argument `{}` must be a tensor, got {}",
+                self.arg_name(i),
+                self.args[i]
+            ))
+        })
+    }
+
+    /// Argument `i` as a tensor of rank `rank`.
+    pub fn tensor_rank(&self, i: usize, rank: usize) -> Result<(&[i64], DataType)> {
+        let (s, d) = self.tensor(i)?;
+        if s.len() != rank {
+            return Err(self.err(format!(
+                "argument `{}` must be {rank}-D, got {}",
+                self.arg_name(i),
+                self.args[i]
+            )));
+        }
+        Ok((s, d))
+    }
+
+    /// An error about this op (the op name is added by `InferType`).
+    pub fn err(&self, msg: impl Into<String>) -> Error {
+        Error::type_error(msg.into())
+    }
+
+    /// Checks that arguments `i` and `j` have one dtype.
+    pub fn same_dtype(&self, i: usize, j: usize) -> Result<DataType> {
+        let (a, b) = (self.tensor(i)?.1, self.tensor(j)?.1);
+        if a != b {
+            return Err(self.err(format!(
+                "argument `{}` has dtype {b} but `{}` has {a}",
+                self.arg_name(j),
+                self.arg_name(i)
+            )));
+        }
+        Ok(a)
+    }
+}
+
+/// A type relation.
+pub type TypeRel = fn(&RelCtx<'_>) -> Result<Type>;
+
+/// A reference evaluator: constant arguments and attributes -> value of the result type.
+pub type EvalFn = fn(&[Tensor], Attrs<'_>, &Type) -> Result<Tensor>;
+
+/// Everything the compiler knows about an operator.
+#[derive(Clone)]
+pub struct OpDef {
+    /// The registered name.
+    pub name: &'static str,
+    /// Argument names (the last one repeats when `variadic`).
+    pub inputs: Vec<&'static str>,
+    /// Takes any number (>= 1) of arguments.
+    pub variadic: bool,
+    /// The attribute schema.
+    pub attrs: Vec<AttrSpec>,
+    /// The fusion pattern.
+    pub pattern: OpPattern,
+    /// The type relation.
+    pub rel: TypeRel,
+    /// The reference evaluator, if any.
+    pub eval: Option<EvalFn>,
+}
+
+impl OpDef {
+    /// An op with these argument names, no attributes, relation `rel` and `pattern`.
+    pub fn new(
+        name: &'static str,
+        inputs: &[&'static str],
+        pattern: OpPattern,
+        rel: TypeRel,
+    ) -> Self {
+        OpDef {
+            name,
+            inputs: inputs.to_vec(),
+            variadic: false,
+            attrs: Vec::new(),
+            pattern,
+            rel,
+            eval: None,
+        }
+    }
+
+    /// Adds attributes.
+    pub fn attrs(mut self, attrs: Vec<AttrSpec>) -> Self {
+        self.attrs = attrs;
+        self
+    }
+
+    /// Marks the op variadic.
+    pub fn variadic(mut self) -> Self {
+        self.variadic = true;
+        self
+    }
+
+    /// Adds a reference evaluator.
+    pub fn eval(mut self, f: EvalFn) -> Self {
+        self.eval = Some(f);
+        self
+    }
+
+    /// Checks the arity and completes/validates `given` attributes against the schema.
+    pub fn normalize(&self, nargs: usize, given: &[(&str, AttrValue)]) -> Result<Map> {
+        let arity_ok = if self.variadic {
+            nargs >= 1
+        } else {
+            nargs == self.inputs.len()
+        };
+        if !arity_ok {
+            return Err(Error::type_error(format!(
+                "{}: expects {} argument(s) ({}), got {nargs}",
+                self.name,
+                if self.variadic {
+                    "1 or more".to_string()
+                } else {
+                    self.inputs.len().to_string()
+                },
+                self.inputs.join(", ")
+            )));
+        }
+        for (k, _) in given {
+            if !self.attrs.iter().any(|s| s.name == *k) {
+                let known: Vec<&str> = self.attrs.iter().map(|s| s.name).collect();
+                return Err(Error::value_error(format!(
+                    "{}: unknown attribute `{k}` (known: {})",
+                    self.name,
+                    known.join(", ")
+                )));
+            }
+        }
+        let mut out: Vec<(&str, AttrValue)> = Vec::new();
+        for spec in &self.attrs {
+            let v = given
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == spec.name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| spec.default.clone());
+            let ok = matches!(
+                (&v, spec.kind),
+                (AttrValue::None, _)
+                    | (AttrValue::Int(_), AttrKind::Int)
+                    | (AttrValue::Int(_) | AttrValue::Float(_), AttrKind::Float)
+                    | (AttrValue::Bool(_) | AttrValue::Int(_), AttrKind::Bool)
+                    | (AttrValue::Str(_), AttrKind::Str)
+                    | (AttrValue::Ints(_) | AttrValue::Int(_), AttrKind::Ints)
+            );
+            if !ok {
+                return Err(Error::type_error(format!(
+                    "{}: attribute `{}` must be {:?}, got {v:?}",
+                    self.name, spec.name, spec.kind
+                )));
+            }
+            let v = match (v, spec.kind) {
+                (AttrValue::Int(i), AttrKind::Float) => AttrValue::Float(i as f64),
+                (AttrValue::Int(i), AttrKind::Bool) => AttrValue::Bool(i != 0),
+                (AttrValue::Int(i), AttrKind::Ints) => AttrValue::Ints(vec![i]),
+                (v, _) => v,
+            };
+            out.push((spec.name, v));
+        }
+        Ok(make_map(&out))
+    }
+}
+
+/// All op definitions, from every op file.
+fn all_defs() -> Vec<OpDef> {
+    let mut v = Vec::new();
+    nn::defs(&mut v);
+    tensor::defs(&mut v);
+    reduce::defs(&mut v);
+    transform::defs(&mut v);
+    v
+}
+
+fn registry() -> &'static HashMap<&'static str, OpDef> {
+    static REG: OnceLock<HashMap<&'static str, OpDef>> = OnceLock::new();
+    REG.get_or_init(|| all_defs().into_iter().map(|d| (d.name, d)).collect())
+}
+
+/// The definition of operator `name`, or a `ValueError`.
+pub fn get(name: &str) -> Result<&'static OpDef> {
+    registry()
+        .get(name)
+        .ok_or_else(|| Error::value_error(format!("unknown operator `{name}`")))
+}
+
+/// The names of all registered operators, sorted.
+pub fn list() -> Vec<&'static str> {
+    let mut v: Vec<&str> = registry().keys().copied().collect();
+    v.sort();
+    v
+}
+
+/// A call of operator `name` with attributes completed with defaults and validated.
+pub fn call(name: &str, args: Vec<Expr>, attrs: &[(&str, AttrValue)]) -> Result<Expr> {
+    let def = get(name)?;
+    let map = def.normalize(args.len(), attrs)?;
+    Ok(Expr::call_raw(Expr::op(name), args, map))
+}
+
+/// [`call`] that panics on misuse (for tests and passes building known-good calls).
+pub fn mk(name: &str, args: Vec<Expr>, attrs: &[(&str, AttrValue)]) -> Expr {
+    call(name, args, attrs).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Numpy broadcasting of two shapes; the error names both.
+pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> std::result::Result<Vec<i64>, String> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i < n - a.len() {
+            1
+        } else {
+            a[i - (n - a.len())]
+        };
+        let db = if i < n - b.len() {
+            1
+        } else {
+            b[i - (n - b.len())]
+        };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(format!(
+                "shapes {a:?} and {b:?} do not broadcast (dimension {i}: {da} vs {db})"
+            ));
+        };
+    }
+    Ok(out)
+}
+
+/// `axis` in `[-ndim, ndim)` as a non-negative index, or an error.
+pub fn normalize_axis(axis: i64, ndim: usize) -> std::result::Result<usize, String> {
+    let n = ndim as i64;
+    if axis < -n || axis >= n {
+        return Err(format!("axis {axis} is out of range for rank {ndim}"));
+    }
+    Ok(if axis < 0 { axis + n } else { axis } as usize)
+}
+
+/// A shorthand: an attribute value from a literal.
+pub fn attr(v: impl Into<AttrValue>) -> AttrValue {
+    v.into()
+}

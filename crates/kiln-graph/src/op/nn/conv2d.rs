@@ -1,0 +1,124 @@
+//! `nn.conv2d(data, weight)`: 2-D convolution, NCHW data, OIHW weight; groups (depthwise when
+//! groups == channels), strides, padding (top, left, bottom, right), dilation.
+
+use super::{check_layout, padding4, pair};
+use crate::ir::Type;
+use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::Result;
+
+/// The conv2d attribute schema (shared with conv2d_transpose's layout attributes).
+pub(crate) fn conv_attrs() -> Vec<AttrSpec> {
+    vec![
+        AttrSpec::new("strides", AttrKind::Ints, [1, 1]),
+        AttrSpec::new("padding", AttrKind::Ints, [0, 0, 0, 0]),
+        AttrSpec::new("dilation", AttrKind::Ints, [1, 1]),
+        AttrSpec::new("groups", AttrKind::Int, 1),
+        AttrSpec::optional("channels", AttrKind::Int),
+        AttrSpec::optional("kernel_size", AttrKind::Ints),
+        AttrSpec::new("data_layout", AttrKind::Str, "NCHW"),
+        AttrSpec::new("kernel_layout", AttrKind::Str, "OIHW"),
+        AttrSpec::new("out_dtype", AttrKind::Str, ""),
+    ]
+}
+
+/// The output extent of a convolution window along one axis (or an error when empty).
+pub(crate) fn conv_out(
+    ctx: &RelCtx<'_>,
+    axis: &str,
+    size: i64,
+    pad: i64,
+    k: i64,
+    dil: i64,
+    s: i64,
+) -> Result<i64> {
+    let eff = dil * (k - 1) + 1;
+    let n = size + pad - eff;
+    if n < 0 {
+        return Err(ctx.err(format!(
+            "the {axis} window (kernel {k}, dilation {dil}) is larger than the padded input ({})",
+            size + pad
+        )));
+    }
+    Ok(n / s + 1)
+}
+
+fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    check_layout(ctx, "data_layout", "NCHW")?;
+    check_layout(ctx, "kernel_layout", "OIHW")?;
+    let (d, dt) = ctx.tensor_rank(0, 4)?;
+    let (w, _) = ctx.tensor_rank(1, 4)?;
+    ctx.same_dtype(0, 1)?;
+    let strides = pair(ctx, "strides", 1)?;
+    let dil = pair(ctx, "dilation", 1)?;
+    let pad = padding4(ctx)?;
+    let groups = ctx.attrs.int("groups")?;
+    if groups < 1 {
+        return Err(ctx.err(format!("attribute `groups` must be >= 1, got {groups}")));
+    }
+    if d[1] != w[1] * groups {
+        return Err(ctx.err(format!(
+            "argument `weight` has {} input channels per group but `data` has {} channels and groups={groups} (expects {} per group)",
+            w[1], d[1], d[1] / groups
+        )));
+    }
+    if w[0] % groups != 0 {
+        return Err(ctx.err(format!(
+            "argument `weight` has {} output channels, not divisible by groups={groups}",
+            w[0]
+        )));
+    }
+    if let Some(c) = ctx.attrs.opt_int("channels")? {
+        if c != w[0] {
+            return Err(ctx.err(format!(
+                "attribute `channels`={c} but `weight` has {} output channels",
+                w[0]
+            )));
+        }
+    }
+    if let Some(k) = ctx.attrs.opt_ints("kernel_size")? {
+        if k.as_slice() != &w[2..] {
+            return Err(ctx.err(format!(
+                "attribute `kernel_size`={k:?} but `weight` has kernel {:?}",
+                &w[2..]
+            )));
+        }
+    }
+    let oh = conv_out(
+        ctx,
+        "height",
+        d[2],
+        pad[0] + pad[2],
+        w[2],
+        dil[0],
+        strides[0],
+    )?;
+    let ow = conv_out(
+        ctx,
+        "width",
+        d[3],
+        pad[1] + pad[3],
+        w[3],
+        dil[1],
+        strides[1],
+    )?;
+    let out_dtype = ctx.attrs.str("out_dtype")?;
+    let dt = if out_dtype.is_empty() {
+        dt
+    } else {
+        crate::op::tensor::cast::parse_dtype(&out_dtype)?
+    };
+    Ok(Type::tensor(&[d[0], w[0], oh, ow], dt))
+}
+
+/// The definitions of this file.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    v.push(
+        OpDef::new(
+            "nn.conv2d",
+            &["data", "weight"],
+            OpPattern::OutEWiseFusable,
+            rel,
+        )
+        .attrs(conv_attrs()),
+    );
+}

@@ -1,0 +1,62 @@
+//! `nn.matmul(a, b)`: numpy-style matrix product (`[..., M, K] x [..., K, N]`, batch dimensions
+//! broadcast; `transpose_a` / `transpose_b` swap the last two axes first).
+
+use crate::ir::Type;
+use crate::op::{broadcast_shapes, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::Result;
+
+/// Shared with batch_matmul: `(batch, m, k)` / `(batch, k, n)` shapes, broadcast batch.
+pub(crate) fn matmul_shape(ctx: &RelCtx<'_>, ta: bool, tb: bool) -> Result<Type> {
+    let (a, dt) = ctx.tensor(0)?;
+    let (b, _) = ctx.tensor(1)?;
+    ctx.same_dtype(0, 1)?;
+    if a.len() < 2 || b.len() < 2 {
+        return Err(ctx.err(format!(
+            "arguments must have rank >= 2, got {} and {}",
+            ctx.args[0], ctx.args[1]
+        )));
+    }
+    let (ra, rb) = (a.len(), b.len());
+    let (m, ka) = if ta {
+        (a[ra - 1], a[ra - 2])
+    } else {
+        (a[ra - 2], a[ra - 1])
+    };
+    let (kb, n) = if tb {
+        (b[rb - 1], b[rb - 2])
+    } else {
+        (b[rb - 2], b[rb - 1])
+    };
+    if ka != kb {
+        return Err(ctx.err(format!(
+            "reduction dimensions differ: `{}` has {ka}, `{}` has {kb} ({} x {})",
+            ctx.arg_name(0),
+            ctx.arg_name(1),
+            ctx.args[0],
+            ctx.args[1]
+        )));
+    }
+    let mut s = broadcast_shapes(&a[..ra - 2], &b[..rb - 2])
+        .map_err(|e| ctx.err(format!("batch dimensions: {e}")))?;
+    s.push(m);
+    s.push(n);
+    Ok(Type::tensor(&s, dt))
+}
+
+fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    matmul_shape(
+        ctx,
+        ctx.attrs.bool("transpose_a")?,
+        ctx.attrs.bool("transpose_b")?,
+    )
+}
+
+/// The definitions of this file.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    v.push(
+        OpDef::new("nn.matmul", &["a", "b"], OpPattern::OutEWiseFusable, rel).attrs(vec![
+            AttrSpec::new("transpose_a", AttrKind::Bool, false),
+            AttrSpec::new("transpose_b", AttrKind::Bool, false),
+        ]),
+    );
+}

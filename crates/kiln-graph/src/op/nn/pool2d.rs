@@ -1,0 +1,64 @@
+//! `nn.max_pool2d(data)` and `nn.avg_pool2d(data)`: windowed pooling over NCHW (pool_size,
+//! strides, padding, dilation, ceil_mode; avg: count_include_pad).
+
+use super::{check_layout, padding4, pair};
+use crate::ir::Type;
+use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::Result;
+
+fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    check_layout(ctx, "layout", "NCHW")?;
+    let (d, dt) = ctx.tensor_rank(0, 4)?;
+    let k = pair(ctx, "pool_size", 1)?;
+    let s = pair(ctx, "strides", 1)?;
+    let dil = pair(ctx, "dilation", 1)?;
+    let p = padding4(ctx)?;
+    let ceil = ctx.attrs.bool("ceil_mode")?;
+    let mut out = [0i64; 2];
+    for i in 0..2 {
+        let eff = dil[i] * (k[i] - 1) + 1;
+        let n = d[2 + i] + p[i] + p[i + 2] - eff;
+        if n < 0 {
+            return Err(ctx.err(format!(
+                "pool window {} is larger than the padded input {}",
+                eff,
+                d[2 + i] + p[i] + p[i + 2]
+            )));
+        }
+        out[i] = if ceil {
+            (n + s[i] - 1) / s[i] + 1
+        } else {
+            n / s[i] + 1
+        };
+        // As in TVM/ONNX: the last window must start inside the input or the left padding.
+        if ceil && (out[i] - 1) * s[i] >= d[2 + i] + p[i] {
+            out[i] -= 1;
+        }
+    }
+    Ok(Type::tensor(&[d[0], d[1], out[0], out[1]], dt))
+}
+
+fn attrs(avg: bool) -> Vec<AttrSpec> {
+    let mut v = vec![
+        AttrSpec::new("pool_size", AttrKind::Ints, [1, 1]),
+        AttrSpec::new("strides", AttrKind::Ints, [1, 1]),
+        AttrSpec::new("padding", AttrKind::Ints, [0, 0, 0, 0]),
+        AttrSpec::new("dilation", AttrKind::Ints, [1, 1]),
+        AttrSpec::new("ceil_mode", AttrKind::Bool, false),
+        AttrSpec::new("layout", AttrKind::Str, "NCHW"),
+    ];
+    if avg {
+        v.push(AttrSpec::new("count_include_pad", AttrKind::Bool, false));
+    }
+    v
+}
+
+/// The definitions of this file.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    v.push(
+        OpDef::new("nn.max_pool2d", &["data"], OpPattern::OutEWiseFusable, rel).attrs(attrs(false)),
+    );
+    v.push(
+        OpDef::new("nn.avg_pool2d", &["data"], OpPattern::OutEWiseFusable, rel).attrs(attrs(true)),
+    );
+}

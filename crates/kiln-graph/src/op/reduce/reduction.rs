@@ -1,0 +1,112 @@
+//! `sum / mean / max / min / prod / argmax / argmin (data, axis=None, keepdims=False,
+//! exclude=False)`: one relation for the family. `axis` unset reduces every axis; `exclude`
+//! reduces the axes *not* listed. argmax / argmin return `int32` indices.
+
+use crate::ir::Type;
+use crate::op::{eval, normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::{DataType, Result};
+use kiln_runtime::tensor::Tensor;
+
+/// The reduced axes (sorted, unique) of a reduction call on a tensor of rank `ndim`.
+pub fn reduced_axes(
+    attrs: crate::ir::Attrs<'_>,
+    ndim: usize,
+) -> std::result::Result<Vec<usize>, String> {
+    let axes = attrs.opt_ints("axis").map_err(|e| e.message())?;
+    let exclude = attrs.bool("exclude").unwrap_or(false);
+    let mut listed = match axes {
+        None => (0..ndim).collect::<Vec<_>>(),
+        Some(a) => a
+            .iter()
+            .map(|&x| normalize_axis(x, ndim))
+            .collect::<std::result::Result<Vec<_>, _>>()?,
+    };
+    listed.sort();
+    listed.dedup();
+    if exclude {
+        Ok((0..ndim).filter(|i| !listed.contains(i)).collect())
+    } else {
+        Ok(listed)
+    }
+}
+
+fn out_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
+    let (s, _) = ctx.tensor(0)?;
+    let axes = reduced_axes(ctx.attrs, s.len()).map_err(|m| ctx.err(m))?;
+    let keep = ctx.attrs.bool("keepdims")?;
+    Ok(s.iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
+            (true, true) => Some(1),
+            (true, false) => None,
+            (false, _) => Some(d),
+        })
+        .collect())
+}
+
+fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    Ok(Type::tensor(&out_shape(ctx)?, ctx.tensor(0)?.1))
+}
+
+fn arg_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    Ok(Type::tensor(&out_shape(ctx)?, DataType::int(32)))
+}
+
+/// Reference reduction: folds each output element's group with `f` then `fin(acc, count)`.
+fn reduce_eval(
+    a: &[Tensor],
+    attrs: crate::ir::Attrs<'_>,
+    ty: &Type,
+    init: f64,
+    f: fn(f64, f64) -> f64,
+    fin: fn(f64, usize) -> f64,
+) -> Result<Tensor> {
+    let shape = a[0].shape().to_vec();
+    let axes = reduced_axes(attrs, shape.len()).map_err(kiln_ffi::Error::value_error)?;
+    let vals = eval::values(&a[0])?;
+    let n_out: i64 = ty.shape().iter().product();
+    let mut acc = vec![init; n_out as usize];
+    let mut cnt = vec![0usize; n_out as usize];
+    let mut flat = 0usize;
+    eval::for_each_index(&shape, |idx| {
+        let mut o = 0usize;
+        for (i, &d) in shape.iter().enumerate() {
+            if !axes.contains(&i) {
+                o = o * d as usize + idx[i] as usize;
+            }
+        }
+        acc[o] = f(acc[o], vals[flat]);
+        cnt[o] += 1;
+        flat += 1;
+    });
+    let out: Vec<f64> = acc.iter().zip(&cnt).map(|(&x, &c)| fin(x, c)).collect();
+    eval::make(&out, ty)
+}
+
+fn attrs() -> Vec<AttrSpec> {
+    vec![
+        AttrSpec::optional("axis", AttrKind::Ints),
+        AttrSpec::new("keepdims", AttrKind::Bool, false),
+        AttrSpec::new("exclude", AttrKind::Bool, false),
+    ]
+}
+
+/// The definitions of this file.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    let mk = |name, rel| OpDef::new(name, &["data"], OpPattern::CommReduce, rel).attrs(attrs());
+    v.push(mk("sum", rel).eval(|a, at, ty| reduce_eval(a, at, ty, 0.0, |x, y| x + y, |x, _| x)));
+    v.push(
+        mk("mean", rel)
+            .eval(|a, at, ty| reduce_eval(a, at, ty, 0.0, |x, y| x + y, |x, c| x / c as f64)),
+    );
+    v.push(
+        mk("max", rel)
+            .eval(|a, at, ty| reduce_eval(a, at, ty, f64::NEG_INFINITY, f64::max, |x, _| x)),
+    );
+    v.push(
+        mk("min", rel).eval(|a, at, ty| reduce_eval(a, at, ty, f64::INFINITY, f64::min, |x, _| x)),
+    );
+    v.push(mk("prod", rel).eval(|a, at, ty| reduce_eval(a, at, ty, 1.0, |x, y| x * y, |x, _| x)));
+    v.push(mk("argmax", arg_rel));
+    v.push(mk("argmin", arg_rel));
+}

@@ -1,0 +1,38 @@
+//! `concatenate(x0, x1, ..., axis=0)`: joins tensors along `axis` (variadic arguments rather
+//! than Relay's tuple argument, which keeps fusion simple).
+
+use crate::ir::Type;
+use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::Result;
+
+fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s0, d0) = ctx.tensor(0)?;
+    let axis = normalize_axis(ctx.attrs.int("axis")?, s0.len()).map_err(|m| ctx.err(m))?;
+    let mut out = s0.to_vec();
+    for i in 1..ctx.args.len() {
+        let (s, _) = ctx.tensor(i)?;
+        ctx.same_dtype(0, i)?;
+        let same = s.len() == s0.len()
+            && s.iter()
+                .zip(s0)
+                .enumerate()
+                .all(|(k, (a, b))| k == axis || a == b);
+        if !same {
+            return Err(ctx.err(format!(
+                "argument #{i} {} does not match argument #0 {} outside axis {axis}",
+                ctx.args[i], ctx.args[0]
+            )));
+        }
+        out[axis] += s[axis];
+    }
+    Ok(Type::tensor(&out, d0))
+}
+
+/// The definitions of this file.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    v.push(
+        OpDef::new("concatenate", &["data"], OpPattern::Injective, rel)
+            .variadic()
+            .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 0)]),
+    );
+}

@@ -1,0 +1,30 @@
+//! `expand_dims(data, axis, num_newaxis=1)`: inserts unit axes at `axis` (in `[-ndim-1, ndim]`).
+
+use crate::ir::Type;
+use crate::op::{eval, normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::Result;
+
+fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, d) = ctx.tensor(0)?;
+    let axis = normalize_axis(ctx.attrs.int("axis")?, s.len() + 1).map_err(|m| ctx.err(m))?;
+    let n = ctx.attrs.int("num_newaxis")?;
+    if n < 0 {
+        return Err(ctx.err(format!("attribute `num_newaxis` must be >= 0, got {n}")));
+    }
+    let mut out = s[..axis].to_vec();
+    out.extend(std::iter::repeat_n(1, n as usize));
+    out.extend_from_slice(&s[axis..]);
+    Ok(Type::tensor(&out, d))
+}
+
+/// The definitions of this file.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    v.push(
+        OpDef::new("expand_dims", &["data"], OpPattern::Injective, rel)
+            .attrs(vec![
+                AttrSpec::new("axis", AttrKind::Int, 0),
+                AttrSpec::new("num_newaxis", AttrKind::Int, 1),
+            ])
+            .eval(|a, _, ty| eval::same_data(a, ty)),
+    );
+}

@@ -1,0 +1,32 @@
+//! Data-movement operators (pattern `Injective`, `broadcast_to`: `Broadcast`).
+
+pub mod broadcast_to;
+pub mod concatenate;
+pub mod expand_dims;
+pub mod flatten;
+pub mod pad;
+pub mod reshape;
+pub mod resize2d;
+pub mod split;
+pub mod squeeze;
+pub mod strided_slice;
+pub mod take;
+pub mod transpose;
+
+use super::OpDef;
+
+/// The definitions of this family.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    broadcast_to::defs(v);
+    concatenate::defs(v);
+    expand_dims::defs(v);
+    flatten::defs(v);
+    pad::defs(v);
+    reshape::defs(v);
+    resize2d::defs(v);
+    split::defs(v);
+    squeeze::defs(v);
+    strided_slice::defs(v);
+    take::defs(v);
+    transpose::defs(v);
+}

@@ -1,0 +1,355 @@
+//! `FuseOps`: groups operator calls into `Primitive = 1` functions, each of which later lowers
+//! to one tensor program; `main` then calls those functions.
+//!
+//! TVM's rules, applied along producer -> consumer edges where the producer has exactly one
+//! user (so a group has one output, its root):
+//! - an elementwise/broadcast group fuses into an injective, broadcast, elementwise or
+//!   reduction consumer (`relu -> sum`, `add -> reshape`);
+//! - an injective group fuses into an injective (or lighter) consumer;
+//! - an out-elementwise-fusable group (conv2d, dense, pooling) takes its elementwise epilogue:
+//!   a consumer of pattern <= broadcast whose output has the producer's shape (TVM's
+//!   "broadcast edge that is elementwise"), one such anchor per group;
+//! - reductions, opaque ops (softmax, batch_norm, ...) and tuples end a group.
+//!
+//! Differences from TVM, documented: no post-dominator analysis (a producer with several users
+//! starts its own group instead of joining a diamond), tuples and projections stay outside
+//! groups, no `max_fuse_depth`. Non-scalar constants become parameters of the fused function
+//! (the graph codegen turns them into params); scalar constants stay inside. At opt level 0
+//! every call becomes its own primitive function.
+
+use super::infer_type::infer_function;
+use super::{function_pass, Pass};
+use crate::ir::attrs::{make_map, AttrValue};
+use crate::ir::visit::{children, post_order, use_counts, with_children};
+use crate::ir::{Expr, Function, Var};
+use crate::op::{self, OpPattern};
+use kiln_ffi::Result;
+use std::collections::HashMap;
+
+struct Groups {
+    parent: Vec<usize>,
+    pattern: Vec<OpPattern>,
+    anchored: Vec<bool>,
+}
+
+impl Groups {
+    fn find(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+
+    /// Merges the producer group `p` into the consumer group `c`.
+    fn merge(&mut self, p: usize, c: usize) {
+        self.parent[p] = c;
+        self.pattern[c] = self.pattern[c].max(self.pattern[p]);
+        self.anchored[c] |= self.anchored[p];
+    }
+}
+
+fn is_op_call(e: &Expr) -> bool {
+    e.op_name().is_some()
+}
+
+/// The name TVM would give a fused function: `fused_` + the op names in order, `.` -> `_`.
+pub fn fused_name(f: &Function) -> String {
+    let ops: Vec<String> = post_order(f.body())
+        .iter()
+        .filter_map(|e| e.op_name().map(|n| n.replace('.', "_")))
+        .collect();
+    format!("fused_{}", ops.join("_"))
+}
+
+/// Fuses the calls of one function (typed first).
+pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
+    let f = infer_function(f)?;
+    let body = f.body().clone();
+    let order = post_order(&body);
+    let uses = use_counts(&body);
+    let calls: Vec<&Expr> = order.iter().filter(|e| is_op_call(e)).collect();
+    let index: HashMap<usize, usize> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.key(), i))
+        .collect();
+    let mut g = Groups {
+        parent: (0..calls.len()).collect(),
+        pattern: Vec::with_capacity(calls.len()),
+        anchored: Vec::with_capacity(calls.len()),
+    };
+    for e in &calls {
+        let p = op::get(e.op_name().unwrap_or_default())?.pattern;
+        g.pattern.push(p);
+        g.anchored
+            .push(p == OpPattern::OutEWiseFusable || p == OpPattern::CommReduce);
+    }
+    // TVM's phases: 0 fuses elementwise/broadcast producers and anchors' epilogues, 1 fuses
+    // injective producers into injective groups (so `relu -> sum` wins over `reshape -> relu`).
+    for phase in 0..2 {
+        if !fuse {
+            break;
+        }
+        for (ci, c) in calls.iter().enumerate() {
+            let cp = op::get(c.op_name().unwrap_or_default())?.pattern;
+            let out_shape = c.ty()?.shape().to_vec();
+            for arg in c.args() {
+                let Some(&pi) = index.get(&arg.key()) else {
+                    continue;
+                };
+                if uses.get(&arg.key()) != Some(&1) {
+                    continue;
+                }
+                let (gp, gc) = (g.find(pi), g.find(ci));
+                if gp == gc {
+                    continue;
+                }
+                let ok = match (phase, g.pattern[gp]) {
+                    (0, OpPattern::OutEWiseFusable) => {
+                        cp <= OpPattern::Broadcast
+                            && !g.anchored[gc]
+                            && arg.ty()?.shape() == out_shape.as_slice()
+                    }
+                    (0, p) if p <= OpPattern::Broadcast => {
+                        cp <= OpPattern::Injective || cp == OpPattern::CommReduce
+                    }
+                    (1, OpPattern::Injective) => {
+                        cp <= OpPattern::Injective && g.pattern[gc] <= OpPattern::Injective
+                    }
+                    _ => false,
+                };
+                if ok {
+                    g.merge(gp, gc);
+                }
+            }
+        }
+    }
+    // Members of each group, in order; the root is the last one.
+    let mut members: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..calls.len() {
+        let r = g.find(i);
+        members.entry(r).or_default().push(i);
+    }
+    let mut outer: HashMap<usize, Expr> = HashMap::new();
+    for e in &order {
+        let new = match index.get(&e.key()) {
+            Some(&i) => {
+                let r = g.find(i);
+                let group = &members[&r];
+                if *group.last().expect("a group has members") != i {
+                    continue; // an inner member: only its group's function uses it
+                }
+                build_group(group, &calls, &outer)?
+            }
+            None => {
+                let kids: Vec<Expr> = children(e)
+                    .iter()
+                    .map(|k| outer.get(&k.key()).cloned().unwrap_or_else(|| k.clone()))
+                    .collect();
+                with_children(e, &kids)
+            }
+        };
+        outer.insert(e.key(), new);
+    }
+    let new_body = outer.remove(&body.key()).unwrap_or(body);
+    infer_function(&f.with_body(f.params().to_vec(), new_body))
+}
+
+/// The primitive function of one group and its call in the outer function.
+fn build_group(group: &[usize], calls: &[&Expr], outer: &HashMap<usize, Expr>) -> Result<Expr> {
+    let member: HashMap<usize, usize> = group.iter().map(|&i| (calls[i].key(), i)).collect();
+    let mut inner: HashMap<usize, Expr> = HashMap::new();
+    let mut params: Vec<Var> = Vec::new();
+    let mut args: Vec<Expr> = Vec::new();
+    let mut param_of: HashMap<usize, Expr> = HashMap::new();
+    for &i in group {
+        let e = calls[i];
+        let mut new_args = Vec::new();
+        for a in e.args() {
+            let k = a.key();
+            let v = if member.contains_key(&k) {
+                inner[&k].clone()
+            } else if matches!(a, Expr::Constant(c) if c.data.ndim() == 0) {
+                a.clone()
+            } else if let Some(p) = param_of.get(&k) {
+                p.clone()
+            } else {
+                let p = Var::new(&format!("p{}", params.len()), a.ty()?);
+                params.push(p.clone());
+                args.push(outer.get(&k).cloned().unwrap_or_else(|| a.clone()));
+                param_of.insert(k, p.expr());
+                p.expr()
+            };
+            new_args.push(v);
+        }
+        let c = e.as_call().expect("group members are calls");
+        inner.insert(
+            e.key(),
+            Expr::call_raw(c.op.clone(), new_args, c.attrs.clone()),
+        );
+    }
+    let root = calls[*group.last().expect("non-empty")];
+    let body = inner.remove(&root.key()).expect("the root was built");
+    let func = Function::with_attrs(params, body, make_map(&[("Primitive", AttrValue::Int(1))]));
+    Ok(Expr::call_raw(Expr::Function(func), args, make_map(&[])))
+}
+
+/// The pass (opt level 0; at context opt level 0 each call is its own group).
+pub fn fuse_ops() -> Pass {
+    function_pass("FuseOps", 0, |f, ctx| {
+        if f.is_primitive() {
+            return Ok(f);
+        }
+        fuse_function(&f, ctx.opt_level > 0)
+    })
+}
+
+/// The fused functions called by `f`'s body, in order, by their [`fused_name`].
+pub fn fused_groups(f: &Function) -> Vec<String> {
+    post_order(f.body())
+        .iter()
+        .filter_map(|e| match e {
+            Expr::Function(g) if g.is_primitive() => Some(fused_name(g)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{assert_structural_equal, IRModule, Type};
+    use crate::op::mk;
+
+    fn run(params: Vec<Var>, body: Expr) -> Function {
+        fuse_ops()
+            .apply(IRModule::from_main(Function::new(params, body)))
+            .unwrap()
+            .main()
+            .unwrap()
+    }
+
+    #[test]
+    fn conv_takes_its_epilogue() {
+        let x = Var::new("x", Type::f32(&[1, 3, 8, 8]));
+        let w = Var::new("w", Type::f32(&[4, 3, 3, 3]));
+        let b = Var::new("b", Type::f32(&[4, 1, 1]));
+        let conv = mk(
+            "nn.conv2d",
+            vec![x.expr(), w.expr()],
+            &[("padding", [1, 1].into())],
+        );
+        let body = mk("nn.relu", vec![mk("add", vec![conv, b.expr()], &[])], &[]);
+        let out = run(vec![x.clone(), w.clone(), b.clone()], body);
+        assert_eq!(fused_groups(&out), vec!["fused_nn_conv2d_add_nn_relu"]);
+
+        // The expected IR: one primitive function over three parameters.
+        let p: Vec<Var> = [
+            Type::f32(&[1, 3, 8, 8]),
+            Type::f32(&[4, 3, 3, 3]),
+            Type::f32(&[4, 1, 1]),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Var::new(&format!("p{i}"), t.clone()))
+        .collect();
+        let inner = mk(
+            "nn.relu",
+            vec![mk(
+                "add",
+                vec![
+                    mk(
+                        "nn.conv2d",
+                        vec![p[0].expr(), p[1].expr()],
+                        &[("padding", [1, 1].into())],
+                    ),
+                    p[2].expr(),
+                ],
+                &[],
+            )],
+            &[],
+        );
+        let func = Function::with_attrs(p, inner, make_map(&[("Primitive", AttrValue::Int(1))]));
+        let want = Expr::call_raw(
+            Expr::Function(func),
+            vec![x.expr(), w.expr(), b.expr()],
+            make_map(&[]),
+        );
+        assert_structural_equal(out.body(), &want);
+        assert!(out.body().ty().is_ok());
+    }
+
+    #[test]
+    fn two_anchors_do_not_share_a_group() {
+        let x = Var::new("x", Type::f32(&[1, 3, 8, 8]));
+        let w = Var::new("w", Type::f32(&[3, 3, 1, 1]));
+        let c1 = mk("nn.conv2d", vec![x.expr(), w.expr()], &[]);
+        let c2 = mk("nn.conv2d", vec![c1, w.expr()], &[]);
+        let body = mk("nn.relu", vec![c2], &[]);
+        let out = run(vec![x, w], body);
+        assert_eq!(
+            fused_groups(&out),
+            vec!["fused_nn_conv2d", "fused_nn_conv2d_nn_relu"]
+        );
+    }
+
+    #[test]
+    fn injective_chains_reductions_and_opaque() {
+        let x = Var::new("x", Type::f32(&[2, 3, 4]));
+        let e = mk("exp", vec![x.expr()], &[]);
+        let t = mk("transpose", vec![e], &[]);
+        let r = mk("reshape", vec![t], &[("newshape", [4, 6].into())]);
+        let s = mk(
+            "sum",
+            vec![mk("nn.relu", vec![r], &[])],
+            &[("axis", [1].into())],
+        );
+        let sm = mk("nn.softmax", vec![mk("sigmoid", vec![s], &[])], &[]);
+        let out = run(vec![x], sm);
+        assert_eq!(
+            fused_groups(&out),
+            vec![
+                "fused_exp_transpose_reshape",
+                "fused_nn_relu_sum",
+                "fused_sigmoid",
+                "fused_nn_softmax"
+            ]
+        );
+    }
+
+    #[test]
+    fn shared_producers_stay_separate_and_constants_become_params() {
+        let x = Var::new("x", Type::f32(&[4]));
+        let r = mk("nn.relu", vec![x.expr()], &[]);
+        let a = mk(
+            "add",
+            vec![r.clone(), Expr::const_f32(&[1.0; 4], &[4])],
+            &[],
+        );
+        let m = mk("multiply", vec![a, Expr::scalar_f32(2.0)], &[]);
+        let body = mk("subtract", vec![m, r], &[]);
+        let out = run(vec![x], body);
+        assert_eq!(
+            fused_groups(&out),
+            vec!["fused_nn_relu", "fused_add_multiply_subtract"]
+        );
+        let Expr::Call(c) = out.body() else { panic!() };
+        let Expr::Function(g) = &c.op else { panic!() };
+        // The relu output (used twice, passed once) and the vector constant; the scalar stays inside.
+        assert_eq!(g.params().len(), 2);
+    }
+
+    #[test]
+    fn opt_level_zero_makes_singletons() {
+        let x = Var::new("x", Type::f32(&[4]));
+        let body = mk("exp", vec![mk("nn.relu", vec![x.expr()], &[])], &[]);
+        let m = IRModule::from_main(Function::new(vec![x], body));
+        let out = fuse_ops()
+            .run(m, &crate::transform::PassContext::with_opt_level(0))
+            .unwrap()
+            .main()
+            .unwrap();
+        assert_eq!(fused_groups(&out), vec!["fused_nn_relu", "fused_exp"]);
+    }
+}

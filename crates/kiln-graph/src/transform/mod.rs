@@ -1,0 +1,280 @@
+//! Graph passes and their infrastructure (TVM's `relay.transform`), imitating
+//! `kiln_tir::transform`: a [`Pass`] is a named module-to-module function with an opt level,
+//! [`sequential`] runs passes in order, and a [`PassContext`] decides which run (opt level,
+//! disabled names, required names) and prints the IR after passes.
+//!
+//! | pass | opt level | file |
+//! | --- | --- | --- |
+//! | `InferType` | 0 | [`infer_type`] |
+//! | `SimplifyInference` | 0 | [`simplify_inference`] |
+//! | `CanonicalizeOps` | 3 (TVM's level; [`default_pipeline`] lists it) | [`canonicalize_ops`] |
+//! | `EliminateCommonSubexpr` | 3 | [`eliminate_common_subexpr`] |
+//! | `FoldConstant` | 2 | [`fold_constant`] |
+//! | `FoldScaleAxis` | 3 | [`fold_scale_axis`] |
+//! | `AlterOpLayout` | 3 (a hook: identity for now) | [`alter_op_layout`] |
+//! | `DeadCodeElimination` | 1 | [`dead_code_elimination`] |
+//! | `FuseOps` | 0 (`-O0` still fuses nothing: its `fuse_opt_level` is the context's) | [`fuse_ops`] |
+//!
+//! Passes that change the graph leave new nodes untyped; they run `InferType` on their result
+//! so every pass hands on a typed module.
+
+pub mod alter_op_layout;
+pub mod canonicalize_ops;
+pub mod dead_code_elimination;
+pub mod eliminate_common_subexpr;
+pub mod fold_constant;
+pub mod fold_scale_axis;
+pub mod fuse_ops;
+pub mod infer_type;
+pub mod simplify_inference;
+
+#[cfg(test)]
+mod pipeline_tests;
+
+pub use alter_op_layout::alter_op_layout;
+pub use canonicalize_ops::canonicalize_ops;
+pub use dead_code_elimination::dead_code_elimination;
+pub use eliminate_common_subexpr::eliminate_common_subexpr;
+pub use fold_constant::fold_constant;
+pub use fold_scale_axis::fold_scale_axis;
+pub use fuse_ops::fuse_ops;
+pub use infer_type::infer_type;
+pub use simplify_inference::simplify_inference;
+
+use crate::ir::{Function, IRModule};
+use kiln_ffi::{Any, AnyView, Object, ObjectRef, ObjectType, Result, TryFromAny};
+use kiln_tir::node::IrString;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+/// The function a pass runs.
+pub type PassFn = Arc<dyn Fn(IRModule, &PassContext) -> Result<IRModule> + Send + Sync>;
+
+/// What a pass does when run (not reflected).
+#[derive(Clone, Default)]
+pub enum PassBody {
+    /// Returns the module unchanged.
+    #[default]
+    Identity,
+    /// A module-to-module function.
+    Func(PassFn),
+    /// Other passes in order, each checked against the context.
+    Sequential(Vec<Pass>),
+}
+
+/// The pass node (`graph.transform.Pass`).
+#[derive(Object)]
+#[object(type_key = "graph.transform.Pass")]
+#[repr(C)]
+pub struct PassObj {
+    /// The name (`"FuseOps"`, ...): what the context's disabled list and printing use.
+    pub name: IrString,
+    /// Runs when the context's opt level is at least this.
+    pub opt_level: i64,
+    /// What it does.
+    #[object(skip)]
+    pub body: PassBody,
+}
+
+/// A pass handle. Cheap to clone.
+#[derive(Clone)]
+pub struct Pass(pub ObjectRef<PassObj>);
+
+impl Pass {
+    /// A module pass.
+    pub fn new(
+        name: &str,
+        opt_level: i64,
+        f: impl Fn(IRModule, &PassContext) -> Result<IRModule> + Send + Sync + 'static,
+    ) -> Pass {
+        Pass(ObjectRef::new(PassObj {
+            name: name.into(),
+            opt_level,
+            body: PassBody::Func(Arc::new(f)),
+        }))
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The opt level.
+    pub fn opt_level(&self) -> i64 {
+        self.0.opt_level
+    }
+
+    /// Runs the pass on `module` if `ctx` enables it (else returns `module`), then prints the
+    /// IR if asked. A sequential pass checks each of its passes.
+    pub fn run(&self, module: IRModule, ctx: &PassContext) -> Result<IRModule> {
+        if !ctx.enabled(self) {
+            return Ok(module);
+        }
+        let out = match &self.0.body {
+            PassBody::Identity => module,
+            PassBody::Func(f) => {
+                f(module, ctx).map_err(|e| e.context(format!("in pass {}", self.name())))?
+            }
+            PassBody::Sequential(passes) => {
+                let mut m = module;
+                for p in passes {
+                    m = p.run(m, ctx)?;
+                }
+                m
+            }
+        };
+        if !matches!(self.0.body, PassBody::Sequential(_)) {
+            ctx.after_pass(self.name(), &out);
+        }
+        Ok(out)
+    }
+
+    /// Runs the pass with a default context.
+    pub fn apply(&self, module: IRModule) -> Result<IRModule> {
+        self.run(module, &PassContext::default())
+    }
+}
+
+impl fmt::Debug for Pass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Pass({}, opt_level={})", self.name(), self.opt_level())
+    }
+}
+
+impl From<Pass> for Any {
+    fn from(p: Pass) -> Any {
+        p.0.into()
+    }
+}
+
+impl TryFromAny for Pass {
+    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
+        ObjectRef::<PassObj>::try_from_view(v).map(Pass)
+    }
+    fn type_name() -> String {
+        PassObj::TYPE_KEY.into()
+    }
+}
+
+/// A pass that rewrites every function of a module with `f` (TVM's `function_pass`).
+pub fn function_pass(
+    name: &str,
+    opt_level: i64,
+    f: impl Fn(Function, &PassContext) -> Result<Function> + Send + Sync + 'static,
+) -> Pass {
+    Pass::new(name, opt_level, move |m, ctx| {
+        let mut out = m.clone();
+        for (gname, func) in m.functions() {
+            let new = f(func.clone(), ctx)?;
+            if !new.0.same_as(&func.0) {
+                out = out.with_function(gname, new);
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// Passes run in order as one pass (opt level 0: the members' levels decide).
+pub fn sequential(name: &str, passes: Vec<Pass>) -> Pass {
+    Pass(ObjectRef::new(PassObj {
+        name: name.into(),
+        opt_level: 0,
+        body: PassBody::Sequential(passes),
+    }))
+}
+
+/// Receives `(pass name, module)` after a pass when printing is on.
+pub type PrintHook = Arc<dyn Fn(&str, &IRModule) + Send + Sync>;
+
+/// What passes run and how: opt level (default 2), disabled and required pass names, and
+/// printing after passes (`print_ir_after`: `None` off, empty set: all, else the named ones;
+/// to `hook`, or stderr without one).
+#[derive(Clone)]
+pub struct PassContext {
+    /// Passes with a higher opt level are skipped.
+    pub opt_level: i64,
+    /// Passes with these names are skipped.
+    pub disabled: HashSet<String>,
+    /// Passes with these names run whatever their level.
+    pub required: HashSet<String>,
+    /// Which passes print (see the type docs).
+    pub print_ir_after: Option<HashSet<String>>,
+    /// Where printing goes (`None`: stderr).
+    pub hook: Option<PrintHook>,
+}
+
+impl Default for PassContext {
+    fn default() -> Self {
+        PassContext {
+            opt_level: 2,
+            disabled: HashSet::new(),
+            required: HashSet::new(),
+            print_ir_after: None,
+            hook: None,
+        }
+    }
+}
+
+impl PassContext {
+    /// A default context with another opt level.
+    pub fn with_opt_level(opt_level: i64) -> Self {
+        PassContext {
+            opt_level,
+            ..Default::default()
+        }
+    }
+
+    /// Disables the pass called `name`.
+    pub fn disable(mut self, name: &str) -> Self {
+        self.disabled.insert(name.to_string());
+        self
+    }
+
+    /// Prints the IR after the passes called `names` (all passes when empty).
+    pub fn print_after(mut self, names: &[&str], hook: Option<PrintHook>) -> Self {
+        self.print_ir_after = Some(names.iter().map(|s| s.to_string()).collect());
+        self.hook = hook;
+        self
+    }
+
+    /// True when `pass` should run here.
+    pub fn enabled(&self, pass: &Pass) -> bool {
+        if self.disabled.contains(pass.name()) {
+            return false;
+        }
+        self.required.contains(pass.name()) || pass.opt_level() <= self.opt_level
+    }
+
+    fn after_pass(&self, name: &str, module: &IRModule) {
+        let print = match &self.print_ir_after {
+            None => false,
+            Some(s) => s.is_empty() || s.contains(name),
+        };
+        if print {
+            match &self.hook {
+                Some(h) => h(name, module),
+                None => eprintln!("# IR after {name}\n{module}"),
+            }
+        }
+    }
+}
+
+/// The default optimization list (what `relay.build` runs before lowering), in order.
+pub fn default_pipeline() -> Pass {
+    sequential(
+        "graph.DefaultPipeline",
+        vec![
+            infer_type(),
+            simplify_inference(),
+            canonicalize_ops(),
+            eliminate_common_subexpr(),
+            fold_constant(),
+            fold_scale_axis(),
+            fold_constant(),
+            alter_op_layout(),
+            dead_code_elimination(),
+            fuse_ops(),
+        ],
+    )
+}

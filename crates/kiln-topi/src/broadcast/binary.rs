@@ -1,0 +1,95 @@
+//! Binary operators with broadcasting: arithmetic, `power`, `maximum`/`minimum`,
+//! comparisons (bool results) and logical `and`/`or`.
+
+use super::shape::{broadcast_index, broadcast_shape};
+use crate::transform::util::{compute_tagged, constant, tag};
+use kiln_ffi::{Error, Result};
+use kiln_te::Tensor;
+use kiln_tir::{DataTypeExt, PrimExpr};
+
+/// `f(a[ia], b[ib])` over the broadcast shape of `a` and `b`, named `name` and tagged
+/// `broadcast`. Both operands must have one dtype.
+///
+/// # Errors
+/// A `ValueError` when the shapes do not broadcast, a `TypeError` when the dtypes differ.
+pub fn broadcast_binary(
+    a: &Tensor,
+    b: &Tensor,
+    name: &str,
+    f: impl FnOnce(PrimExpr, PrimExpr) -> PrimExpr,
+) -> Result<Tensor> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::type_error(format!(
+            "{name}: operands have different dtypes: `{}` is {} and `{}` is {} (cast one first)",
+            a.name(),
+            a.dtype(),
+            b.name(),
+            b.dtype()
+        )));
+    }
+    let shape =
+        broadcast_shape(a.shape(), b.shape()).map_err(|e| e.context(format!("in `{name}`")))?;
+    compute_tagged(
+        &shape,
+        |i| {
+            f(
+                a.at(&broadcast_index(a, i, &shape)),
+                b.at(&broadcast_index(b, i, &shape)),
+            )
+        },
+        name,
+        tag::BROADCAST,
+    )
+}
+
+fn truthy(x: PrimExpr) -> PrimExpr {
+    if x.dtype().is_bool() {
+        x
+    } else {
+        let z = constant(x.dtype(), 0.0);
+        x.not_equal(z)
+    }
+}
+
+macro_rules! binary {
+    ($($name:ident, $float_only:expr, |$a:ident, $b:ident| $body:expr, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        ///
+        /// # Errors
+        /// A `ValueError` when the shapes do not broadcast; a `TypeError` when the dtypes
+        /// differ or do not suit the operator.
+        pub fn $name(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+            if $float_only && !a.dtype().is_floating() {
+                return Err(Error::type_error(format!(
+                    "{}: needs float operands, `{}` is {}",
+                    stringify!($name),
+                    a.name(),
+                    a.dtype()
+                )));
+            }
+            broadcast_binary(a, b, stringify!($name), |$a: PrimExpr, $b: PrimExpr| $body)
+        }
+    )*};
+}
+
+binary! {
+    add, false, |x, y| x + y, "`a + b`.";
+    subtract, false, |x, y| x - y, "`a - b`.";
+    multiply, false, |x, y| x * y, "`a * b`.";
+    divide, false, |x, y| x / y,
+        "`a / b`: true division for floats, division truncating toward zero for integers \
+         (ONNX `Div`, C).";
+    power, true, |x, y| kiln_tir::op::pow(x, y), "`a ** b` of floats.";
+    maximum, false, |x, y| kiln_tir::max(x, y), "The larger of `a` and `b`.";
+    minimum, false, |x, y| kiln_tir::min(x, y), "The smaller of `a` and `b`.";
+    equal, false, |x, y| x.equal(y), "`a == b` (bool).";
+    not_equal, false, |x, y| x.not_equal(y), "`a != b` (bool).";
+    less, false, |x, y| x.lt(y), "`a < b` (bool).";
+    less_equal, false, |x, y| x.le(y), "`a <= b` (bool).";
+    greater, false, |x, y| x.gt(y), "`a > b` (bool).";
+    greater_equal, false, |x, y| x.ge(y), "`a >= b` (bool).";
+    logical_and, false, |x, y| truthy(x).logical_and(truthy(y)),
+        "`a and b` (bool; numbers are true when non-zero).";
+    logical_or, false, |x, y| truthy(x).logical_or(truthy(y)),
+        "`a or b` (bool; numbers are true when non-zero).";
+}

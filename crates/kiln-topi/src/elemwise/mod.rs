@@ -1,0 +1,87 @@
+//! Elementwise unary operators: one output point from the same point of one input.
+//!
+//! Simple operators come from the [`unary!`] table below (one line each, in tract's style);
+//! those with parameters or a longer formula have their own files ([`clip()`], [`gelu()`],
+//! [`hard_sigmoid()`], [`hard_swish()`], [`cast()`]). Every function returns a new tensor of
+//! the input's shape tagged `elemwise`; float-only operators give a `TypeError` on other
+//! dtypes.
+
+mod cast;
+mod clip;
+mod gelu;
+mod hard;
+
+pub use cast::cast;
+pub use clip::clip;
+pub use gelu::{gelu, gelu_expr};
+pub use hard::{hard_sigmoid, hard_sigmoid_expr, hard_swish};
+
+use crate::transform::util::{compute_tagged, constant, require_float, tag, var_exprs};
+use kiln_ffi::{Error, Result};
+use kiln_te::Tensor;
+use kiln_tir::{op, DataTypeExt, PrimExpr};
+
+/// `f(x[i])` for every point of `x`, named `name` and tagged `elemwise`.
+pub fn map(x: &Tensor, name: &str, f: impl FnOnce(PrimExpr) -> PrimExpr) -> Result<Tensor> {
+    compute_tagged(x.shape(), |i| f(x.at(&var_exprs(i))), name, tag::ELEMWISE)
+}
+
+/// `1 / (1 + exp(-x))` of a float expression.
+pub fn sigmoid_expr(x: PrimExpr) -> PrimExpr {
+    let t = x.dtype();
+    constant(t, 1.0) / (constant(t, 1.0) + op::exp(-x))
+}
+
+fn float_only(x: &Tensor, name: &str) -> Result<()> {
+    require_float(x, name)
+}
+
+fn any_type(_: &Tensor, _: &str) -> Result<()> {
+    Ok(())
+}
+
+fn bool_or_number(x: &Tensor, name: &str) -> Result<()> {
+    if x.dtype().is_handle() {
+        Err(Error::type_error(format!("{name}: handles have no values")))
+    } else {
+        Ok(())
+    }
+}
+
+/// Declares unary operators: `name, check, |x| formula, doc`.
+macro_rules! unary {
+    ($($name:ident, $check:ident, |$x:ident| $body:expr, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        ///
+        /// # Errors
+        /// A `TypeError` when the input's dtype does not suit the operator.
+        pub fn $name(x: &Tensor) -> Result<Tensor> {
+            $check(x, stringify!($name))?;
+            map(x, stringify!($name), |$x: PrimExpr| $body)
+        }
+    )*};
+}
+
+unary! {
+    relu, any_type, |x| { let z = constant(x.dtype(), 0.0); kiln_tir::max(x, z) },
+        "`max(x, 0)`.";
+    sigmoid, float_only, |x| sigmoid_expr(x), "`1 / (1 + exp(-x))`.";
+    tanh, float_only, |x| op::tanh(x), "`tanh(x)`.";
+    erf, float_only, |x| op::erf(x), "The error function.";
+    silu, float_only, |x| x.clone() * sigmoid_expr(x), "`x * sigmoid(x)` (swish).";
+    exp, float_only, |x| op::exp(x), "`e^x`.";
+    log, float_only, |x| op::log(x), "The natural logarithm.";
+    sqrt, float_only, |x| op::sqrt(x), "The square root.";
+    rsqrt, float_only, |x| { let t = x.dtype(); constant(t, 1.0) / op::sqrt(x) },
+        "`1 / sqrt(x)`.";
+    abs, any_type, |x| op::abs(x), "`|x|`.";
+    neg, any_type, |x| -x, "`-x`.";
+    floor, float_only, |x| op::floor(x), "Rounds toward negative infinity.";
+    ceil, float_only, |x| op::ceil(x), "Rounds toward positive infinity.";
+    round, float_only, |x| op::nearbyint(x),
+        "Rounds to the nearest integer, ties to even (numpy's and ONNX's `Round`).";
+    reciprocal, float_only, |x| { let t = x.dtype(); constant(t, 1.0) / x }, "`1 / x`.";
+    logical_not, bool_or_number, |x| {
+        if x.dtype().is_bool() { kiln_tir::logical_not(x) } else { let z = constant(x.dtype(), 0.0); x.equal(z) }
+    }, "`not x` (a bool tensor; numbers are true when non-zero).";
+}

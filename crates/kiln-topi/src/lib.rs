@@ -1,0 +1,13 @@
+//! Kiln's operator library (TOPI): tensor-expression computes and schedules for neural-network
+//! operators, one operator per file.
+//!
+//! - [`nn`]: convolutions, dense/matmul, pooling, softmax, normalization.
+//! - [`elemwise`], [`broadcast`], [`reduce`], [`transform`]: injective, reduction and layout ops.
+//! - [`schedule`]: x86 schedules, the generic fallback and the operator strategy table.
+
+pub mod broadcast;
+pub mod elemwise;
+pub mod nn;
+pub mod reduce;
+pub mod schedule;
+pub mod transform;

@@ -1,0 +1,136 @@
+//! 2-D convolution, NCHW data and OIHW weights: groups (depthwise included), any stride,
+//! 4-sided padding and dilation.
+
+use super::pad::{pad_nchw, Padding2d};
+use super::{compute_tagged, consts, invalid, shape_nd, tag, window_out};
+use kiln_ffi::Result;
+use kiln_te::{reduce_axis_n, sum, Tensor};
+use kiln_tir::floordiv;
+
+/// Attributes of [`conv2d`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dAttrs {
+    /// `(stride_h, stride_w)`.
+    pub strides: (i64, i64),
+    /// Zero padding of H and W.
+    pub padding: Padding2d,
+    /// `(dilation_h, dilation_w)`.
+    pub dilation: (i64, i64),
+    /// Channel groups: `C` and `O` are both divided into `groups` blocks; `groups == C` is a
+    /// depthwise convolution.
+    pub groups: i64,
+}
+
+impl Default for Conv2dAttrs {
+    fn default() -> Conv2dAttrs {
+        Conv2dAttrs {
+            strides: (1, 1),
+            padding: Padding2d::default(),
+            dilation: (1, 1),
+            groups: 1,
+        }
+    }
+}
+
+/// The output shape `[N, O, OH, OW]` of [`conv2d`] for `data` `[N, C, H, W]` and `weight`
+/// `[O, C / groups, KH, KW]`.
+pub fn conv2d_out_shape(data: &[i64], weight: &[i64], a: &Conv2dAttrs) -> Result<[i64; 4]> {
+    const W: &str = "conv2d";
+    let (n, ch, h, w) = (data[0], data[1], data[2], data[3]);
+    let (o, cpg, kh, kw) = (weight[0], weight[1], weight[2], weight[3]);
+    if a.groups < 1 || ch % a.groups != 0 || o % a.groups != 0 {
+        return Err(invalid(
+            W,
+            format!(
+                "groups {} must divide channels {ch} and filters {o}",
+                a.groups
+            ),
+        ));
+    }
+    if cpg != ch / a.groups {
+        return Err(invalid(
+            W,
+            format!(
+                "weight has {cpg} input channels per group, data {ch} / groups {} = {}",
+                a.groups,
+                ch / a.groups
+            ),
+        ));
+    }
+    if a.padding.is_negative() {
+        return Err(invalid(W, format!("negative padding {:?}", a.padding)));
+    }
+    let p = a.padding;
+    let oh = window_out(h, p.top + p.bottom, kh, a.strides.0, a.dilation.0, W)?;
+    let ow = window_out(w, p.left + p.right, kw, a.strides.1, a.dilation.1, W)?;
+    Ok([n, o, oh, ow])
+}
+
+/// Whether a convolution of `channels` input channels with these attributes is depthwise
+/// (one input channel per group).
+pub fn is_depthwise(channels: i64, a: &Conv2dAttrs) -> bool {
+    a.groups > 1 && a.groups == channels
+}
+
+/// `out[n, o, y, x] = sum_{c, ry, rx} pad(data)[n, g*C/G + c, y*sh + ry*dh, x*sw + rx*dw] *
+/// weight[o, c, ry, rx]` with `g = o / (O/G)`. The padding stage is named `pad_data`; the
+/// output is tagged [`tag::CONV2D_NCHW`], or [`tag::DEPTHWISE_CONV2D_NCHW`] when depthwise
+/// (then there is no channel reduction).
+pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
+    let ds = shape_nd(data, 4, "conv2d")?;
+    let ws = shape_nd(weight, 4, "conv2d")?;
+    let out = conv2d_out_shape(&ds, &ws, attrs)?;
+    let (cpg, kh, kw) = (ws[1], ws[2], ws[3]);
+    let opg = out[1] / attrs.groups;
+    let (sh, sw) = attrs.strides;
+    let (dh, dw) = attrs.dilation;
+    let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
+    let ry = reduce_axis_n(kh, "ry");
+    let rx = reduce_axis_n(kw, "rx");
+    let weight = weight.clone();
+    if is_depthwise(ds[1], attrs) {
+        return compute_tagged(
+            &consts(&out),
+            |i| {
+                let (n, o, y, x) = (
+                    i[0].to_expr(),
+                    i[1].to_expr(),
+                    i[2].to_expr(),
+                    i[3].to_expr(),
+                );
+                let ch = floordiv(&o, opg);
+                sum(
+                    padded.at(&[n, ch, y * sh + ry.expr() * dh, x * sw + rx.expr() * dw])
+                        * weight.at(&[o, kiln_tir::PrimExpr::i32(0), ry.expr(), rx.expr()]),
+                    &[ry.clone(), rx.clone()],
+                )
+            },
+            "depthwise_conv2d",
+            tag::DEPTHWISE_CONV2D_NCHW,
+        );
+    }
+    let rc = reduce_axis_n(cpg, "rc");
+    compute_tagged(
+        &consts(&out),
+        |i| {
+            let (n, o, y, x) = (
+                i[0].to_expr(),
+                i[1].to_expr(),
+                i[2].to_expr(),
+                i[3].to_expr(),
+            );
+            let ch = if attrs.groups == 1 {
+                rc.expr()
+            } else {
+                floordiv(&o, opg) * cpg + rc.expr()
+            };
+            sum(
+                padded.at(&[n, ch, y * sh + ry.expr() * dh, x * sw + rx.expr() * dw])
+                    * weight.at(&[o, rc.expr(), ry.expr(), rx.expr()]),
+                &[rc.clone(), ry.clone(), rx.clone()],
+            )
+        },
+        "conv2d",
+        tag::CONV2D_NCHW,
+    )
+}

@@ -1,0 +1,46 @@
+//! Global max and average pooling over H and W, NCHW (output `[N, C, 1, 1]`).
+
+use super::{compute_tagged, consts, shape_nd, tag};
+use kiln_ffi::Result;
+use kiln_te::{max, reduce_axis_n, sum, Tensor};
+use kiln_tir::PrimExpr;
+
+fn reduce_hw(data: &Tensor, is_max: bool, name: &str) -> Result<Tensor> {
+    let ds = shape_nd(data, 4, name)?;
+    let ry = reduce_axis_n(ds[2], "ry");
+    let rx = reduce_axis_n(ds[3], "rx");
+    let d = data.clone();
+    compute_tagged(
+        &consts(&[ds[0], ds[1], 1, 1]),
+        |i| {
+            let v = d.at(&[i[0].to_expr(), i[1].to_expr(), ry.expr(), rx.expr()]);
+            let axes = [ry.clone(), rx.clone()];
+            if is_max {
+                max(v, &axes)
+            } else {
+                sum(v, &axes)
+            }
+        },
+        name,
+        tag::GLOBAL_POOL2D,
+    )
+}
+
+/// The largest element of each `(n, c)` plane. Tagged [`tag::GLOBAL_POOL2D`].
+pub fn global_max_pool2d(data: &Tensor) -> Result<Tensor> {
+    reduce_hw(data, true, "global_max_pool2d")
+}
+
+/// The mean of each `(n, c)` plane: a sum stage (`global_avg_pool2d_sum`, tagged
+/// [`tag::GLOBAL_POOL2D`]) and a scaling output (tagged [`tag::ELEMWISE`]).
+pub fn global_avg_pool2d(data: &Tensor) -> Result<Tensor> {
+    let ds = shape_nd(data, 4, "global_avg_pool2d")?;
+    let total = reduce_hw(data, false, "global_avg_pool2d_sum")?;
+    let scale = PrimExpr::const_float(data.dtype(), 1.0 / (ds[2] * ds[3]) as f64);
+    compute_tagged(
+        &consts(&[ds[0], ds[1], 1, 1]),
+        |i| total.at_vars(i) * scale,
+        "global_avg_pool2d",
+        tag::ELEMWISE,
+    )
+}

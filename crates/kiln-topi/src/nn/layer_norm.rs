@@ -1,0 +1,128 @@
+//! Layer normalization over some axes: `(x - mean) / sqrt(var + eps) * gamma + beta`.
+
+use super::softmax::normalize_axis;
+use super::{compute_tagged, const_shape, consts, invalid, tag};
+use kiln_ffi::Result;
+use kiln_te::{reduce_axis_n, sum, IterVar, Tensor};
+use kiln_tir::{PrimExpr, Var};
+
+/// Attributes of [`layer_norm`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerNormAttrs {
+    /// The normalized axes (negative count from the end), e.g. `[-1]`.
+    pub axes: Vec<i64>,
+    /// Added to the variance.
+    pub epsilon: f64,
+}
+
+impl Default for LayerNormAttrs {
+    fn default() -> LayerNormAttrs {
+        LayerNormAttrs {
+            axes: vec![-1],
+            epsilon: 1e-5,
+        }
+    }
+}
+
+/// The full index of `x` from the kept indices `keep` and the reduced ones `red`.
+fn merge(ndim: usize, axes: &[usize], keep: &[Var], red: &[IterVar]) -> Vec<PrimExpr> {
+    let (mut ki, mut ri) = (0, 0);
+    (0..ndim)
+        .map(|d| {
+            if axes.contains(&d) {
+                ri += 1;
+                red[ri - 1].expr()
+            } else {
+                ki += 1;
+                keep[ki - 1].to_expr()
+            }
+        })
+        .collect()
+}
+
+/// Layer norm of `x` over `attrs.axes` with optional `gamma` and `beta` of the normalized
+/// axes' shape (e.g. `[C]` for the last axis of `[N, C]`). Stages `layer_norm_mean` and
+/// `layer_norm_var` (biased variance) reduce (each term pre-scaled by `1/n`, as a reduction
+/// must be the whole body); the output is tagged
+/// [`tag::LAYER_NORM_OUTPUT`].
+pub fn layer_norm(
+    x: &Tensor,
+    gamma: Option<&Tensor>,
+    beta: Option<&Tensor>,
+    attrs: &LayerNormAttrs,
+) -> Result<Tensor> {
+    const W: &str = "layer_norm";
+    let shape = const_shape(x, W)?;
+    let ndim = shape.len();
+    let mut axes = attrs
+        .axes
+        .iter()
+        .map(|&a| normalize_axis(a, ndim, W))
+        .collect::<Result<Vec<_>>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    if axes.is_empty() {
+        return Err(invalid(W, "no axes"));
+    }
+    let norm_shape: Vec<i64> = axes.iter().map(|&a| shape[a]).collect();
+    for t in [gamma, beta].into_iter().flatten() {
+        let s = const_shape(t, W)?;
+        if s != norm_shape {
+            return Err(invalid(
+                W,
+                format!("`{}` has shape {s:?}, want {norm_shape:?}", t.name()),
+            ));
+        }
+    }
+    let kept: Vec<i64> = (0..ndim)
+        .filter(|d| !axes.contains(d))
+        .map(|d| shape[d])
+        .collect();
+    let count: i64 = norm_shape.iter().product();
+    let inv_n = PrimExpr::const_float(x.dtype(), 1.0 / count as f64);
+    let red = |tag_: &str| -> Vec<IterVar> {
+        norm_shape
+            .iter()
+            .enumerate()
+            .map(|(j, &e)| reduce_axis_n(e, &format!("{tag_}{j}")))
+            .collect()
+    };
+    let r1 = red("k");
+    let mean = compute_tagged(
+        &consts(&kept),
+        |i| sum(x.at(&merge(ndim, &axes, i, &r1)) * inv_n.clone(), &r1),
+        "layer_norm_mean",
+        tag::COMM_REDUCE,
+    )?;
+    let r2 = red("v");
+    let var = compute_tagged(
+        &consts(&kept),
+        |i| {
+            let d = x.at(&merge(ndim, &axes, i, &r2)) - mean.at_vars(i);
+            sum(d.clone() * d * inv_n.clone(), &r2)
+        },
+        "layer_norm_var",
+        tag::COMM_REDUCE,
+    )?;
+    let eps = PrimExpr::const_float(x.dtype(), attrs.epsilon);
+    compute_tagged(
+        &consts(&shape),
+        |i| {
+            let keep: Vec<PrimExpr> = (0..ndim)
+                .filter(|d| !axes.contains(d))
+                .map(|d| i[d].to_expr())
+                .collect();
+            let norm: Vec<PrimExpr> = axes.iter().map(|&d| i[d].to_expr()).collect();
+            let mut v = (x.at_vars(i) - mean.at(&keep)) * kiln_tir::op::rsqrt(var.at(&keep) + eps);
+            if let Some(g) = gamma {
+                v = v * g.at(&norm);
+            }
+            if let Some(b) = beta {
+                v = v + b.at(&norm);
+            }
+            v
+        },
+        "layer_norm",
+        tag::LAYER_NORM_OUTPUT,
+    )
+}

@@ -1,0 +1,207 @@
+//! 2-D max and average pooling, NCHW: kernel, strides, dilation, 4-sided padding, ceil mode
+//! and `count_include_pad`.
+
+use super::pad::Padding2d;
+use super::{compute_tagged, consts, invalid, shape_nd, tag, window_out};
+use kiln_ffi::Result;
+use kiln_te::{max, min_value, reduce_axis_n, sum, Tensor};
+use kiln_tir::{floordiv, PrimExpr};
+
+/// Attributes of [`max_pool2d`] and [`avg_pool2d`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool2dAttrs {
+    /// `(kernel_h, kernel_w)`.
+    pub pool_size: (i64, i64),
+    /// `(stride_h, stride_w)`.
+    pub strides: (i64, i64),
+    /// `(dilation_h, dilation_w)`.
+    pub dilation: (i64, i64),
+    /// Padding of H and W (never part of a max; see `count_include_pad` for averages).
+    pub padding: Padding2d,
+    /// Output extents rounded up (a last window may start in the input or the top/left
+    /// padding and hang over the end).
+    pub ceil_mode: bool,
+    /// Averages divide by the window size clipped to the padded input (true) or by the
+    /// number of input elements in the window (false).
+    pub count_include_pad: bool,
+}
+
+impl Pool2dAttrs {
+    /// A `k` x `k` window moving by `stride`, no padding.
+    pub fn new(k: i64, stride: i64) -> Pool2dAttrs {
+        Pool2dAttrs {
+            pool_size: (k, k),
+            strides: (stride, stride),
+            dilation: (1, 1),
+            padding: Padding2d::default(),
+            ceil_mode: false,
+            count_include_pad: false,
+        }
+    }
+}
+
+/// One output extent (ONNX / PyTorch rule: in ceil mode the last window must start inside
+/// the input or its leading padding).
+fn pool_out(
+    input: i64,
+    pad_lo: i64,
+    pad_hi: i64,
+    k: i64,
+    s: i64,
+    d: i64,
+    ceil: bool,
+) -> Result<i64> {
+    let floor = window_out(input, pad_lo + pad_hi, k, s, d, "pool2d")?;
+    if !ceil {
+        return Ok(floor);
+    }
+    let span = d * (k - 1) + 1;
+    let mut out = (input + pad_lo + pad_hi - span + s - 1).div_euclid(s) + 1;
+    if (out - 1) * s >= input + pad_lo {
+        out -= 1;
+    }
+    Ok(out.max(floor))
+}
+
+/// The output shape `[N, C, OH, OW]` of a pooling of `data` `[N, C, H, W]`.
+pub fn pool2d_out_shape(data: &[i64], a: &Pool2dAttrs) -> Result<[i64; 4]> {
+    if a.padding.is_negative() {
+        return Err(invalid(
+            "pool2d",
+            format!("negative padding {:?}", a.padding),
+        ));
+    }
+    let p = a.padding;
+    let oh = pool_out(
+        data[2],
+        p.top,
+        p.bottom,
+        a.pool_size.0,
+        a.strides.0,
+        a.dilation.0,
+        a.ceil_mode,
+    )?;
+    let ow = pool_out(
+        data[3],
+        p.left,
+        p.right,
+        a.pool_size.1,
+        a.strides.1,
+        a.dilation.1,
+        a.ceil_mode,
+    )?;
+    Ok([data[0], data[1], oh, ow])
+}
+
+/// `ceil(a / d)` for positive `d`.
+fn ceildiv(a: PrimExpr, d: i64) -> PrimExpr {
+    floordiv(a + (d - 1), d)
+}
+
+/// How many of `start + r*d` (`r < k`) lie in `[lo, hi)`.
+fn count_in(start: &PrimExpr, k: i64, d: i64, lo: i64, hi: i64) -> PrimExpr {
+    let first = kiln_tir::max(ceildiv(lo - start.clone(), d), 0);
+    let last = kiln_tir::min(ceildiv(hi - start.clone(), d), k);
+    kiln_tir::max(last - first, 0)
+}
+
+struct Window {
+    n: PrimExpr,
+    ch: PrimExpr,
+    y: PrimExpr,
+    x: PrimExpr,
+    valid: PrimExpr,
+}
+
+fn window(
+    i: &[kiln_tir::Var],
+    a: &Pool2dAttrs,
+    ry: &PrimExpr,
+    rx: &PrimExpr,
+    h: i64,
+    w: i64,
+) -> Window {
+    let y = i[2].to_expr() * a.strides.0 - a.padding.top + ry.clone() * a.dilation.0;
+    let x = i[3].to_expr() * a.strides.1 - a.padding.left + rx.clone() * a.dilation.1;
+    let valid = y
+        .ge(0)
+        .logical_and(y.lt(h))
+        .logical_and(x.ge(0))
+        .logical_and(x.lt(w));
+    Window {
+        n: i[0].to_expr(),
+        ch: i[1].to_expr(),
+        y,
+        x,
+        valid,
+    }
+}
+
+/// Max pooling: the largest input element under each window (padding never wins). Tagged
+/// [`tag::POOL2D`].
+pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
+    let ds = shape_nd(data, 4, "max_pool2d")?;
+    let out = pool2d_out_shape(&ds, attrs)?;
+    let ry = reduce_axis_n(attrs.pool_size.0, "ry");
+    let rx = reduce_axis_n(attrs.pool_size.1, "rx");
+    let dt = data.dtype();
+    let d = data.clone();
+    compute_tagged(
+        &consts(&out),
+        |i| {
+            let wd = window(i, attrs, &ry.expr(), &rx.expr(), ds[2], ds[3]);
+            let v =
+                kiln_te::if_then_else(wd.valid, d.at(&[wd.n, wd.ch, wd.y, wd.x]), min_value(dt));
+            max(v, &[ry.clone(), rx.clone()])
+        },
+        "max_pool2d",
+        tag::POOL2D,
+    )
+}
+
+/// Average pooling: the sum under each window over the count `count_include_pad` selects.
+/// The sum is a stage named `avg_pool2d_sum` (tagged [`tag::POOL2D`]); the output divides
+/// it (tagged [`tag::ELEMWISE`]).
+pub fn avg_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
+    let ds = shape_nd(data, 4, "avg_pool2d")?;
+    let out = pool2d_out_shape(&ds, attrs)?;
+    let (kh, kw) = attrs.pool_size;
+    let ry = reduce_axis_n(kh, "ry");
+    let rx = reduce_axis_n(kw, "rx");
+    let dt = data.dtype();
+    let d = data.clone();
+    let total = compute_tagged(
+        &consts(&out),
+        |i| {
+            let wd = window(i, attrs, &ry.expr(), &rx.expr(), ds[2], ds[3]);
+            let v = kiln_te::if_then_else(
+                wd.valid,
+                d.at(&[wd.n, wd.ch, wd.y, wd.x]),
+                PrimExpr::const_float(dt, 0.0),
+            );
+            sum(v, &[ry.clone(), rx.clone()])
+        },
+        "avg_pool2d_sum",
+        tag::POOL2D,
+    )?;
+    let a = *attrs;
+    let p = a.padding;
+    compute_tagged(
+        &consts(&out),
+        |i| {
+            let y0 = i[2].to_expr() * a.strides.0 - p.top;
+            let x0 = i[3].to_expr() * a.strides.1 - p.left;
+            let (lo_h, hi_h, lo_w, hi_w) = if a.count_include_pad {
+                (-p.top, ds[2] + p.bottom, -p.left, ds[3] + p.right)
+            } else {
+                (0, ds[2], 0, ds[3])
+            };
+            let count = count_in(&y0, kh, a.dilation.0, lo_h, hi_h)
+                * count_in(&x0, kw, a.dilation.1, lo_w, hi_w);
+            let count = kiln_tir::max(count, 1).cast(dt);
+            total.at_vars(i) / count
+        },
+        "avg_pool2d",
+        tag::ELEMWISE,
+    )
+}

@@ -1,0 +1,82 @@
+//! Softmax along one axis: `exp(x - max) / sum(exp(x - max))`.
+
+use super::{compute_tagged, const_shape, consts, invalid, tag};
+use kiln_ffi::Result;
+use kiln_te::{max, reduce_axis_n, sum, IterVar, Tensor};
+use kiln_tir::{PrimExpr, Var};
+
+/// `axis` made non-negative and checked against `ndim`.
+pub fn normalize_axis(axis: i64, ndim: usize, what: &str) -> Result<usize> {
+    let a = if axis < 0 { axis + ndim as i64 } else { axis };
+    if a < 0 || a >= ndim as i64 {
+        return Err(invalid(
+            what,
+            format!("axis {axis} out of range for {ndim}-D input"),
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// `vars` (the indices without `axis`) with `k` inserted at `axis`.
+pub(crate) fn insert_at(vars: &[Var], axis: usize, k: PrimExpr) -> Vec<PrimExpr> {
+    let mut idx: Vec<PrimExpr> = vars.iter().map(|v| v.to_expr()).collect();
+    idx.insert(axis, k);
+    idx
+}
+
+/// `vars` without the entry at `axis`.
+pub(crate) fn drop_at(vars: &[Var], axis: usize) -> Vec<PrimExpr> {
+    vars.iter()
+        .enumerate()
+        .filter(|(d, _)| *d != axis)
+        .map(|(_, v)| v.to_expr())
+        .collect()
+}
+
+/// The stages both softmaxes share: the maximum along `axis` (`{name}_maxelem`) and the sum
+/// of `exp(x - max)` (`{name}_expsum`), both of the input's shape without `axis`.
+pub(crate) fn max_and_expsum(x: &Tensor, axis: usize, name: &str) -> Result<(Tensor, Tensor)> {
+    let shape = const_shape(x, name)?;
+    let mut reduced = shape.clone();
+    reduced.remove(axis);
+    let k1: IterVar = reduce_axis_n(shape[axis], "k1");
+    let mx = compute_tagged(
+        &consts(&reduced),
+        |i| {
+            max(
+                x.at(&insert_at(i, axis, k1.expr())),
+                std::slice::from_ref(&k1),
+            )
+        },
+        &format!("{name}_maxelem"),
+        tag::COMM_REDUCE,
+    )?;
+    let k2: IterVar = reduce_axis_n(shape[axis], "k2");
+    let es = compute_tagged(
+        &consts(&reduced),
+        |i| {
+            let v = x.at(&insert_at(i, axis, k2.expr())) - mx.at_vars(i);
+            sum(kiln_tir::op::exp(v), std::slice::from_ref(&k2))
+        },
+        &format!("{name}_expsum"),
+        tag::COMM_REDUCE,
+    )?;
+    Ok((mx, es))
+}
+
+/// Softmax of `x` along `axis` (negative counts from the end). Three stages: `softmax_maxelem`,
+/// `softmax_expsum` and the output (tagged [`tag::SOFTMAX_OUTPUT`]).
+pub fn softmax(x: &Tensor, axis: i64) -> Result<Tensor> {
+    let shape = const_shape(x, "softmax")?;
+    let axis = normalize_axis(axis, shape.len(), "softmax")?;
+    let (mx, es) = max_and_expsum(x, axis, "softmax")?;
+    compute_tagged(
+        &consts(&shape),
+        |i| {
+            let rest = drop_at(i, axis);
+            kiln_tir::op::exp(x.at_vars(i) - mx.at(&rest)) / es.at(&rest)
+        },
+        "softmax",
+        tag::SOFTMAX_OUTPUT,
+    )
+}

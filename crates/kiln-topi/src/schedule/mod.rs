@@ -1,0 +1,108 @@
+//! Schedules for the operators of [`crate::nn`] (and any injective/reduction op): x86 schedules
+//! ([`x86`]), the generic fallback ([`generic`]) and the operator strategy table
+//! ([`strategy`]).
+//!
+//! Every schedule function has the shape `fn(&Schedule, &Tensor) -> Result<()>`: it takes a
+//! schedule created over the output's operation and the output tensor, finds the stages it
+//! knows by their tags (walking the output's producers), and applies its primitives. The
+//! output may be the operator itself or an injective epilogue reading it (a fused bias add or
+//! activation): injective producers are inlined and the heavy operator is computed at the
+//! epilogue's tile.
+
+pub mod generic;
+pub mod strategy;
+pub mod x86;
+
+pub use generic::{schedule_generic, schedule_injective, schedule_reduce};
+
+use kiln_ffi::Result;
+use kiln_te::{IterVar, OpKind, Operation, Schedule, Stage, Tensor};
+
+/// A schedule function: applies primitives to `schedule` for the output `out`.
+pub type ScheduleFn = fn(&Schedule, &Tensor) -> Result<()>;
+
+/// Whether `op` is a compute without reduction axes.
+pub fn is_injective_op(op: &Operation) -> bool {
+    matches!(op.kind(), OpKind::Compute(c) if c.reduce_axis.is_empty())
+}
+
+/// The operations `out` depends on (itself first), breadth first, each once.
+pub fn producers(out: &Tensor) -> Vec<Operation> {
+    let mut seen: Vec<Operation> = vec![out.op().clone()];
+    let mut i = 0;
+    while i < seen.len() {
+        for t in seen[i].input_tensors() {
+            if !seen.iter().any(|o| o.same_as(t.op())) {
+                seen.push(t.op().clone());
+            }
+        }
+        i += 1;
+    }
+    seen
+}
+
+/// The first operation reachable from `out` (itself included) whose tag is one of `tags`.
+pub fn find_tagged(out: &Tensor, tags: &[&str]) -> Option<Operation> {
+    producers(out)
+        .into_iter()
+        .find(|op| tags.contains(&op.tag()))
+}
+
+/// Inlines every injective compute that `out` depends on except `out` itself and `keep`.
+pub fn inline_injective(s: &Schedule, out: &Tensor, keep: &[Operation]) -> Result<()> {
+    for op in producers(out).into_iter().skip(1) {
+        if is_injective_op(&op) && !keep.iter().any(|k| k.same_as(&op)) {
+            s.stage_op(&op).compute_inline()?;
+        }
+    }
+    Ok(())
+}
+
+/// Fuses `ivs` (adjacent, outermost first) into one loop; `None` when empty.
+pub fn fuse_all(stage: &Stage, ivs: &[IterVar]) -> Result<Option<IterVar>> {
+    let mut it = ivs.iter();
+    let Some(first) = it.next() else {
+        return Ok(None);
+    };
+    let mut fused = first.clone();
+    for iv in it {
+        fused = stage.fuse(&fused, iv)?;
+    }
+    Ok(Some(fused))
+}
+
+/// The vector width for an innermost extent: 16 when it divides, the whole extent when at
+/// most 16, else the largest of 8, 4, 2 that divides (1: do not vectorize). Never a guarded
+/// split.
+pub fn vector_factor(extent: i64) -> i64 {
+    if extent % 16 == 0 {
+        16
+    } else if extent <= 16 {
+        extent
+    } else {
+        [8, 4, 2].into_iter().find(|f| extent % f == 0).unwrap_or(1)
+    }
+}
+
+/// The largest of `candidates` (descending) that divides `extent` (1 if none).
+pub fn dividing_factor(extent: i64, candidates: &[i64]) -> i64 {
+    candidates
+        .iter()
+        .copied()
+        .find(|f| extent % f == 0)
+        .unwrap_or(1)
+}
+
+/// The constant extent of the `i`th axis of `t` (0 when symbolic).
+pub fn extent(t: &Tensor, i: usize) -> i64 {
+    t.shape()[i].as_int().unwrap_or(0)
+}
+
+/// Whether `a` and `b` have the same constant shape.
+pub fn same_shape(a: &Tensor, b: &Tensor) -> bool {
+    a.ndim() == b.ndim()
+        && a.shape()
+            .iter()
+            .zip(b.shape())
+            .all(|(x, y)| x.as_int().is_some() && x.as_int() == y.as_int())
+}

@@ -1,0 +1,85 @@
+//! x86 schedule of NCHW convolutions (generic, grouped, depthwise, transposed).
+
+use super::main_and_compute;
+use crate::nn::tag;
+use crate::schedule::{
+    dividing_factor, extent, find_tagged, fuse_all, generic, inline_injective, same_shape,
+    vector_factor,
+};
+use kiln_ffi::Result;
+use kiln_te::{Schedule, Tensor};
+
+/// Schedules the convolution `out` depends on (tags [`tag::CONV2D_NCHW`],
+/// [`tag::DEPTHWISE_CONV2D_NCHW`], [`tag::CONV2D_TRANSPOSE_NCHW`]), `out` being it or a 4-D
+/// injective epilogue of its shape:
+///
+/// - the padding stage at root, its `(n, c)` loops parallel (so the inner loads are plain);
+/// - output tiles of `ob` channels x `vf` columns (`ob` in 8/4/2 dividing O, except for
+///   depthwise; `vf` from [`crate::schedule::vector_factor`]); `n`, the channel blocks and
+///   rows fused and parallel;
+/// - the convolution accumulated per tile in a local cache (or computed at the epilogue's
+///   tile), reduction loops outside, channels unrolled and columns vectorized inside.
+pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
+    let tags = [
+        tag::CONV2D_NCHW,
+        tag::DEPTHWISE_CONV2D_NCHW,
+        tag::CONV2D_TRANSPOSE_NCHW,
+    ];
+    let Some(conv) = find_tagged(out, &tags) else {
+        return generic::schedule_generic(s, out);
+    };
+    let conv_t = conv.output(0);
+    if out.ndim() != 4 || !same_shape(out, &conv_t) {
+        return generic::schedule_generic(s, out);
+    }
+    let pad = conv
+        .input_tensors()
+        .into_iter()
+        .find(|t| t.op().name() == "pad_data");
+    let keep: Vec<_> = pad.iter().map(|p| p.op().clone()).collect();
+    inline_injective(s, out, &keep)?;
+    if let Some(p) = &pad {
+        let ps = s.stage(p);
+        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
+            ps.parallel(&f)?;
+        }
+    }
+    let depthwise = conv.tag() == tag::DEPTHWISE_CONV2D_NCHW;
+    let (main, mt, cs) = main_and_compute(s, out, &conv)?;
+    let ob = if depthwise {
+        1
+    } else {
+        dividing_factor(extent(&mt, 1), &[8, 4, 2])
+    };
+    let vf = vector_factor(extent(&mt, 3));
+    let (oo, oi) = main.split(&mt.axis(1), ob)?;
+    let (xo, xi) = main.split(&mt.axis(3), vf)?;
+    main.reorder(&[
+        mt.axis(0),
+        oo.clone(),
+        mt.axis(2),
+        xo.clone(),
+        oi,
+        xi.clone(),
+    ])?;
+    let fused = fuse_all(&main, &[mt.axis(0), oo, mt.axis(2)])?.expect("three loops");
+    main.parallel(&fused)?;
+    if vf > 1 {
+        main.vectorize(&xi)?;
+    }
+    cs.compute_at(&main, &xo)?;
+    let leaf = cs.leaf_iter_vars();
+    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
+    let mut order = vec![data[0].clone(), data[2].clone()];
+    order.extend(red);
+    order.push(data[1].clone());
+    order.push(data[3].clone());
+    cs.reorder(&order)?;
+    if ob > 1 {
+        cs.unroll(&data[1])?;
+    }
+    if vf > 1 {
+        cs.vectorize(&data[3])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! x86 schedule of dense, matmul and batch matmul.
+
+use super::main_and_compute;
+use crate::nn::tag;
+use crate::schedule::{
+    dividing_factor, extent, find_tagged, fuse_all, generic, inline_injective, same_shape,
+    vector_factor,
+};
+use kiln_ffi::Result;
+use kiln_te::{Schedule, Tensor};
+
+/// Schedules the product `out` depends on (tags [`tag::DENSE`], [`tag::MATMUL`],
+/// [`tag::BATCH_MATMUL`]), `out` being it or an injective epilogue of its shape (a bias
+/// add): output tiles of `mb` rows (8/4/2 dividing M) x `nb` columns
+/// ([`crate::schedule::vector_factor`]), the tile loops (and batch) fused and parallel, the
+/// product accumulated per tile in a local cache with `k` outermost, rows unrolled and columns
+/// vectorized.
+pub fn schedule_dense(s: &Schedule, out: &Tensor) -> Result<()> {
+    let Some(op) = find_tagged(out, &[tag::DENSE, tag::MATMUL, tag::BATCH_MATMUL]) else {
+        return generic::schedule_generic(s, out);
+    };
+    let t = op.output(0);
+    if !same_shape(out, &t) || !(2..=3).contains(&out.ndim()) {
+        return generic::schedule_generic(s, out);
+    }
+    inline_injective(s, out, &[])?;
+    let (main, mt, cs) = main_and_compute(s, out, &op)?;
+    let nd = mt.ndim();
+    let (ax_m, ax_n) = (mt.axis(nd - 2), mt.axis(nd - 1));
+    let mb = dividing_factor(extent(&mt, nd - 2), &[8, 4, 2]);
+    let nb = vector_factor(extent(&mt, nd - 1));
+    let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mb, nb)?;
+    let mut outer = Vec::new();
+    if nd == 3 {
+        outer.push(mt.axis(0));
+    }
+    outer.extend([mo, no.clone()]);
+    let mut order = outer.clone();
+    order.extend([mi, ni.clone()]);
+    main.reorder(&order)?;
+    let fused = fuse_all(&main, &outer)?.expect("tile loops");
+    main.parallel(&fused)?;
+    if nb > 1 {
+        main.vectorize(&ni)?;
+    }
+    cs.compute_at(&main, &fused)?;
+    let leaf = cs.leaf_iter_vars();
+    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
+    let mut order: Vec<_> = data[..data.len() - 2].to_vec();
+    order.extend(red);
+    order.extend(data[data.len() - 2..].iter().cloned());
+    cs.reorder(&order)?;
+    if mb > 1 {
+        cs.unroll(&data[data.len() - 2])?;
+    }
+    if nb > 1 {
+        cs.vectorize(&data[data.len() - 1])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! Layout and other injective operators: each output point reads input points at computed
+//! indices. All need static shapes (a `ValueError` names the symbolic dimension otherwise)
+//! and are tagged `injective`; [`schedule_injective`] is their generic schedule.
+//!
+//! | operator | ONNX |
+//! | --- | --- |
+//! | [`reshape()`] (`0` copies, `-1` infers) | `Reshape` |
+//! | [`transpose()`] | `Transpose` |
+//! | [`flatten()`] | `Flatten` |
+//! | [`squeeze()`], [`unsqueeze()`], [`expand_dims()`] | `Squeeze`, `Unsqueeze` |
+//! | [`concatenate()`] | `Concat` |
+//! | [`split()`] ([`SplitSpec`]) | `Split` |
+//! | [`strided_slice()`] | `Slice` |
+//! | [`pad()`] ([`PadMode`]) | `Pad` |
+//! | [`take()`] | `Gather` |
+//! | [`resize2d()`] ([`ResizeMethod`], [`CoordMode`], [`NearestMode`]) | `Resize` |
+//! | [`tile()`] | `Tile` |
+
+mod concatenate;
+mod flatten;
+mod pad;
+mod reshape;
+mod resize;
+pub mod schedule;
+mod split;
+mod squeeze;
+mod strided_slice;
+mod take;
+mod tile;
+mod transpose;
+pub mod util;
+
+pub use concatenate::concatenate;
+pub use flatten::flatten;
+pub use pad::{pad, PadMode};
+pub use reshape::{infer_reshape, reshape};
+pub use resize::{resize2d, CoordMode, NearestMode, ResizeMethod};
+pub use schedule::{create_injective_schedule, schedule_injective};
+pub use split::{split, SplitSpec};
+pub use squeeze::{expand_dims, squeeze, unsqueeze};
+pub use strided_slice::{slice_params, strided_slice};
+pub use take::take;
+pub use tile::tile;
+pub use transpose::transpose;

@@ -1,0 +1,308 @@
+//! conv2d (grouped, depthwise, strided, dilated, asymmetric padding, with a fused epilogue)
+//! and conv2d_transpose, built for the host CPU against naive loops.
+
+mod nn_common;
+
+use kiln_te::Tensor;
+use kiln_topi::nn::{self, Conv2dAttrs, Conv2dTransposeAttrs, Padding2d};
+use kiln_topi::schedule::x86;
+use nn_common::*;
+
+/// Naive grouped convolution of NCHW `d` (shape `ds`) and OIHW `w` (shape `ws`).
+fn conv_ref(
+    d: &[f32],
+    ds: [i64; 4],
+    w: &[f32],
+    ws: [i64; 4],
+    a: &Conv2dAttrs,
+) -> (Vec<f32>, [i64; 4]) {
+    let [n, c, h, wd] = ds;
+    let [o, cpg, kh, kw] = ws;
+    let p = a.padding;
+    let (sh, sw) = a.strides;
+    let (dh, dw) = a.dilation;
+    let oh = (h + p.top + p.bottom - dh * (kh - 1) - 1) / sh + 1;
+    let ow = (wd + p.left + p.right - dw * (kw - 1) - 1) / sw + 1;
+    let opg = o / a.groups;
+    let mut out = vec![0f32; (n * o * oh * ow) as usize];
+    for b in 0..n {
+        for f in 0..o {
+            let g = f / opg;
+            for y in 0..oh {
+                for x in 0..ow {
+                    let mut acc = 0f32;
+                    for r in 0..cpg {
+                        let ch = g * cpg + r;
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let iy = y * sh - p.top + ky * dh;
+                                let ix = x * sw - p.left + kx * dw;
+                                if iy >= 0 && iy < h && ix >= 0 && ix < wd {
+                                    acc += d[(((b * c + ch) * h + iy) * wd + ix) as usize]
+                                        * w[(((f * cpg + r) * kh + ky) * kw + kx) as usize];
+                                }
+                            }
+                        }
+                    }
+                    out[(((b * o + f) * oh + y) * ow + x) as usize] = acc;
+                }
+            }
+        }
+    }
+    (out, [n, o, oh, ow])
+}
+
+fn check_conv(what: &str, ds: [i64; 4], ws: [i64; 4], a: Conv2dAttrs, seed: u64) {
+    let data = input(&ds, "data");
+    let weight = input(&ws, "weight");
+    let out = nn::conv2d(&data, &weight, &a).unwrap();
+    let inputs = [data, weight];
+    let vals = random_inputs(&inputs, seed);
+    let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
+    assert_eq!(shape_of(&out), oshape.to_vec(), "{what}: shape");
+    check(
+        what,
+        &out,
+        &inputs,
+        &vals,
+        x86::schedule_conv2d_nchw,
+        &want,
+        1e-4,
+        seed,
+    );
+}
+
+#[test]
+fn conv2d_generic_shapes() {
+    let seed = seed("conv2d_generic");
+    let base = Conv2dAttrs::default();
+    check_conv(
+        "3x3 pad1",
+        [1, 3, 9, 9],
+        [8, 3, 3, 3],
+        Conv2dAttrs {
+            padding: Padding2d::same(1),
+            ..base
+        },
+        seed,
+    );
+    check_conv("1x1 odd", [2, 5, 7, 11], [6, 5, 1, 1], base, seed + 1);
+    check_conv(
+        "stride2 asym pad",
+        [1, 4, 10, 13],
+        [4, 4, 3, 3],
+        Conv2dAttrs {
+            strides: (2, 2),
+            padding: Padding2d::from_array([0, 1, 2, 1]),
+            ..base
+        },
+        seed + 2,
+    );
+    check_conv(
+        "dilation2",
+        [1, 3, 12, 16],
+        [5, 3, 3, 3],
+        Conv2dAttrs {
+            dilation: (2, 2),
+            padding: Padding2d::same(2),
+            ..base
+        },
+        seed + 3,
+    );
+    check_conv(
+        "rect kernel, stride (1,2), dilation (2,1)",
+        [1, 2, 9, 17],
+        [3, 2, 2, 3],
+        Conv2dAttrs {
+            strides: (1, 2),
+            dilation: (2, 1),
+            padding: Padding2d::from_array([1, 0, 0, 2]),
+            ..base
+        },
+        seed + 4,
+    );
+}
+
+#[test]
+fn conv2d_groups_and_depthwise() {
+    let seed = seed("conv2d_groups");
+    let base = Conv2dAttrs::default();
+    check_conv(
+        "groups 2",
+        [1, 6, 8, 8],
+        [4, 3, 3, 3],
+        Conv2dAttrs {
+            groups: 2,
+            padding: Padding2d::same(1),
+            ..base
+        },
+        seed,
+    );
+    check_conv(
+        "depthwise 3x3 stride2",
+        [1, 8, 11, 11],
+        [8, 1, 3, 3],
+        Conv2dAttrs {
+            groups: 8,
+            strides: (2, 2),
+            padding: Padding2d::same(1),
+            ..base
+        },
+        seed + 1,
+    );
+    check_conv(
+        "depthwise multiplier 2, dilation 2",
+        [2, 3, 10, 16],
+        [6, 1, 3, 3],
+        Conv2dAttrs {
+            groups: 3,
+            dilation: (2, 2),
+            padding: Padding2d::from_array([2, 1, 2, 3]),
+            ..base
+        },
+        seed + 2,
+    );
+}
+
+#[test]
+fn conv2d_with_fused_bias_relu() {
+    let seed = seed("conv2d_epilogue");
+    let (ds, ws) = ([1, 4, 8, 16], [8, 4, 3, 3]);
+    let a = Conv2dAttrs {
+        padding: Padding2d::same(1),
+        ..Conv2dAttrs::default()
+    };
+    let data = input(&ds, "data");
+    let weight = input(&ws, "weight");
+    let bias = input(&[8], "bias");
+    let conv = nn::conv2d(&data, &weight, &a).unwrap();
+    let b = bias.clone();
+    let out: Tensor = kiln_te::compute(
+        conv.shape(),
+        |i| kiln_tir::max(conv.at_vars(i) + b.at(&[i[1].to_expr()]), 0.0),
+        "bias_relu",
+    );
+    let inputs = [data, weight, bias];
+    let vals = random_inputs(&inputs, seed);
+    let (conv_want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
+    let plane = (oshape[2] * oshape[3]) as usize;
+    let want: Vec<f32> = conv_want
+        .iter()
+        .enumerate()
+        .map(|(k, v)| (v + vals[2][(k / plane) % 8]).max(0.0))
+        .collect();
+    check(
+        "conv+bias+relu",
+        &out,
+        &inputs,
+        &vals,
+        x86::schedule_conv2d_nchw,
+        &want,
+        1e-4,
+        seed,
+    );
+}
+
+/// Naive transposed convolution: every input element scatters `w` into the output.
+fn conv_t_ref(
+    d: &[f32],
+    ds: [i64; 4],
+    w: &[f32],
+    ws: [i64; 4],
+    a: &Conv2dTransposeAttrs,
+) -> (Vec<f32>, [i64; 4]) {
+    let [n, c, h, wd] = ds;
+    let [_, cog, kh, kw] = ws;
+    let p = a.padding;
+    let (sh, sw) = a.strides;
+    let (dh, dw) = a.dilation;
+    let oh = (h - 1) * sh - p.top - p.bottom + dh * (kh - 1) + a.output_padding.0 + 1;
+    let ow = (wd - 1) * sw - p.left - p.right + dw * (kw - 1) + a.output_padding.1 + 1;
+    let o = cog * a.groups;
+    let cig = c / a.groups;
+    let mut out = vec![0f32; (n * o * oh * ow) as usize];
+    for b in 0..n {
+        for ch in 0..c {
+            let g = ch / cig;
+            for y in 0..h {
+                for x in 0..wd {
+                    let v = d[(((b * c + ch) * h + y) * wd + x) as usize];
+                    for oc in 0..cog {
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let oy = y * sh + ky * dh - p.top;
+                                let ox = x * sw + kx * dw - p.left;
+                                if oy >= 0 && oy < oh && ox >= 0 && ox < ow {
+                                    let f = g * cog + oc;
+                                    out[(((b * o + f) * oh + oy) * ow + ox) as usize] +=
+                                        v * w[(((ch * cog + oc) * kh + ky) * kw + kx) as usize];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (out, [n, o, oh, ow])
+}
+
+#[test]
+fn conv2d_transpose_shapes() {
+    let seed = seed("conv2d_transpose");
+    let base = Conv2dTransposeAttrs::default();
+    let cases = [
+        (
+            "stride2 pad1 outpad1",
+            [1, 4, 5, 5],
+            [4, 3, 3, 3],
+            Conv2dTransposeAttrs {
+                strides: (2, 2),
+                padding: Padding2d::same(1),
+                output_padding: (1, 1),
+                ..base
+            },
+        ),
+        ("stride1", [1, 3, 6, 7], [3, 5, 3, 2], base),
+        (
+            "groups 2, dilation 2, asym",
+            [2, 4, 4, 6],
+            [4, 2, 3, 3],
+            Conv2dTransposeAttrs {
+                groups: 2,
+                dilation: (2, 2),
+                strides: (2, 1),
+                padding: Padding2d::from_array([1, 0, 2, 1]),
+                ..base
+            },
+        ),
+    ];
+    for (k, (what, ds, ws, a)) in cases.into_iter().enumerate() {
+        let data = input(&ds, "data");
+        let weight = input(&ws, "weight");
+        let out = nn::conv2d_transpose(&data, &weight, &a).unwrap();
+        let inputs = [data, weight];
+        let vals = random_inputs(&inputs, seed + k as u64);
+        let (want, oshape) = conv_t_ref(&vals[0], ds, &vals[1], ws, &a);
+        assert_eq!(shape_of(&out), oshape.to_vec(), "{what}: shape");
+        check(
+            what,
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_conv2d_nchw,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+}
+
+#[test]
+fn conv2d_rejects_bad_shapes() {
+    let data = input(&[1, 4, 5, 5], "data");
+    let weight = input(&[4, 3, 3, 3], "weight");
+    assert!(nn::conv2d(&data, &weight, &Conv2dAttrs::default()).is_err());
+    let weight = input(&[4, 4, 7, 7], "weight");
+    assert!(nn::conv2d(&data, &weight, &Conv2dAttrs::default()).is_err());
+}

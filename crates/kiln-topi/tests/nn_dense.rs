@@ -1,0 +1,164 @@
+//! dense (with and without bias), matmul (transposes) and batch_matmul (broadcast batch),
+//! built for the host CPU against naive loops.
+
+mod nn_common;
+
+use kiln_topi::nn::{self, MatmulAttrs};
+use kiln_topi::schedule::x86;
+use nn_common::*;
+
+/// Logical element `(r, c)` of a row-major operand stored as `[_, cols]`, transposed or not.
+fn at(v: &[f32], cols: usize, r: usize, c: usize, transposed: bool) -> f32 {
+    if transposed {
+        v[c * cols + r]
+    } else {
+        v[r * cols + c]
+    }
+}
+
+#[test]
+fn dense_shapes() {
+    let seed = seed("dense");
+    for (case, (m, n, k, with_bias)) in [
+        (1, 10, 7, true),
+        (4, 16, 32, false),
+        (13, 37, 19, true),
+        (8, 64, 5, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let data = input(&[m, k], "data");
+        let weight = input(&[n, k], "weight");
+        let bias = input(&[n], "bias");
+        let out = nn::dense(&data, &weight, with_bias.then_some(&bias)).unwrap();
+        let mut inputs = vec![data, weight];
+        if with_bias {
+            inputs.push(bias);
+        }
+        let vals = random_inputs(&inputs, seed + case as u64);
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let mut want = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = if with_bias { vals[2][j] } else { 0.0 };
+                for r in 0..k {
+                    acc += vals[0][i * k + r] * vals[1][j * k + r];
+                }
+                want[i * n + j] = acc;
+            }
+        }
+        let what = format!("dense {m}x{n}x{k} bias={with_bias}");
+        check(
+            &what,
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_dense,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+}
+
+#[test]
+fn matmul_transposes() {
+    let seed = seed("matmul");
+    let (m, n, k) = (9usize, 20usize, 11usize);
+    for (case, (ta, tb)) in [(false, false), (true, false), (false, true), (true, true)]
+        .into_iter()
+        .enumerate()
+    {
+        let sa = if ta { [k, m] } else { [m, k] };
+        let sb = if tb { [n, k] } else { [k, n] };
+        let a = input(&[sa[0] as i64, sa[1] as i64], "A");
+        let b = input(&[sb[0] as i64, sb[1] as i64], "B");
+        let out = nn::matmul(
+            &a,
+            &b,
+            &MatmulAttrs {
+                transpose_a: ta,
+                transpose_b: tb,
+            },
+        )
+        .unwrap();
+        let inputs = [a, b];
+        let vals = random_inputs(&inputs, seed + case as u64);
+        let mut want = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                want[i * n + j] = (0..k)
+                    .map(|r| at(&vals[0], sa[1], i, r, ta) * at(&vals[1], sb[1], r, j, tb))
+                    .sum();
+            }
+        }
+        check(
+            &format!("matmul ta={ta} tb={tb}"),
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_dense,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+}
+
+#[test]
+fn batch_matmul_shapes() {
+    let seed = seed("batch_matmul");
+    // (batch_a, batch_b, m, n, k, transpose_b)
+    let cases = [
+        (3, 3, 4, 16, 8, false),
+        (2, 1, 5, 7, 3, true),
+        (1, 4, 8, 32, 6, false),
+    ];
+    for (case, (ba, bb, m, n, k, tb)) in cases.into_iter().enumerate() {
+        let a = input(&[ba, m, k], "A");
+        let b = if tb {
+            input(&[bb, n, k], "B")
+        } else {
+            input(&[bb, k, n], "B")
+        };
+        let attrs = MatmulAttrs {
+            transpose_a: false,
+            transpose_b: tb,
+        };
+        let out = nn::batch_matmul(&a, &b, &attrs).unwrap();
+        let inputs = [a, b];
+        let vals = random_inputs(&inputs, seed + case as u64);
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let batch = ba.max(bb) as usize;
+        let mut want = vec![0f32; batch * m * n];
+        for bi in 0..batch {
+            let ia = if ba == 1 { 0 } else { bi };
+            let ib = if bb == 1 { 0 } else { bi };
+            for i in 0..m {
+                for j in 0..n {
+                    want[(bi * m + i) * n + j] = (0..k)
+                        .map(|r| {
+                            let bv = if tb {
+                                vals[1][(ib * n + j) * k + r]
+                            } else {
+                                vals[1][(ib * k + r) * n + j]
+                            };
+                            vals[0][(ia * m + i) * k + r] * bv
+                        })
+                        .sum();
+                }
+            }
+        }
+        check(
+            &format!("batch_matmul case {case}"),
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_dense,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! max/avg pooling (padding, ceil mode, count_include_pad, dilation), global pooling,
+//! softmax / log-softmax on several axes, layer norm and batch norm, built for the host CPU
+//! against naive loops.
+
+mod nn_common;
+
+use kiln_topi::nn::{self, BatchNormAttrs, LayerNormAttrs, Padding2d, Pool2dAttrs};
+use kiln_topi::schedule::{generic, x86};
+use nn_common::*;
+
+/// Naive pooling; windows follow the same output-size rule as ONNX / PyTorch.
+fn pool_ref(d: &[f32], ds: [i64; 4], a: &Pool2dAttrs, is_max: bool) -> (Vec<f32>, [i64; 4]) {
+    let [n, c, h, w] = ds;
+    let p = a.padding;
+    let (kh, kw) = a.pool_size;
+    let (sh, sw) = a.strides;
+    let (dh, dw) = a.dilation;
+    let size = |inp: i64, lo: i64, hi: i64, k: i64, s: i64, dl: i64| {
+        let span = dl * (k - 1) + 1;
+        let num = inp + lo + hi - span;
+        if a.ceil_mode {
+            let mut o = (num + s - 1) / s + 1;
+            if (o - 1) * s >= inp + lo {
+                o -= 1;
+            }
+            o
+        } else {
+            num / s + 1
+        }
+    };
+    let oh = size(h, p.top, p.bottom, kh, sh, dh);
+    let ow = size(w, p.left, p.right, kw, sw, dw);
+    let mut out = Vec::new();
+    for b in 0..n {
+        for ch in 0..c {
+            for y in 0..oh {
+                for x in 0..ow {
+                    let (mut best, mut total, mut inside, mut padded) = (f32::MIN, 0f32, 0, 0);
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            let iy = y * sh - p.top + ky * dh;
+                            let ix = x * sw - p.left + kx * dw;
+                            if iy < h + p.bottom && ix < w + p.right {
+                                padded += 1;
+                            }
+                            if iy >= 0 && iy < h && ix >= 0 && ix < w {
+                                let v = d[(((b * c + ch) * h + iy) * w + ix) as usize];
+                                best = best.max(v);
+                                total += v;
+                                inside += 1;
+                            }
+                        }
+                    }
+                    let count = if a.count_include_pad { padded } else { inside };
+                    out.push(if is_max {
+                        best
+                    } else {
+                        total / count.max(1) as f32
+                    });
+                }
+            }
+        }
+    }
+    (out, [n, c, oh, ow])
+}
+
+#[test]
+fn max_and_avg_pool2d() {
+    let seed = seed("pool2d");
+    let mut cases = vec![
+        ("2x2 s2", [1, 3, 8, 8], Pool2dAttrs::new(2, 2)),
+        (
+            "3x3 s2 pad1 odd",
+            [2, 2, 9, 11],
+            Pool2dAttrs {
+                padding: Padding2d::same(1),
+                ..Pool2dAttrs::new(3, 2)
+            },
+        ),
+        (
+            "3x3 s2 ceil",
+            [1, 4, 10, 7],
+            Pool2dAttrs {
+                ceil_mode: true,
+                ..Pool2dAttrs::new(3, 2)
+            },
+        ),
+        (
+            "3x3 s1 asym pad include",
+            [1, 2, 6, 17],
+            Pool2dAttrs {
+                padding: Padding2d::from_array([1, 0, 2, 1]),
+                count_include_pad: true,
+                ..Pool2dAttrs::new(3, 1)
+            },
+        ),
+        (
+            "2x2 s2 pad ceil include",
+            [1, 1, 7, 7],
+            Pool2dAttrs {
+                padding: Padding2d::same(1),
+                ceil_mode: true,
+                count_include_pad: true,
+                ..Pool2dAttrs::new(2, 2)
+            },
+        ),
+        (
+            "2x3 dilation2",
+            [1, 2, 9, 12],
+            Pool2dAttrs {
+                dilation: (2, 2),
+                pool_size: (2, 3),
+                ..Pool2dAttrs::new(2, 1)
+            },
+        ),
+    ];
+    cases[5].2.padding = Padding2d::from_array([1, 2, 0, 1]);
+    for (k, (what, ds, a)) in cases.into_iter().enumerate() {
+        for is_max in [true, false] {
+            let data = input(&ds, "data");
+            let out = if is_max {
+                nn::max_pool2d(&data, &a)
+            } else {
+                nn::avg_pool2d(&data, &a)
+            }
+            .unwrap();
+            let inputs = [data];
+            let vals = random_inputs(&inputs, seed + k as u64);
+            let (want, oshape) = pool_ref(&vals[0], ds, &a, is_max);
+            let what = format!("{} {what}", if is_max { "max" } else { "avg" });
+            assert_eq!(shape_of(&out), oshape.to_vec(), "{what}: shape");
+            check(
+                &what,
+                &out,
+                &inputs,
+                &vals,
+                x86::schedule_pool,
+                &want,
+                1e-5,
+                seed,
+            );
+        }
+    }
+}
+
+#[test]
+fn global_pools() {
+    let seed = seed("global_pool2d");
+    for (k, ds) in [[1i64, 8, 7, 7], [2, 3, 5, 16]].into_iter().enumerate() {
+        let data = input(&ds, "data");
+        let inputs = [data.clone()];
+        let vals = random_inputs(&inputs, seed + k as u64);
+        let plane = (ds[2] * ds[3]) as usize;
+        let planes: Vec<&[f32]> = vals[0].chunks(plane).collect();
+        let want_max: Vec<f32> = planes
+            .iter()
+            .map(|p| p.iter().cloned().fold(f32::MIN, f32::max))
+            .collect();
+        let want_avg: Vec<f32> = planes
+            .iter()
+            .map(|p| p.iter().sum::<f32>() / plane as f32)
+            .collect();
+        let mx = nn::global_max_pool2d(&data).unwrap();
+        check(
+            "global max",
+            &mx,
+            &inputs,
+            &vals,
+            x86::schedule_pool,
+            &want_max,
+            1e-5,
+            seed,
+        );
+        let avg = nn::global_avg_pool2d(&data).unwrap();
+        check(
+            "global avg",
+            &avg,
+            &inputs,
+            &vals,
+            x86::schedule_pool,
+            &want_avg,
+            1e-5,
+            seed,
+        );
+    }
+}
+
+/// Naive (log-)softmax of `x` (shape `shape`) along `axis`.
+fn softmax_ref(x: &[f32], shape: &[i64], axis: usize, log: bool) -> Vec<f32> {
+    let outer: i64 = shape[..axis].iter().product();
+    let len = shape[axis] as usize;
+    let inner: i64 = shape[axis + 1..].iter().product();
+    let mut out = vec![0f32; x.len()];
+    for o in 0..outer as usize {
+        for i in 0..inner as usize {
+            let idx = |k: usize| (o * len + k) * inner as usize + i;
+            let mx = (0..len).map(|k| x[idx(k)]).fold(f32::MIN, f32::max);
+            let total: f32 = (0..len).map(|k| (x[idx(k)] - mx).exp()).sum();
+            for k in 0..len {
+                out[idx(k)] = if log {
+                    x[idx(k)] - mx - total.ln()
+                } else {
+                    (x[idx(k)] - mx).exp() / total
+                };
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn softmax_and_log_softmax_axes() {
+    let seed = seed("softmax");
+    let cases: [(&[i64], i64); 4] = [
+        (&[4, 10], -1),
+        (&[3, 33], 1),
+        (&[2, 5, 6], 1),
+        (&[2, 3, 17], 2),
+    ];
+    for (k, (shape, axis)) in cases.into_iter().enumerate() {
+        let x = input(shape, "x");
+        let inputs = [x.clone()];
+        let vals = random_inputs(&inputs, seed + k as u64);
+        let a = if axis < 0 {
+            (axis + shape.len() as i64) as usize
+        } else {
+            axis as usize
+        };
+        let sm = nn::softmax(&x, axis).unwrap();
+        let want = softmax_ref(&vals[0], shape, a, false);
+        check(
+            &format!("softmax {shape:?} axis {axis}"),
+            &sm,
+            &inputs,
+            &vals,
+            x86::schedule_softmax,
+            &want,
+            1e-5,
+            seed,
+        );
+        let ls = nn::log_softmax(&x, axis).unwrap();
+        let want = softmax_ref(&vals[0], shape, a, true);
+        check(
+            &format!("log_softmax {shape:?} axis {axis}"),
+            &ls,
+            &inputs,
+            &vals,
+            x86::schedule_softmax,
+            &want,
+            1e-5,
+            seed,
+        );
+    }
+}
+
+#[test]
+fn layer_norm_trailing_axes() {
+    let seed = seed("layer_norm");
+    // (shape, axes, with gamma/beta)
+    let cases: [(&[i64], &[i64], bool); 3] = [
+        (&[4, 32], &[-1], true),
+        (&[2, 3, 7], &[1, 2], true),
+        (&[5, 9], &[1], false),
+    ];
+    for (k, (shape, axes, affine)) in cases.into_iter().enumerate() {
+        let nd = shape.len();
+        let first = (axes[0] + if axes[0] < 0 { nd as i64 } else { 0 }) as usize;
+        let norm = &shape[first..];
+        let x = input(shape, "x");
+        let gamma = input(norm, "gamma");
+        let beta = input(norm, "beta");
+        let attrs = LayerNormAttrs {
+            axes: axes.to_vec(),
+            epsilon: 1e-5,
+        };
+        let out = if affine {
+            nn::layer_norm(&x, Some(&gamma), Some(&beta), &attrs)
+        } else {
+            nn::layer_norm(&x, None, None, &attrs)
+        }
+        .unwrap();
+        let inputs = if affine {
+            vec![x, gamma, beta]
+        } else {
+            vec![x]
+        };
+        let vals = random_inputs(&inputs, seed + k as u64);
+        let row: usize = norm.iter().product::<i64>() as usize;
+        let mut want = Vec::new();
+        for r in vals[0].chunks(row) {
+            let mean = r.iter().map(|v| *v as f64).sum::<f64>() / row as f64;
+            let var = r.iter().map(|v| (*v as f64 - mean).powi(2)).sum::<f64>() / row as f64;
+            for (j, v) in r.iter().enumerate() {
+                let mut y = (*v as f64 - mean) / (var + 1e-5).sqrt();
+                if affine {
+                    y = y * vals[1][j] as f64 + vals[2][j] as f64;
+                }
+                want.push(y as f32);
+            }
+        }
+        check(
+            &format!("layer_norm {shape:?} {axes:?}"),
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_layer_norm,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+}
+
+#[test]
+fn batch_norm_inference_nchw() {
+    let seed = seed("batch_norm");
+    let shape = [2i64, 5, 3, 7];
+    let x = input(&shape, "x");
+    let params: Vec<_> = ["gamma", "beta", "mean", "var"]
+        .iter()
+        .map(|n| input(&[5], n))
+        .collect();
+    let out = nn::batch_norm_inference(
+        &x,
+        &params[0],
+        &params[1],
+        &params[2],
+        &params[3],
+        &BatchNormAttrs::default(),
+    )
+    .unwrap();
+    let mut inputs = vec![x];
+    inputs.extend(params);
+    let mut vals = random_inputs(&inputs, seed);
+    vals[4] = vals[4].iter().map(|v| v.abs() + 0.1).collect();
+    let plane = 21;
+    let want: Vec<f32> = vals[0]
+        .iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let c = (k / plane) % 5;
+            (v - vals[3][c]) / (vals[4][c] + 1e-5).sqrt() * vals[1][c] + vals[2][c]
+        })
+        .collect();
+    check(
+        "batch_norm",
+        &out,
+        &inputs,
+        &vals,
+        generic::schedule_injective,
+        &want,
+        1e-4,
+        seed,
+    );
+}
