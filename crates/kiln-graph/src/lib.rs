@@ -7,7 +7,9 @@
 //!   reference evaluators), one operator (family) per file;
 //! - [`transform`]: the passes (InferType, SimplifyInference, CanonicalizeOps,
 //!   EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, AlterOpLayout, DeadCodeElimination,
-//!   FuseOps), one per file, with the pass infrastructure and [`transform::default_pipeline`].
+//!   FuseOps), one per file, with the pass infrastructure and [`transform::default_pipeline`];
+//! - [`build`]: the graph build (`relay.build`): fused functions lowered through TOPI, graph
+//!   codegen (graph JSON, storage plan, params) and the graph executor factory.
 //!
 //! Building a graph:
 //!
@@ -23,14 +25,17 @@
 
 #![warn(missing_docs)]
 
+pub mod build;
 pub mod ir;
 pub mod op;
 pub mod transform;
 
 pub use ir::{Expr, Function, IRModule, Type, Var};
 
-/// Links this crate's registrations into a final library (called from `kiln::link_all`).
-/// Operators are registered from a list at first use, so nothing else needs linking yet.
+/// Links this crate's registrations into a final library (called from `kiln::link_all`):
+/// the `graph.build` global ([`build::link_globals`]). Operators are registered from a list at
+/// first use, so they need no linking.
 pub fn link_globals() -> *const () {
+    std::hint::black_box(build::link_globals());
     link_globals as *const ()
 }

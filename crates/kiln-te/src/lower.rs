@@ -222,14 +222,14 @@ impl Lower<'_> {
             let mut conds = Vec::new();
             if !st.leaf_iter_vars.contains(iv) {
                 let r = &self.b.dom[iv.var()];
-                conds.push(v.lt(&an.simplify(&(r.min() + r.extent()))));
+                conds.push(v.lt(an.simplify(&(r.min() + r.extent()))));
             }
             // A stage computed at a consumer's tile covers that tile, which may reach past the
             // stage's own domain (a ragged last tile): check the original domain too (TVM's
             // `MakeBoundCheck`), so no point outside it is computed (or read from inputs).
             if let Some(orig) = iv.dom() {
                 conds.push(v.ge(orig.min()));
-                conds.push(v.lt(&an.simplify(&(orig.min() + orig.extent()))));
+                conds.push(v.lt(an.simplify(&(orig.min() + orig.extent()))));
             }
             for cond in conds {
                 let cond = an.simplify(&cond);

@@ -1,0 +1,323 @@
+//! Graph codegen (TVM's `GraphExecutorCodegen`): `main` of a fused module to the graph
+//! executor's JSON, the params and the list of primitive functions to compile.
+//!
+//! - `main`'s parameters become `null` nodes named after the variables (graph inputs);
+//!   constants that `main` passes to fused functions become `null` nodes `p0`, `p1`, ... (the
+//!   first names no input has) and params of those names.
+//! - Each call of a `Primitive = 1` function becomes a `tvm_op` node whose `func_name` names
+//!   the lowered function (`fused_nn_conv2d_add_nn_relu`); structurally equal functions share
+//!   one name and are compiled once (TVM's compile-engine cache, keyed by
+//!   [`structural_hash`]); other functions with the same
+//!   op sequence get `_1`, `_2`, ... suffixes. A direct operator call in `main` (no FuseOps) is
+//!   wrapped into its own primitive function.
+//! - Tuples and tuple projections only route entries; `main`'s result (a tensor or a tuple of
+//!   tensors) gives the heads.
+//! - Storage ids come from [`super::storage::plan_storage`].
+
+use super::hash::structural_hash;
+use super::storage::{plan_storage, PlanNode};
+use crate::ir::attrs::{make_map, AttrValue};
+use crate::ir::structural::structural_equal;
+use crate::ir::{Expr, Function, IRModule, Type, Var};
+use crate::transform::fuse_ops::fused_name;
+use crate::transform::infer_type::infer_function;
+use kiln_ffi::{DataType, Error, Result};
+use kiln_runtime::graph_executor::graph_json::{Graph, Node, NodeEntry, OpParam, OP_NULL, OP_TVM};
+use kiln_runtime::graph_executor::storage::entry_bytes;
+use kiln_runtime::tensor::Tensor;
+use std::collections::HashMap;
+
+/// What the graph codegen produces.
+pub struct GraphCodegenResult {
+    /// The graph, storage planned.
+    pub graph: Graph,
+    /// The graph JSON (TVM's format).
+    pub graph_json: String,
+    /// Named constants (`p0`, ...).
+    pub params: Vec<(String, Tensor)>,
+    /// The distinct primitive functions by their lowered name, in first-use order.
+    pub functions: Vec<(String, Function)>,
+}
+
+/// The tensor (shape, dtype) list of a type: one for a tensor, one per field for a tuple.
+fn flat_types(t: &Type) -> Result<Vec<(Vec<i64>, DataType)>> {
+    match t {
+        Type::Tensor(_) => {
+            let (s, d) = t.as_tensor().expect("tensor");
+            Ok(vec![(s.to_vec(), d)])
+        }
+        Type::Tuple(_) => {
+            let mut v = Vec::new();
+            for f in t.as_tuple().expect("tuple") {
+                v.extend(flat_types(f)?);
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// TVM's limit on fused function names (`kMaxFuncNameLength`).
+pub const MAX_FUNC_NAME_LENGTH: usize = 80;
+
+/// A name longer than [`MAX_FUNC_NAME_LENGTH`] cut there, followed by `_<hash>_` of the whole
+/// name (as TVM's compile engine does), so long fused chains keep distinct, bounded names.
+pub fn truncate_name(name: String) -> String {
+    use std::hash::{Hash, Hasher};
+    if name.len() <= MAX_FUNC_NAME_LENGTH {
+        return name;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    format!("{}_{:x}_", &name[..MAX_FUNC_NAME_LENGTH], h.finish())
+}
+
+/// Wraps a direct operator call of `main` into a primitive function of fresh parameters.
+fn wrap_call(call: &Expr) -> Result<(Function, Vec<Expr>)> {
+    let c = call.as_call().expect("a call");
+    let mut params = Vec::new();
+    let mut inner = Vec::new();
+    let mut outer = Vec::new();
+    for a in c.args.iter() {
+        if let Expr::Tuple(t) = a {
+            let mut fields = Vec::new();
+            for f in t.fields.iter() {
+                let v = Var::new(&format!("p{}", params.len()), f.ty()?);
+                fields.push(v.expr());
+                params.push(v);
+                outer.push(f.clone());
+            }
+            inner.push(Expr::tuple(fields));
+        } else {
+            let v = Var::new(&format!("p{}", params.len()), a.ty()?);
+            inner.push(v.expr());
+            params.push(v);
+            outer.push(a.clone());
+        }
+    }
+    let body = Expr::call_raw(c.op.clone(), inner, c.attrs.clone());
+    let f = Function::with_attrs(params, body, make_map(&[("Primitive", AttrValue::Int(1))]));
+    Ok((infer_function(&f)?, outer))
+}
+
+struct Codegen {
+    graph: Graph,
+    params: Vec<(String, Tensor)>,
+    functions: Vec<(String, Function)>,
+    /// Structural hash -> indices into `functions`.
+    cache: HashMap<u64, Vec<usize>>,
+    memo: HashMap<usize, Vec<NodeEntry>>,
+}
+
+impl Codegen {
+    fn entry(node_id: usize, index: usize) -> NodeEntry {
+        NodeEntry {
+            node_id,
+            index,
+            version: 0,
+        }
+    }
+
+    /// Adds a node with outputs of `types`; returns its entries.
+    fn add_node(&mut self, node: Node, types: Vec<(Vec<i64>, DataType)>) -> Vec<NodeEntry> {
+        let nid = self.graph.nodes.len();
+        let is_input = node.is_input();
+        self.graph.nodes.push(node);
+        if is_input {
+            self.graph.arg_nodes.push(nid);
+        }
+        let base = *self.graph.node_row_ptr.last().expect("starts with 0");
+        self.graph.node_row_ptr.push(base + types.len());
+        let mut out = Vec::new();
+        for (k, (s, d)) in types.into_iter().enumerate() {
+            self.graph.shapes.push(s);
+            self.graph.dtypes.push(d);
+            out.push(Self::entry(nid, k));
+        }
+        out
+    }
+
+    fn input_node(&mut self, name: &str, ty: &Type) -> Result<Vec<NodeEntry>> {
+        let node = Node {
+            op: OP_NULL.into(),
+            name: name.into(),
+            inputs: vec![],
+            param: None,
+            extra_attrs: vec![],
+        };
+        let types = flat_types(ty)?;
+        Ok(self.add_node(node, types))
+    }
+
+    /// The lowered name of `f`: an existing one for a structurally equal function (looked up
+    /// by [`structural_hash`], confirmed by `structural_equal`).
+    fn function_name(&mut self, f: &Function) -> String {
+        let fe = Expr::Function(f.clone());
+        let hash = structural_hash(f);
+        for &i in self.cache.get(&hash).map(Vec::as_slice).unwrap_or(&[]) {
+            let (name, g) = &self.functions[i];
+            if structural_equal(&fe, &Expr::Function(g.clone())) {
+                return name.clone();
+            }
+        }
+        let base = truncate_name(fused_name(f));
+        let mut name = base.clone();
+        let mut k = 1;
+        while self.functions.iter().any(|(n, _)| *n == name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        self.cache
+            .entry(hash)
+            .or_default()
+            .push(self.functions.len());
+        self.functions.push((name.clone(), f.clone()));
+        name
+    }
+
+    fn call_node(&mut self, f: &Function, args: &[Expr], ty: &Type) -> Result<Vec<NodeEntry>> {
+        let mut inputs = Vec::new();
+        for a in args {
+            inputs.extend(self.memo[&a.key()].iter().copied());
+        }
+        let name = self.function_name(f);
+        let types = flat_types(ty)?;
+        let node = Node {
+            op: OP_TVM.into(),
+            name: name.clone(),
+            param: Some(OpParam {
+                func_name: name,
+                num_inputs: inputs.len(),
+                num_outputs: types.len(),
+                flatten_data: false,
+            }),
+            inputs,
+            extra_attrs: vec![],
+        };
+        Ok(self.add_node(node, types))
+    }
+
+    fn visit(&mut self, e: &Expr) -> Result<()> {
+        let entries = match e {
+            Expr::Op(_) | Expr::Function(_) => return Ok(()),
+            Expr::Var(v) => {
+                if self.memo.contains_key(&e.key()) {
+                    return Ok(());
+                }
+                return Err(Error::value_error(format!(
+                    "graph codegen: `{}` is not a parameter of main",
+                    v.name()
+                )));
+            }
+            Expr::Constant(c) => {
+                let taken = |n: &str| self.graph.nodes.iter().any(|x| x.is_input() && x.name == n);
+                let mut k = self.params.len();
+                while taken(&format!("p{k}")) {
+                    k += 1;
+                }
+                let name = format!("p{k}");
+                self.params.push((name.clone(), c.data.clone()));
+                self.input_node(&name, &e.ty()?)?
+            }
+            Expr::Tuple(t) => {
+                let mut v = Vec::new();
+                for f in t.fields.iter() {
+                    v.extend(self.memo[&f.key()].iter().copied());
+                }
+                v
+            }
+            Expr::TupleGetItem(g) => {
+                let src = &self.memo[&g.tuple.key()];
+                vec![*src
+                    .get(g.index as usize)
+                    .ok_or_else(|| Error::value_error("graph codegen: tuple index out of range"))?]
+            }
+            Expr::Call(c) => {
+                let ty = e.ty()?;
+                match &c.op {
+                    Expr::Function(f) if f.is_primitive() => self.call_node(f, &c.args, &ty)?,
+                    Expr::Op(_) => {
+                        let (f, args) = wrap_call(e)?;
+                        for a in &args {
+                            if !self.memo.contains_key(&a.key()) {
+                                self.visit(a)?;
+                            }
+                        }
+                        self.call_node(&f, &args, &ty)?
+                    }
+                    _ => {
+                        return Err(Error::value_error(
+                            "graph codegen: main may only call primitive functions and operators",
+                        ))
+                    }
+                }
+            }
+        };
+        self.memo.insert(e.key(), entries);
+        Ok(())
+    }
+}
+
+/// Runs the graph codegen on `module`'s (typed, fused) `main`.
+pub fn graph_codegen(module: &IRModule) -> Result<GraphCodegenResult> {
+    let main = infer_function(&module.main()?)?;
+    let mut cg = Codegen {
+        graph: Graph {
+            nodes: vec![],
+            arg_nodes: vec![],
+            heads: vec![],
+            node_row_ptr: vec![0],
+            shapes: vec![],
+            dtypes: vec![],
+            storage_ids: vec![],
+            device_types: None,
+            storage_scopes: None,
+        },
+        params: vec![],
+        functions: vec![],
+        cache: HashMap::new(),
+        memo: HashMap::new(),
+    };
+    for p in main.params() {
+        let ty = p
+            .expr()
+            .checked_type()
+            .cloned()
+            .ok_or_else(|| Error::value_error("graph codegen: untyped main parameter"))?;
+        let entries = cg.input_node(p.name(), &ty)?;
+        cg.memo.insert(p.expr().key(), entries);
+    }
+    for e in crate::ir::visit::post_order(main.body()) {
+        if !cg.memo.contains_key(&e.key()) {
+            cg.visit(&e)?;
+        }
+    }
+    cg.graph.heads = cg.memo[&main.body().key()].clone();
+    // Storage plan.
+    let g = &cg.graph;
+    let plan_nodes: Vec<PlanNode> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(nid, n)| PlanNode {
+            is_input: n.is_input(),
+            inputs: n.inputs.iter().map(|e| g.entry_of(e)).collect(),
+            outputs: (g.node_row_ptr[nid]..g.node_row_ptr[nid + 1]).collect(),
+        })
+        .collect();
+    let bytes: Vec<usize> = g
+        .shapes
+        .iter()
+        .zip(&g.dtypes)
+        .map(|(s, d)| entry_bytes(s, *d))
+        .collect::<Result<_>>()?;
+    let heads: Vec<usize> = g.heads.iter().map(|e| g.entry_of(e)).collect();
+    cg.graph.storage_ids = plan_storage(&plan_nodes, &bytes, &cg.graph.dtypes, &heads);
+    cg.graph.validate()?;
+    let graph_json = cg.graph.to_json();
+    Ok(GraphCodegenResult {
+        graph: cg.graph,
+        graph_json,
+        params: cg.params,
+        functions: cg.functions,
+    })
+}

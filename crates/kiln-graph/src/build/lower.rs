@@ -1,0 +1,203 @@
+//! Lowering one fused (`Primitive = 1`) function to ONE `PrimFunc` (TVM's `LowerTE` /
+//! `ScheduleBuilder`).
+//!
+//! The function's parameters become `te` placeholders; the body is walked in post order and
+//! every operator call becomes its TOPI compute ([`super::compute`]). The *master* op, the one
+//! with the heaviest fusion pattern (out-elementwise-fusable such as conv2d/dense, then
+//! reductions; TVM's rule), picks the schedule: its x86 strategy schedule applied to the
+//! group's output (those schedules take an injective epilogue), the reduction schedule for a
+//! reduction, else the injective schedule. The function is lowered through
+//! `kiln_codegen::driver::lower` with the placeholders then the output(s) as arguments.
+
+use super::compute::compute;
+use crate::ir::{Expr, Function, Type};
+use crate::op::{self, OpPattern};
+use kiln_ffi::{DataType, Error, Result};
+use kiln_te::{create_schedule, placeholder, Schedule, Tensor};
+use kiln_tir::{PrimExpr, PrimFunc};
+use kiln_topi::schedule::{inline_injective, strategy};
+use std::collections::HashMap;
+
+/// The tensor type of `t`, or an error naming `what`.
+fn tensor_type(t: &Type, what: &str) -> Result<(Vec<i64>, DataType)> {
+    t.as_tensor()
+        .map(|(s, d)| (s.to_vec(), d))
+        .ok_or_else(|| Error::value_error(format!("graph build: {what} must be a tensor, got {t}")))
+}
+
+/// A placeholder of a static shape.
+fn make_placeholder(shape: &[i64], dtype: DataType, name: &str) -> Tensor {
+    let dims: Vec<PrimExpr> = shape.iter().map(|&d| PrimExpr::i32(d)).collect();
+    placeholder(&dims, dtype, name)
+}
+
+/// The value of a scalar constant as `f64`.
+fn scalar_value(t: &kiln_runtime::tensor::Tensor) -> Result<f64> {
+    let d = t.dtype().to_string();
+    let v = match d.as_str() {
+        "float32" => t.to_vec::<f32>()?.first().map(|&x| x as f64),
+        "float64" => t.to_vec::<f64>()?.first().copied(),
+        "int32" => t.to_vec::<i32>()?.first().map(|&x| x as f64),
+        "int64" => t.to_vec::<i64>()?.first().map(|&x| x as f64),
+        _ => {
+            return Err(Error::value_error(format!(
+                "graph build: a scalar constant of dtype {d} inside a fused function"
+            )))
+        }
+    };
+    v.ok_or_else(|| Error::value_error("graph build: an empty scalar constant"))
+}
+
+/// A rank-0 compute holding a scalar constant (inlined by the schedules).
+fn scalar_tensor(t: &kiln_runtime::tensor::Tensor) -> Result<Tensor> {
+    if t.shape().iter().product::<i64>() != 1 {
+        return Err(Error::value_error(format!(
+            "graph build: a non-scalar constant of shape {:?} inside a fused function (FuseOps \
+             makes such constants parameters)",
+            t.shape()
+        )));
+    }
+    let v = scalar_value(t)?;
+    let dtype = t.dtype();
+    let shape: Vec<PrimExpr> = t.shape().iter().map(|&d| PrimExpr::i32(d)).collect();
+    kiln_topi::transform::util::compute_tagged(
+        &shape,
+        |_| kiln_topi::transform::util::constant(dtype, v),
+        "constant",
+        kiln_topi::transform::util::tag::ELEMWISE,
+    )
+}
+
+/// The compute graph of a fused function: its placeholders, its output tensors and the name
+/// of its master operator (if any call).
+pub struct FusedCompute {
+    /// One placeholder per parameter (per tensor field of a tuple parameter).
+    pub inputs: Vec<Tensor>,
+    /// The outputs (several for a tuple result).
+    pub outputs: Vec<Tensor>,
+    /// The master op's name.
+    pub master: Option<&'static str>,
+}
+
+/// Builds the TOPI computes of the primitive function `f` (typed).
+pub fn fused_compute(f: &Function) -> Result<FusedCompute> {
+    let mut memo: HashMap<usize, Vec<Tensor>> = HashMap::new();
+    let mut inputs = Vec::new();
+    for (i, p) in f.params().iter().enumerate() {
+        let ty = p
+            .expr()
+            .checked_type()
+            .cloned()
+            .ok_or_else(|| Error::value_error("graph build: untyped parameter"))?;
+        let (shape, dtype) = tensor_type(&ty, &format!("parameter `{}`", p.name()))?;
+        let t = make_placeholder(&shape, dtype, &format!("p{i}"));
+        inputs.push(t.clone());
+        memo.insert(p.expr().key(), vec![t]);
+    }
+    let mut master: Option<(&'static str, OpPattern)> = None;
+    for e in crate::ir::visit::post_order(f.body()) {
+        let value = match &e {
+            Expr::Var(_) => {
+                if memo.contains_key(&e.key()) {
+                    continue;
+                }
+                return Err(Error::value_error(
+                    "graph build: a free variable inside a fused function",
+                ));
+            }
+            Expr::Op(_) => continue,
+            Expr::Constant(c) => vec![scalar_tensor(&c.data)?],
+            Expr::Tuple(t) => {
+                let mut v = Vec::new();
+                for x in t.fields.iter() {
+                    v.extend(memo[&x.key()].iter().cloned());
+                }
+                v
+            }
+            Expr::TupleGetItem(g) => {
+                let src = &memo[&g.tuple.key()];
+                vec![src
+                    .get(g.index as usize)
+                    .cloned()
+                    .ok_or_else(|| Error::value_error("graph build: tuple index out of range"))?]
+            }
+            Expr::Call(c) => {
+                let name = e.op_name().ok_or_else(|| {
+                    Error::value_error("graph build: a fused function calls a non-operator")
+                })?;
+                let def = op::get(name)?;
+                if master.is_none_or(|(_, p)| def.pattern > p) {
+                    master = Some((def.name, def.pattern));
+                }
+                let mut args = Vec::new();
+                for a in c.args.iter() {
+                    args.extend(memo[&a.key()].iter().cloned());
+                }
+                compute(name, &args, &e.attrs())
+                    .map_err(|err| err.context(format!("in `{name}`")))?
+            }
+            Expr::Function(_) => {
+                return Err(Error::value_error(
+                    "graph build: a nested function inside a fused function",
+                ))
+            }
+        };
+        memo.insert(e.key(), value);
+    }
+    let outputs = memo
+        .get(&f.body().key())
+        .cloned()
+        .ok_or_else(|| Error::value_error("graph build: the fused function has no result"))?;
+    Ok(FusedCompute {
+        inputs,
+        outputs,
+        master: master.map(|m| m.0),
+    })
+}
+
+/// Applies the master op's schedule (see the module docs) for `target`.
+fn schedule(fc: &FusedCompute, target: &str) -> Result<Schedule> {
+    let ops: Vec<_> = fc.outputs.iter().map(|t| t.op().clone()).collect();
+    let s = create_schedule(&ops);
+    if fc.outputs.len() > 1 {
+        for out in &fc.outputs {
+            inline_injective(&s, out, &ops)?;
+            kiln_topi::transform::schedule_injective(&s, out)?;
+        }
+        return Ok(s);
+    }
+    let out = &fc.outputs[0];
+    let pattern = fc
+        .master
+        .map(|m| op::get(m).map(|d| d.pattern))
+        .transpose()?;
+    let strat = fc
+        .master
+        .and_then(strategy::lookup)
+        .filter(|s| s.name != "nn.batch_norm");
+    match (strat, pattern) {
+        (Some(st), _) => strategy::schedule_for(st, target)(&s, out)?,
+        (None, Some(OpPattern::CommReduce)) => {
+            inline_injective(&s, out, &[])?;
+            kiln_topi::reduce::schedule_reduce(&s, out)?;
+        }
+        _ => {
+            inline_injective(&s, out, &[])?;
+            kiln_topi::transform::schedule_injective(&s, out)?;
+        }
+    }
+    Ok(s)
+}
+
+/// Lowers the primitive function `f` to one `PrimFunc` called `name` for `target`: its
+/// arguments are the parameters then the outputs.
+pub fn lower_primitive(f: &Function, name: &str, target: &str) -> Result<PrimFunc> {
+    let fc = fused_compute(f).map_err(|e| e.context(format!("computing `{name}`")))?;
+    let s = schedule(&fc, target).map_err(|e| e.context(format!("scheduling `{name}`")))?;
+    let mut args = fc.inputs.clone();
+    args.extend(fc.outputs.iter().cloned());
+    let m = kiln_codegen::driver::lower(&s, &args, name, false)?;
+    m.lookup(name)
+        .cloned()
+        .ok_or_else(|| Error::runtime_error(format!("lowering `{name}` produced no function")))
+}

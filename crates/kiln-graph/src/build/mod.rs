@@ -1,0 +1,104 @@
+//! The graph build (TVM's `relay.build`): a graph module to a `GraphExecutorFactory` module.
+//!
+//! 1. The optimization pipeline ([`crate::transform::default_pipeline`], FuseOps last) unless
+//!    `main` already calls primitive functions only.
+//! 2. [`graph_codegen()`]: the graph JSON (nodes, arg_nodes, heads, node_row_ptr, attrs with
+//!    shape / dltype / storage_id, storage planned), the params (constants of `main`, named
+//!    `p0`, ...) and the distinct primitive functions.
+//! 3. [`lower::lower_primitive`]: each primitive function to one `PrimFunc` through TOPI;
+//!    all of them in one TIR `IRModule`, compiled by `kiln_codegen::driver::codegen_build`.
+//! 4. `GraphExecutorFactory::create(json, lib, params, "default")`.
+//!
+//! `export_library` of the factory writes one `.so`; `load_module(path)["default"](cpu)` gives
+//! a graph executor.
+//!
+//! # Globals
+//! `graph.build(IRModule, target?, params?: {name: tensor})` -> the factory module.
+
+pub mod compute;
+pub mod graph_codegen;
+pub mod hash;
+pub mod lower;
+pub mod storage;
+
+pub use graph_codegen::{graph_codegen, GraphCodegenResult};
+
+use crate::ir::{Expr, IRModule};
+use kiln_ffi::{register_global, Error, Map, Result};
+use kiln_runtime::graph_executor::GraphExecutorFactory;
+use kiln_runtime::module::Module;
+use kiln_runtime::tensor::Tensor;
+
+/// True when every call in `main` calls a primitive function (FuseOps has run).
+fn is_fused(module: &IRModule) -> Result<bool> {
+    let main = module.main()?;
+    Ok(crate::ir::visit::post_order(main.body())
+        .iter()
+        .all(|e| match e {
+            Expr::Call(c) => matches!(&c.op, Expr::Function(f) if f.is_primitive()),
+            _ => true,
+        }))
+}
+
+/// The module after the default pipeline (skipped when `main` is already fused).
+pub fn optimize(module: &IRModule) -> Result<IRModule> {
+    if is_fused(module)? {
+        Ok(module.clone())
+    } else {
+        crate::transform::default_pipeline().apply(module.clone())
+    }
+}
+
+/// Compiles every primitive function of a codegen result for `target` into one library.
+pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
+    let mut funcs = Vec::new();
+    for (name, f) in &cg.functions {
+        funcs.push((name.clone(), lower::lower_primitive(f, name, target)?));
+    }
+    let m = kiln_tir::IRModule::new(funcs)?;
+    kiln_codegen::driver::codegen_build(&m, target)
+}
+
+/// Builds `module` for `target` (`llvm`, `llvm -mcpu=native`, ...) into a graph executor
+/// factory module. `params` bind `main` parameters of the same names (they become the
+/// factory's params, set on every executor it creates).
+pub fn build(
+    module: &IRModule,
+    target: &str,
+    params: impl IntoIterator<Item = (String, Tensor)>,
+) -> Result<Module> {
+    let module = optimize(module)?;
+    let cg = graph_codegen(&module)?;
+    let lib = build_lib(&cg, target)?;
+    let mut all = cg.params.clone();
+    for (name, t) in params {
+        if all.iter().any(|(n, _)| *n == name) {
+            return Err(Error::value_error(format!(
+                "graph.build: param {name:?} clashes with a constant's name"
+            )));
+        }
+        all.push((name, t));
+    }
+    GraphExecutorFactory::create(&cg.graph_json, &lib, all, "default")
+}
+
+/// Links this module's registrations (`graph.build`; see [`crate::link_globals`]).
+#[doc(hidden)]
+pub fn link_globals() -> *const () {
+    link_globals as *const ()
+}
+
+register_global!("graph.build", |module: IRModule,
+                                 target: Option<String>,
+                                 params: Option<Map>|
+ -> Result<Module> {
+    let mut ps = Vec::new();
+    if let Some(m) = params {
+        for (k, v) in m.iter() {
+            let name: String = k.try_as()?;
+            let t: Tensor = v.try_as()?;
+            ps.push((name, t));
+        }
+    }
+    build(&module, target.as_deref().unwrap_or("llvm"), ps)
+});

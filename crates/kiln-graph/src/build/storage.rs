@@ -1,0 +1,165 @@
+//! The storage plan of the graph codegen (TVM's `GraphPlanMemory`): one storage id per entry,
+//! with entries whose lifetimes do not overlap sharing one buffer.
+//!
+//! Nodes are visited in topological order. An operator's outputs get storage first (a free
+//! buffer of the same dtype whose size is within a factor of [`MATCH_RANGE`] of the request,
+//! the smallest that fits, else the largest that does not, which the executor grows; else a new
+//! one); then each input whose last reader this is goes back to the free list. Graph inputs,
+//! params and graph outputs are never freed, so never shared.
+
+use kiln_ffi::DataType;
+
+/// Buffers are reused for requests between `size / MATCH_RANGE` and `size * MATCH_RANGE`
+/// bytes (TVM's `match_range`).
+pub const MATCH_RANGE: usize = 16;
+
+/// What the plan needs to know of one node.
+pub struct PlanNode {
+    /// `null` node (graph input or param).
+    pub is_input: bool,
+    /// The entries this node reads.
+    pub inputs: Vec<usize>,
+    /// Its output entries (consecutive ids).
+    pub outputs: Vec<usize>,
+}
+
+/// One free buffer.
+struct Free {
+    id: usize,
+    bytes: usize,
+    dtype: DataType,
+}
+
+/// Storage ids for `num_entries` entries of `bytes` and `dtypes`, for `nodes` in topological
+/// order; `heads` are the graph outputs.
+pub fn plan_storage(
+    nodes: &[PlanNode],
+    bytes: &[usize],
+    dtypes: &[DataType],
+    heads: &[usize],
+) -> Vec<usize> {
+    let n = bytes.len();
+    let mut refs = vec![0usize; n];
+    for node in nodes {
+        for &e in &node.inputs {
+            refs[e] += 1;
+        }
+    }
+    let mut pinned = vec![false; n];
+    for &h in heads {
+        pinned[h] = true;
+    }
+    let mut ids = vec![usize::MAX; n];
+    let mut sizes: Vec<usize> = Vec::new();
+    let mut free: Vec<Free> = Vec::new();
+    for node in nodes {
+        for &e in &node.outputs {
+            if node.is_input {
+                pinned[e] = true;
+            }
+            let want = bytes[e].max(1);
+            let candidates = free.iter().enumerate().filter(|(_, f)| {
+                f.dtype == dtypes[e]
+                    && f.bytes.saturating_mul(MATCH_RANGE) >= want
+                    && f.bytes <= want.saturating_mul(MATCH_RANGE)
+            });
+            let fitting = candidates
+                .clone()
+                .filter(|(_, f)| f.bytes >= want)
+                .min_by_key(|(_, f)| f.bytes)
+                .map(|(i, _)| i);
+            let pick = fitting.or_else(|| candidates.max_by_key(|(_, f)| f.bytes).map(|(i, _)| i));
+            let id = match pick {
+                Some(k) if !pinned[e] => {
+                    let f = free.swap_remove(k);
+                    sizes[f.id] = sizes[f.id].max(want);
+                    f.id
+                }
+                _ => {
+                    sizes.push(want);
+                    sizes.len() - 1
+                }
+            };
+            ids[e] = id;
+        }
+        for &e in &node.inputs {
+            refs[e] -= 1;
+            if refs[e] == 0 && !pinned[e] {
+                free.push(Free {
+                    id: ids[e],
+                    bytes: sizes[ids[e]],
+                    dtype: dtypes[e],
+                });
+            }
+        }
+        // Outputs nobody reads (and that are not graph outputs) are free at once.
+        for &e in &node.outputs {
+            if refs[e] == 0 && !pinned[e] {
+                free.push(Free {
+                    id: ids[e],
+                    bytes: sizes[ids[e]],
+                    dtype: dtypes[e],
+                });
+            }
+        }
+    }
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(inputs: &[usize], out: usize) -> PlanNode {
+        PlanNode {
+            is_input: false,
+            inputs: inputs.to_vec(),
+            outputs: vec![out],
+        }
+    }
+
+    #[test]
+    fn a_chain_ping_pongs_between_two_buffers() {
+        let f = DataType::float(32);
+        let nodes = vec![
+            PlanNode {
+                is_input: true,
+                inputs: vec![],
+                outputs: vec![0],
+            },
+            op(&[0], 1),
+            op(&[1], 2),
+            op(&[2], 3),
+            op(&[3], 4),
+        ];
+        let ids = plan_storage(&nodes, &[64; 5], &[f; 5], &[4]);
+        assert_eq!(ids[1], ids[3], "{ids:?}");
+        assert_ne!(ids[1], ids[2]);
+        let mut distinct = ids.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "input, two temporaries, output: {ids:?}");
+        assert_ne!(ids[4], ids[1]);
+        assert_ne!(ids[4], ids[2]);
+    }
+
+    #[test]
+    fn other_dtypes_and_far_sizes_do_not_share() {
+        let f = DataType::float(32);
+        let i = DataType::int(32);
+        let nodes = vec![
+            PlanNode {
+                is_input: true,
+                inputs: vec![],
+                outputs: vec![0],
+            },
+            op(&[0], 1),
+            op(&[1], 2),
+            op(&[2], 3),
+            op(&[3], 4),
+        ];
+        let ids = plan_storage(&nodes, &[64, 64, 64, 64 * 1024, 64], &[f, f, i, f, f], &[4]);
+        assert_ne!(ids[3], ids[1], "64 KiB does not reuse 64 B: {ids:?}");
+        assert_ne!(ids[2], ids[0]);
+    }
+}

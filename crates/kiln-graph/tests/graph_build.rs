@@ -1,0 +1,646 @@
+//! End to end through the graph build: hand-built graph modules -> `build` -> one exported
+//! `.so` -> `load_module` -> `["default"](cpu)` -> graph executor, with random inputs, outputs
+//! poisoned with NaN before the run, and results checked against naive Rust loops.
+
+use kiln_ffi::{Device, Function as FfiFunction};
+
+// Links the registrations of kiln-graph (the `graph.build` global).
+const _: fn() -> *const () = kiln_graph::link_globals;
+use kiln_graph::build::{build, graph_codegen, optimize};
+use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
+use kiln_graph::op::mk;
+use kiln_runtime::graph_executor::Graph;
+use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
+use kiln_runtime::tensor::Tensor;
+
+const TARGET: &str = "llvm -mcpu=native";
+
+/// `n` pseudo-random floats in [-1, 1) from `seed`.
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
+        })
+        .collect()
+}
+
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "{what}[{i}]: got {g}, want {w}"
+        );
+    }
+}
+
+fn ints(v: &[i64]) -> AttrValue {
+    AttrValue::Ints(v.to_vec())
+}
+
+/// Builds `module`, exports the factory to one `.so`, loads it and makes an executor.
+fn build_and_load(module: &IRModule, params: Vec<(String, Tensor)>, tag: &str) -> Module {
+    let factory = build(module, TARGET, params).unwrap();
+    assert_eq!(factory.kind(), "GraphExecutorFactory");
+    let dir = std::env::temp_dir().join(format!("kiln_graph_build_{tag}_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let loaded = load_module(&so).unwrap();
+    let exec: Module = loaded
+        .function("default")
+        .unwrap()
+        .invoke((Device::cpu(0),))
+        .unwrap();
+    exec
+}
+
+fn f(exec: &Module, name: &str) -> FfiFunction {
+    exec.function(name).unwrap()
+}
+
+/// Sets `inputs`, poisons the outputs (zero-copy NaN tensors of `out_shapes`), runs, and
+/// returns the outputs.
+fn run(
+    exec: &Module,
+    inputs: &[(&str, Vec<f32>, Vec<i64>)],
+    out_shapes: &[&[i64]],
+) -> Vec<Vec<f32>> {
+    for (name, data, shape) in inputs {
+        let t = Tensor::from_slice(data, shape).unwrap();
+        f(exec, "set_input").invoke::<()>((*name, t)).unwrap();
+    }
+    let mut outs = Vec::new();
+    for (i, s) in out_shapes.iter().enumerate() {
+        let n: i64 = s.iter().product();
+        let t = Tensor::from_slice(&vec![f32::NAN; n as usize], s).unwrap();
+        f(exec, "set_output_zero_copy")
+            .invoke::<()>((i as i64, t.clone()))
+            .unwrap();
+        outs.push(t);
+    }
+    f(exec, "run").invoke::<()>(()).unwrap();
+    let num: i64 = f(exec, "get_num_outputs").invoke(()).unwrap();
+    assert_eq!(num as usize, out_shapes.len());
+    outs.iter().map(|t| t.to_vec::<f32>().unwrap()).collect()
+}
+
+// ---- naive references ----
+
+#[allow(clippy::too_many_arguments)]
+fn conv2d_ref(
+    x: &[f32],
+    c: usize,
+    h: usize,
+    w: usize,
+    wt: &[f32],
+    o: usize,
+    k: usize,
+    pad: usize,
+) -> Vec<f32> {
+    let mut out = vec![0.0; o * h * w];
+    for oc in 0..o {
+        for y in 0..h {
+            for xx in 0..w {
+                let mut acc = 0.0;
+                for ic in 0..c {
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let iy = y as i64 + ky as i64 - pad as i64;
+                            let ix = xx as i64 + kx as i64 - pad as i64;
+                            if iy < 0 || ix < 0 || iy >= h as i64 || ix >= w as i64 {
+                                continue;
+                            }
+                            acc += x[(ic * h + iy as usize) * w + ix as usize]
+                                * wt[((oc * c + ic) * k + ky) * k + kx];
+                        }
+                    }
+                }
+                out[(oc * h + y) * w + xx] = acc;
+            }
+        }
+    }
+    out
+}
+
+fn maxpool2_ref(x: &[f32], c: usize, h: usize, w: usize) -> Vec<f32> {
+    let (oh, ow) = (h / 2, w / 2);
+    let mut out = vec![f32::NEG_INFINITY; c * oh * ow];
+    for ch in 0..c {
+        for y in 0..oh {
+            for xx in 0..ow {
+                let mut m = f32::NEG_INFINITY;
+                for dy in 0..2 {
+                    for dx in 0..2 {
+                        m = m.max(x[(ch * h + 2 * y + dy) * w + 2 * xx + dx]);
+                    }
+                }
+                out[(ch * oh + y) * ow + xx] = m;
+            }
+        }
+    }
+    out
+}
+
+fn softmax_ref(x: &[f32]) -> Vec<f32> {
+    let m = x.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = x.iter().map(|v| (v - m).exp()).collect();
+    let s: f32 = e.iter().sum();
+    e.iter().map(|v| v / s).collect()
+}
+
+#[test]
+fn conv_pool_dense_softmax_network() {
+    let (c, h, w, o, k, units) = (3usize, 8usize, 8usize, 4usize, 3usize, 10usize);
+    let xd = random(c * h * w, 1);
+    let wd = random(o * c * k * k, 2);
+    let bd = random(o, 3);
+    let w2d = random(units * o * 16, 4);
+    let b2d = random(units, 5);
+
+    let x = Var::new("data", Type::f32(&[1, c as i64, h as i64, w as i64]));
+    let w2 = Var::new("w2", Type::f32(&[units as i64, (o * 16) as i64]));
+    let conv = mk(
+        "nn.conv2d",
+        vec![
+            x.expr(),
+            Expr::const_f32(&wd, &[o as i64, c as i64, k as i64, k as i64]),
+        ],
+        &[("padding", ints(&[1, 1, 1, 1]))],
+    );
+    let b = mk(
+        "nn.bias_add",
+        vec![conv, Expr::const_f32(&bd, &[o as i64])],
+        &[],
+    );
+    let r = mk("nn.relu", vec![b], &[]);
+    let p = mk(
+        "nn.max_pool2d",
+        vec![r],
+        &[("pool_size", ints(&[2, 2])), ("strides", ints(&[2, 2]))],
+    );
+    let fl = mk("flatten", vec![p], &[]);
+    let d = mk("nn.dense", vec![fl, w2.expr()], &[]);
+    let db = mk("add", vec![d, Expr::const_f32(&b2d, &[units as i64])], &[]);
+    let sm = mk("nn.softmax", vec![db], &[]);
+    let module = IRModule::from_main(Function::new(vec![x, w2], sm));
+
+    // The lowered names follow TVM's scheme.
+    let cg = graph_codegen(&optimize(&module).unwrap()).unwrap();
+    let names: Vec<&str> = cg.functions.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(
+        names.contains(&"fused_nn_conv2d_nn_bias_add_nn_relu"),
+        "{names:?}"
+    );
+    assert!(names.contains(&"fused_nn_softmax"), "{names:?}");
+    assert!(cg.graph_json.contains("\"list_shape\""));
+    assert!(cg.graph_json.contains("\"storage_id\": [\"list_int\""));
+
+    let w2t = Tensor::from_slice(&w2d, &[units as i64, (o * 16) as i64]).unwrap();
+    let exec = build_and_load(&module, vec![("w2".into(), w2t)], "net");
+    let got = run(
+        &exec,
+        &[("data", xd.clone(), vec![1, c as i64, h as i64, w as i64])],
+        &[&[1, units as i64]],
+    );
+
+    let mut y = conv2d_ref(&xd, c, h, w, &wd, o, k, 1);
+    for oc in 0..o {
+        for v in &mut y[oc * h * w..(oc + 1) * h * w] {
+            *v = (*v + bd[oc]).max(0.0);
+        }
+    }
+    let pooled = maxpool2_ref(&y, o, h, w);
+    let mut logits = vec![0.0f32; units];
+    for (u, l) in logits.iter_mut().enumerate() {
+        *l = b2d[u]
+            + pooled
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v * w2d[u * o * 16 + i])
+                .sum::<f32>();
+    }
+    assert_close(&got[0], &softmax_ref(&logits), "network");
+}
+
+#[test]
+fn elementwise_diamond() {
+    let xd = random(16, 7);
+    let x = Var::new("x", Type::f32(&[2, 8]));
+    let a = mk("nn.relu", vec![x.expr()], &[]);
+    let b = mk("multiply", vec![a.clone(), Expr::scalar_f32(2.0)], &[]);
+    let c = mk("add", vec![a, x.expr()], &[]);
+    let d = mk("subtract", vec![b, c], &[]);
+    let out = mk("tanh", vec![d], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], out));
+    let exec = build_and_load(&module, vec![], "diamond");
+    let got = run(&exec, &[("x", xd.clone(), vec![2, 8])], &[&[2, 8]]);
+    let want: Vec<f32> = xd
+        .iter()
+        .map(|&v| {
+            let a = v.max(0.0);
+            (a * 2.0 - (a + v)).tanh()
+        })
+        .collect();
+    assert_close(&got[0], &want, "diamond");
+}
+
+#[test]
+fn reshape_transpose_chain_with_two_outputs() {
+    let xd = random(24, 11);
+    let x = Var::new("x", Type::f32(&[2, 3, 4]));
+    let r1 = mk("reshape", vec![x.expr()], &[("newshape", ints(&[6, 4]))]);
+    let t1 = mk("transpose", vec![r1], &[]);
+    let r2 = mk("reshape", vec![t1], &[("newshape", ints(&[4, 3, 2]))]);
+    let t2 = mk("transpose", vec![r2], &[("axes", ints(&[2, 0, 1]))]);
+    let s = mk("sigmoid", vec![x.expr()], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], Expr::tuple(vec![t2, s])));
+    let exec = build_and_load(&module, vec![], "layout");
+    let got = run(
+        &exec,
+        &[("x", xd.clone(), vec![2, 3, 4])],
+        &[&[2, 4, 3], &[2, 3, 4]],
+    );
+    // r1[i][j] = x[i*4 + j] (6x4); t1[j][i] (4x6); r2 flat = t1 flat as 4x3x2;
+    // t2[c][a][b] = r2[a][b][c].
+    let mut t1 = [0.0f32; 24];
+    for i in 0..6 {
+        for j in 0..4 {
+            t1[j * 6 + i] = xd[i * 4 + j];
+        }
+    }
+    let mut t2 = [0.0f32; 24];
+    for a in 0..4 {
+        for b in 0..3 {
+            for c in 0..2 {
+                t2[(c * 4 + a) * 3 + b] = t1[(a * 3 + b) * 2 + c];
+            }
+        }
+    }
+    assert_close(&got[0], &t2, "reshape/transpose chain");
+    let sig: Vec<f32> = xd.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
+    assert_close(&got[1], &sig, "sigmoid");
+}
+
+#[test]
+fn storage_is_reused_and_identical_functions_compile_once() {
+    let xd = random(32, 13);
+    let x = Var::new("x", Type::f32(&[4, 8]));
+    let mut e = x.expr();
+    for _ in 0..4 {
+        e = mk("nn.softmax", vec![e], &[]);
+    }
+    let module = IRModule::from_main(Function::new(vec![x], e));
+    let cg = graph_codegen(&optimize(&module).unwrap()).unwrap();
+    assert_eq!(cg.functions.len(), 1, "one softmax function for four calls");
+    let graph = Graph::parse(&cg.graph_json).unwrap();
+    let ops: Vec<usize> = (0..graph.nodes.len())
+        .filter(|&n| !graph.nodes[n].is_input())
+        .map(|n| graph.node_row_ptr[n])
+        .collect();
+    assert_eq!(ops.len(), 4);
+    let sid = |e: usize| graph.storage_ids[e];
+    assert_eq!(sid(ops[0]), sid(ops[2]), "{:?}", graph.storage_ids);
+    assert_ne!(sid(ops[0]), sid(ops[1]));
+    for &e in &ops {
+        assert_ne!(sid(e), sid(0), "the input is never reused");
+    }
+    for &e in &ops[..3] {
+        assert_ne!(sid(e), sid(ops[3]), "the output is never reused");
+    }
+
+    let exec = build_and_load(&module, vec![], "storage");
+    let got = run(&exec, &[("x", xd.clone(), vec![4, 8])], &[&[4, 8]]);
+    let mut want = xd.clone();
+    for _ in 0..4 {
+        want = want.chunks(8).flat_map(softmax_ref).collect();
+    }
+    assert_close(&got[0], &want, "softmax chain");
+}
+
+#[test]
+fn the_global_builds_a_factory() {
+    let x = Var::new("x", Type::f32(&[4]));
+    let module = IRModule::from_main(Function::new(
+        vec![x.clone()],
+        mk("exp", vec![x.expr()], &[]),
+    ));
+    let g = kiln_ffi::registry::get("graph.build").expect("registered");
+    let factory: Module = g.invoke((module, TARGET, kiln_ffi::Any::none())).unwrap();
+    assert_eq!(factory.kind(), "GraphExecutorFactory");
+    let exec: Module = factory
+        .function("default")
+        .unwrap()
+        .invoke((Device::cpu(0),))
+        .unwrap();
+    let got = run(&exec, &[("x", vec![0.0, 1.0, -1.0, 2.0], vec![4])], &[&[4]]);
+    let want: Vec<f32> = [0.0f32, 1.0, -1.0, 2.0].iter().map(|v| v.exp()).collect();
+    assert_close(&got[0], &want, "exp");
+}
+
+#[test]
+fn reductions_and_same_op_functions_of_other_shapes() {
+    let xd = random(24, 17);
+    let x = Var::new("x", Type::f32(&[3, 8]));
+    let a = mk("nn.relu", vec![x.expr()], &[]);
+    let m = mk(
+        "mean",
+        vec![a],
+        &[("axis", ints(&[1])), ("keepdims", AttrValue::Bool(true))],
+    );
+    let b = mk("subtract", vec![x.expr(), m], &[]);
+    let s1 = mk("nn.softmax", vec![b], &[]);
+    let mx = mk("max", vec![x.expr()], &[("axis", ints(&[0]))]);
+    let s2 = mk("nn.softmax", vec![mx], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], Expr::tuple(vec![s1, s2])));
+    let cg = graph_codegen(&optimize(&module).unwrap()).unwrap();
+    let names: Vec<&str> = cg.functions.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"fused_nn_softmax"), "{names:?}");
+    assert!(names.contains(&"fused_nn_softmax_1"), "{names:?}");
+    let exec = build_and_load(&module, vec![], "reduce");
+    let got = run(&exec, &[("x", xd.clone(), vec![3, 8])], &[&[3, 8], &[8]]);
+    let mut want1 = Vec::new();
+    for row in xd.chunks(8) {
+        let mean = row.iter().map(|v| v.max(0.0)).sum::<f32>() / 8.0;
+        let centered: Vec<f32> = row.iter().map(|v| v - mean).collect();
+        want1.extend(softmax_ref(&centered));
+    }
+    assert_close(&got[0], &want1, "mean/subtract/softmax");
+    let cols: Vec<f32> = (0..8)
+        .map(|j| {
+            (0..3)
+                .map(|i| xd[i * 8 + j])
+                .fold(f32::NEG_INFINITY, f32::max)
+        })
+        .collect();
+    assert_close(&got[1], &softmax_ref(&cols), "max/softmax");
+}
+
+#[test]
+fn layer_norm_matmul_gelu() {
+    let (n, d) = (4usize, 8usize);
+    let xd = random(n * d, 19);
+    let gd = random(d, 20);
+    let bd = random(d, 21);
+    let wd = random(d * d, 22);
+    let x = Var::new("x", Type::f32(&[n as i64, d as i64]));
+    let ln = mk(
+        "nn.layer_norm",
+        vec![
+            x.expr(),
+            Expr::const_f32(&gd, &[d as i64]),
+            Expr::const_f32(&bd, &[d as i64]),
+        ],
+        &[],
+    );
+    let mm = mk(
+        "nn.matmul",
+        vec![ln, Expr::const_f32(&wd, &[d as i64, d as i64])],
+        &[],
+    );
+    let out = mk("nn.gelu", vec![mm], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], out));
+    let exec = build_and_load(&module, vec![], "ln");
+    let got = run(
+        &exec,
+        &[("x", xd.clone(), vec![n as i64, d as i64])],
+        &[&[n as i64, d as i64]],
+    );
+    let mut want = Vec::new();
+    for row in xd.chunks(d) {
+        let mean = row.iter().sum::<f32>() / d as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+        let normed: Vec<f32> = row
+            .iter()
+            .enumerate()
+            .map(|(j, v)| (v - mean) / (var + 1e-5).sqrt() * gd[j] + bd[j])
+            .collect();
+        for c in 0..d {
+            let y: f32 = (0..d).map(|k| normed[k] * wd[k * d + c]).sum();
+            let erf =
+                kiln_graph::op::tensor::unary::erf(y as f64 / std::f64::consts::SQRT_2) as f32;
+            want.push(0.5 * y * (1.0 + erf));
+        }
+    }
+    assert_close(&got[0], &want, "layer_norm/matmul/gelu");
+}
+
+#[test]
+fn unfused_calls_are_wrapped_and_constant_names_avoid_inputs() {
+    let xd = random(6, 23);
+    let cd = random(6, 24);
+    let x = Var::new("p0", Type::f32(&[2, 3]));
+    let a = mk("add", vec![x.expr(), Expr::const_f32(&cd, &[2, 3])], &[]);
+    let r = mk("nn.relu", vec![a], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], r));
+    // No FuseOps: every operator call becomes its own function.
+    let cg = graph_codegen(&module).unwrap();
+    let names: Vec<&str> = cg.functions.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["fused_add", "fused_nn_relu"]);
+    assert_eq!(cg.params.len(), 1);
+    assert_eq!(cg.params[0].0, "p1", "`p0` is the input's name");
+    let lib = kiln_graph::build::build_lib(&cg, TARGET).unwrap();
+    let factory = kiln_runtime::graph_executor::GraphExecutorFactory::create(
+        &cg.graph_json,
+        &lib,
+        cg.params.clone(),
+        "default",
+    )
+    .unwrap();
+    let exec: Module = factory
+        .function("default")
+        .unwrap()
+        .invoke((Device::cpu(0),))
+        .unwrap();
+    let got = run(&exec, &[("p0", xd.clone(), vec![2, 3])], &[&[2, 3]]);
+    let want: Vec<f32> = xd.iter().zip(&cd).map(|(a, b)| (a + b).max(0.0)).collect();
+    assert_close(&got[0], &want, "unfused add/relu");
+}
+
+#[test]
+fn concatenate_and_split() {
+    let xd = random(12, 29);
+    let yd = random(8, 30);
+    let x = Var::new("x", Type::f32(&[2, 6]));
+    let y = Var::new("y", Type::f32(&[2, 4]));
+    let ex = mk("exp", vec![x.expr()], &[]);
+    let cat = mk(
+        "concatenate",
+        vec![ex, y.expr()],
+        &[("axis", AttrValue::Int(1))],
+    );
+    let parts = mk(
+        "split",
+        vec![cat],
+        &[("sections", AttrValue::Int(2)), ("axis", AttrValue::Int(1))],
+    );
+    let a = mk("nn.relu", vec![Expr::get_item(parts.clone(), 0)], &[]);
+    let b = mk("negative", vec![Expr::get_item(parts, 1)], &[]);
+    let module = IRModule::from_main(Function::new(vec![x, y], Expr::tuple(vec![a, b])));
+    let exec = build_and_load(&module, vec![], "concat");
+    let got = run(
+        &exec,
+        &[("x", xd.clone(), vec![2, 6]), ("y", yd.clone(), vec![2, 4])],
+        &[&[2, 5], &[2, 5]],
+    );
+    let mut cat = Vec::new();
+    for r in 0..2 {
+        cat.extend(xd[r * 6..r * 6 + 6].iter().map(|v| v.exp()));
+        cat.extend_from_slice(&yd[r * 4..r * 4 + 4]);
+    }
+    let mut want_a = Vec::new();
+    let mut want_b = Vec::new();
+    for r in 0..2 {
+        want_a.extend(cat[r * 10..r * 10 + 5].iter().map(|v| v.max(0.0)));
+        want_b.extend(cat[r * 10 + 5..r * 10 + 10].iter().map(|v| -v));
+    }
+    assert_close(&got[0], &want_a, "concat/split/relu");
+    assert_close(&got[1], &want_b, "concat/split/negative");
+}
+
+#[test]
+fn depthwise_strided_conv_clip_avg_pools() {
+    let (c, h) = (4usize, 6usize);
+    let xd = random(c * h * h, 31);
+    let wd = random(c * 9, 32);
+    let x = Var::new("x", Type::f32(&[1, c as i64, h as i64, h as i64]));
+    let conv = mk(
+        "nn.conv2d",
+        vec![x.expr(), Expr::const_f32(&wd, &[c as i64, 1, 3, 3])],
+        &[
+            ("strides", ints(&[2, 2])),
+            ("padding", ints(&[1, 1, 1, 1])),
+            ("groups", AttrValue::Int(c as i64)),
+        ],
+    );
+    let cl = mk(
+        "clip",
+        vec![conv],
+        &[
+            ("a_min", AttrValue::Float(0.0)),
+            ("a_max", AttrValue::Float(0.5)),
+        ],
+    );
+    let ap = mk(
+        "nn.avg_pool2d",
+        vec![cl],
+        &[
+            ("pool_size", ints(&[3, 3])),
+            ("padding", ints(&[1, 1, 1, 1])),
+        ],
+    );
+    let gp = mk("nn.global_avg_pool2d", vec![ap], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], gp));
+    let exec = build_and_load(&module, vec![], "depthwise");
+    let got = run(
+        &exec,
+        &[("x", xd.clone(), vec![1, c as i64, h as i64, h as i64])],
+        &[&[1, c as i64, 1, 1]],
+    );
+    let o = 3usize; // (6 + 2 - 3) / 2 + 1
+    let mut want = Vec::new();
+    for ch in 0..c {
+        let mut conv = vec![0.0f32; o * o];
+        for y in 0..o {
+            for xx in 0..o {
+                let mut acc = 0.0;
+                for ky in 0..3 {
+                    for kx in 0..3 {
+                        let iy = (2 * y + ky) as i64 - 1;
+                        let ix = (2 * xx + kx) as i64 - 1;
+                        if iy >= 0 && ix >= 0 && iy < h as i64 && ix < h as i64 {
+                            acc += xd[(ch * h + iy as usize) * h + ix as usize]
+                                * wd[ch * 9 + ky * 3 + kx];
+                        }
+                    }
+                }
+                conv[y * o + xx] = acc.clamp(0.0, 0.5);
+            }
+        }
+        let mut total = 0.0;
+        for y in 0..o as i64 {
+            for xx in 0..o as i64 {
+                let (mut s, mut n) = (0.0, 0.0);
+                for dy in -1..=1 {
+                    for dx in -1..=1 {
+                        let (iy, ix) = (y + dy, xx + dx);
+                        if iy >= 0 && ix >= 0 && iy < o as i64 && ix < o as i64 {
+                            s += conv[iy as usize * o + ix as usize];
+                            n += 1.0;
+                        }
+                    }
+                }
+                total += s / n;
+            }
+        }
+        want.push(total / (o * o) as f32);
+    }
+    assert_close(&got[0], &want, "depthwise/clip/avg_pool/global_avg_pool");
+}
+
+#[test]
+fn long_fused_names_are_truncated_like_tvm() {
+    let xd = random(8, 37);
+    let x = Var::new("x", Type::f32(&[8]));
+    let mut e = x.expr();
+    for _ in 0..12 {
+        e = mk("nn.relu", vec![mk("negative", vec![e], &[])], &[]);
+    }
+    let module = IRModule::from_main(Function::new(vec![x], e));
+    let cg = graph_codegen(&optimize(&module).unwrap()).unwrap();
+    assert_eq!(cg.functions.len(), 1);
+    let name = &cg.functions[0].0;
+    assert!(
+        name.starts_with("fused_negative_nn_relu_negative"),
+        "{name}"
+    );
+    assert!(name.len() < 110 && name.ends_with('_'), "{name}");
+    let exec = build_and_load(&module, vec![], "long");
+    let got = run(&exec, &[("x", xd.clone(), vec![8])], &[&[8]]);
+    // relu(-relu(-x)) = relu(min(x, 0)) = 0 after the first two pairs.
+    assert_close(&got[0], &[0.0; 8], "negative/relu chain");
+}
+
+#[test]
+fn conv2d_transpose_stride_two() {
+    let (ci, co, h) = (2usize, 3usize, 3usize);
+    let xd = random(ci * h * h, 41);
+    let wd = random(ci * co * 4, 42);
+    let x = Var::new("x", Type::f32(&[1, ci as i64, h as i64, h as i64]));
+    let y = mk(
+        "nn.conv2d_transpose",
+        vec![
+            x.expr(),
+            Expr::const_f32(&wd, &[ci as i64, co as i64, 2, 2]),
+        ],
+        &[("strides", ints(&[2, 2]))],
+    );
+    let module = IRModule::from_main(Function::new(vec![x], y));
+    let exec = build_and_load(&module, vec![], "convt");
+    let oh = 2 * h;
+    let got = run(
+        &exec,
+        &[("x", xd.clone(), vec![1, ci as i64, h as i64, h as i64])],
+        &[&[1, co as i64, oh as i64, oh as i64]],
+    );
+    let mut want = vec![0.0f32; co * oh * oh];
+    for i in 0..ci {
+        for o in 0..co {
+            for yy in 0..h {
+                for xx in 0..h {
+                    for ky in 0..2 {
+                        for kx in 0..2 {
+                            want[(o * oh + 2 * yy + ky) * oh + 2 * xx + kx] +=
+                                xd[(i * h + yy) * h + xx] * wd[((i * co + o) * 2 + ky) * 2 + kx];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_close(&got[0], &want, "conv2d_transpose");
+}
