@@ -132,6 +132,20 @@ pub enum OnnxError {
     /// The model uses operators that the converter does not support.
     #[error("{0}")]
     UnsupportedOps(UnsupportedOps),
+    /// A node could not be converted to Kiln's graph IR (bad inputs, a shape that does not
+    /// fold to a constant, a type error found by InferType...).
+    #[error("node {node} ({op_type}): {message}")]
+    Convert {
+        /// The node's label.
+        node: String,
+        /// The node's op type.
+        op_type: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The converted graph as a whole is invalid (e.g. a graph output has no tensor type).
+    #[error("ONNX conversion: {0}")]
+    Graph(String),
 }
 
 /// What is wrong with an attribute (see [`OnnxError::Attribute`]).

@@ -13,6 +13,18 @@
 //! # Ok::<(), kiln_onnx::OnnxError>(())
 //! ```
 //!
+//! [`from_onnx`] converts the view to Kiln's graph IR (see [`convert`]): runtime inputs become
+//! typed variables, float initializers become parameters returned with their values, shape
+//! computations fold to constants, and the result is typed by InferType:
+//!
+//! ```no_run
+//! let model = kiln_onnx::load_model("resnet50.onnx")?;
+//! let shapes = kiln_onnx::parse_input_shapes("data=1,3,224,224")?;
+//! let (module, params) = kiln_onnx::from_onnx(&model, &shapes)?;
+//! println!("{module}\n{} parameters", params.len());
+//! # Ok::<(), kiln_onnx::OnnxError>(())
+//! ```
+//!
 //! Supported: opsets [`MIN_OPSET`]..=[`MAX_OPSET`] of the default domain; initializers and
 //! `Constant` values as typed host [`Tensor`]s (float32/16, bfloat16, float64, int8..int64,
 //! uint8..uint64, bool; `raw_data` or typed fields). External data is an error.
@@ -22,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod attr;
+pub mod convert;
 mod error;
 mod model;
 pub mod proto;
@@ -31,6 +44,7 @@ mod tensor;
 mod validate;
 
 pub use attr::AttrValue;
+pub use convert::{from_onnx, supported_ops};
 pub use error::{AttrProblem, OnnxError, Result};
 pub use model::{
     from_bytes, from_proto, load_model, Dim, Graph, Model, Node, ValueInfo, MAX_OPSET, MIN_OPSET,

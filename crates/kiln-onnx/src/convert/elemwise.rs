@@ -1,0 +1,267 @@
+//! Elementwise converters: activations, unary math, binary arithmetic and comparisons with
+//! broadcasting, Clip (attributes before opset 11, inputs from it on), Cast, Where, Identity,
+//! and activations composed from those (HardSigmoid, LeakyRelu, PRelu, Elu, Selu, Softplus).
+
+use std::collections::HashMap;
+
+use kiln_graph::ir::Expr;
+
+use super::{call, dtype_of, graph_dtype, scalar, CResult, ConvertFn, Ctx, Msg};
+use crate::{DataType, Node};
+
+/// ONNX unary op -> Kiln op.
+const UNARY: &[(&str, &str)] = &[
+    ("Relu", "nn.relu"),
+    ("Sigmoid", "sigmoid"),
+    ("Tanh", "tanh"),
+    ("Erf", "erf"),
+    ("Sqrt", "sqrt"),
+    ("Reciprocal", "reciprocal"),
+    ("Exp", "exp"),
+    ("Log", "log"),
+    ("Abs", "abs"),
+    ("Neg", "negative"),
+    ("Floor", "floor"),
+    ("Ceil", "ceil"),
+    ("Round", "round"),
+    ("Not", "logical_not"),
+    ("HardSwish", "hard_swish"),
+];
+
+/// ONNX binary op -> Kiln op.
+const BINARY: &[(&str, &str)] = &[
+    ("Add", "add"),
+    ("Sub", "subtract"),
+    ("Mul", "multiply"),
+    ("Div", "divide"),
+    ("Pow", "power"),
+    ("Equal", "equal"),
+    ("Less", "less"),
+    ("LessOrEqual", "less_equal"),
+    ("Greater", "greater"),
+    ("GreaterOrEqual", "greater_equal"),
+    ("And", "logical_and"),
+    ("Or", "logical_or"),
+    ("Xor", "logical_xor"),
+];
+
+fn kiln_op(table: &[(&str, &'static str)], op: &str) -> &'static str {
+    table
+        .iter()
+        .find(|(o, _)| *o == op)
+        .map(|(_, k)| *k)
+        .expect("registered from this table")
+}
+
+fn unary(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    Ok(vec![call(kiln_op(UNARY, &node.op_type), vec![x], &[])?])
+}
+
+fn binary(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let a = ctx.input(node, 0)?;
+    let mut b = ctx.input(node, 1)?;
+    if node.op_type == "Pow" && dtype_of(&a)? != dtype_of(&b)? {
+        let d = dtype_of(&a)?.to_string();
+        b = call("cast", vec![b], &[("dtype", d.as_str().into())])?;
+    }
+    Ok(vec![call(kiln_op(BINARY, &node.op_type), vec![a, b], &[])?])
+}
+
+/// Max, Min, Sum: variadic, folded pairwise.
+fn variadic(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let op = match node.op_type.as_str() {
+        "Max" => "maximum",
+        "Min" => "minimum",
+        _ => "add",
+    };
+    let mut acc = ctx.input(node, 0)?;
+    for i in 1..node.inputs.len() {
+        let x = ctx.input(node, i)?;
+        acc = call(op, vec![acc, x], &[])?;
+    }
+    Ok(vec![acc])
+}
+
+fn identity(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    Ok(vec![ctx.input(node, 0)?])
+}
+
+fn clip(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    if ctx.opset < 11 {
+        let lo = node.attr_f("min", f32::NEG_INFINITY)? as f64;
+        let hi = node.attr_f("max", f32::INFINITY)? as f64;
+        return Ok(vec![call(
+            "clip",
+            vec![x],
+            &[("a_min", lo.into()), ("a_max", hi.into())],
+        )?]);
+    }
+    // A constant scalar bound, or a runtime one.
+    let bound = |i: usize| -> CResult<Option<Result<f64, Expr>>> {
+        if node.input(i).is_none() {
+            return Ok(None);
+        }
+        match ctx.const_floats(node, i) {
+            Ok(Some(v)) if v.len() == 1 => Ok(Some(Ok(v[0]))),
+            _ => Ok(Some(Err(ctx.input(node, i)?))),
+        }
+    };
+    let (lo, hi) = (bound(1)?, bound(2)?);
+    if matches!(lo, Some(Err(_))) || matches!(hi, Some(Err(_))) {
+        let d = dtype_of(&x)?;
+        let mut y = x;
+        for (b, op) in [(lo, "maximum"), (hi, "minimum")] {
+            if let Some(b) = b {
+                let e = match b {
+                    Ok(v) => scalar(v, d)?,
+                    Err(e) => e,
+                };
+                y = call(op, vec![y, e], &[])?;
+            }
+        }
+        return Ok(vec![y]);
+    }
+    let lo = lo.and_then(Result::ok).unwrap_or(f64::NEG_INFINITY);
+    let hi = hi.and_then(Result::ok).unwrap_or(f64::INFINITY);
+    Ok(vec![call(
+        "clip",
+        vec![x],
+        &[("a_min", lo.into()), ("a_max", hi.into())],
+    )?])
+}
+
+fn cast(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let to = node.attr_i("to", 0)?;
+    let d = DataType::from_onnx(to as i32)
+        .ok_or_else(|| Msg(format!("Cast to ONNX type {to} is not supported")))?;
+    let d = graph_dtype(d).to_string();
+    Ok(vec![call(
+        "cast",
+        vec![x],
+        &[("dtype", d.as_str().into())],
+    )?])
+}
+
+fn where_(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (c, a, b) = (
+        ctx.input(node, 0)?,
+        ctx.input(node, 1)?,
+        ctx.input(node, 2)?,
+    );
+    Ok(vec![call("where", vec![c, a, b], &[])?])
+}
+
+/// `alpha * x + beta` (skipping the identity parts), in `x`'s dtype.
+fn affine(x: Expr, alpha: f64, beta: f64) -> CResult<Expr> {
+    let d = dtype_of(&x)?;
+    let mut y = x;
+    if alpha != 1.0 {
+        y = call("multiply", vec![y, scalar(alpha, d)?], &[])?;
+    }
+    if beta != 0.0 {
+        y = call("add", vec![y, scalar(beta, d)?], &[])?;
+    }
+    Ok(y)
+}
+
+fn hard_sigmoid(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let alpha = node.attr_f("alpha", 0.2)? as f64;
+    let beta = node.attr_f("beta", 0.5)? as f64;
+    let y = affine(x, alpha, beta)?;
+    Ok(vec![call(
+        "clip",
+        vec![y],
+        &[("a_min", 0.0.into()), ("a_max", 1.0.into())],
+    )?])
+}
+
+fn leaky_relu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let alpha = node.attr_f("alpha", 0.01)? as f64;
+    let d = dtype_of(&x)?;
+    let pos = call("greater", vec![x.clone(), scalar(0.0, d)?], &[])?;
+    let neg = affine(x.clone(), alpha, 0.0)?;
+    Ok(vec![call("where", vec![pos, x, neg], &[])?])
+}
+
+fn gelu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let approx = node.attr_s("approximate", "none")?;
+    if approx != "none" {
+        return Err(Msg(format!(
+            "Gelu with approximate=\"{approx}\" is not supported (only \"none\")"
+        )));
+    }
+    Ok(vec![call("nn.gelu", vec![x], &[])?])
+}
+
+fn prelu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let slope = ctx.input(node, 1)?;
+    let d = dtype_of(&x)?;
+    let pos = call("greater", vec![x.clone(), scalar(0.0, d)?], &[])?;
+    let neg = call("multiply", vec![x.clone(), slope], &[])?;
+    Ok(vec![call("where", vec![pos, x, neg], &[])?])
+}
+
+/// Elu and Selu: `gamma * (x > 0 ? x : alpha * (exp(x) - 1))`.
+fn elu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let selu = node.op_type == "Selu";
+    let alpha = node.attr_f("alpha", if selu { 1.673_263_2 } else { 1.0 })? as f64;
+    let gamma = if selu {
+        node.attr_f("gamma", 1.050_701)? as f64
+    } else {
+        1.0
+    };
+    let d = dtype_of(&x)?;
+    let pos = call("greater", vec![x.clone(), scalar(0.0, d)?], &[])?;
+    let e = call("exp", vec![x.clone()], &[])?;
+    let neg = affine(e, alpha, -alpha)?;
+    let y = call("where", vec![pos, x, neg], &[])?;
+    Ok(vec![affine(y, gamma, 0.0)?])
+}
+
+/// Softplus: `log(exp(x) + 1)`.
+fn softplus(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let e = call("exp", vec![x], &[])?;
+    let e = affine(e, 1.0, 1.0)?;
+    Ok(vec![call("log", vec![e], &[])?])
+}
+
+/// Mean of any number of inputs.
+fn mean(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let sum = variadic(ctx, node)?.remove(0);
+    let n = node.inputs.len() as f64;
+    Ok(vec![affine(sum, 1.0 / n, 0.0)?])
+}
+
+/// Registers this file's converters.
+pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
+    for (op, _) in UNARY {
+        t.insert(op, unary);
+    }
+    for (op, _) in BINARY {
+        t.insert(op, binary);
+    }
+    for op in ["Max", "Min", "Sum"] {
+        t.insert(op, variadic);
+    }
+    t.insert("Identity", identity);
+    t.insert("Clip", clip);
+    t.insert("Cast", cast);
+    t.insert("Where", where_);
+    t.insert("HardSigmoid", hard_sigmoid);
+    t.insert("LeakyRelu", leaky_relu);
+    t.insert("Gelu", gelu);
+    t.insert("PRelu", prelu);
+    t.insert("Elu", elu);
+    t.insert("Selu", elu);
+    t.insert("Softplus", softplus);
+    t.insert("Mean", mean);
+}

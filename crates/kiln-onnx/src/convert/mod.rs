@@ -1,0 +1,415 @@
+//! The ONNX to Kiln graph converter (TVM's `relay.frontend.from_onnx`).
+//!
+//! [`from_onnx`] maps a validated [`Model`] to a `kiln_graph` [`IRModule`] whose `main` takes
+//! the runtime inputs (static shapes from [`InputShapes`]) and then the parameters:
+//! floating-point initializers become named parameter variables, returned with their values
+//! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
+//! constants. Each ONNX op has one small converter function in the table [`converters`],
+//! grouped by family (`elemwise`, `nn`, `reduce`, `shape`); the table's keys are what
+//! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
+//! error listing every gap.
+//!
+//! Every converted node is typed at once (errors carry the ONNX node's label and op type), and
+//! a call whose arguments are all constants is folded ([`fold`]): shape computations
+//! (`Shape -> Gather -> Concat -> Reshape`, `ConstantOfShape`, `Range`...) become constants
+//! at compile time. The finished module goes through `InferType`.
+
+mod elemwise;
+mod fold;
+mod nn;
+mod reduce;
+mod shape;
+
+use std::collections::HashMap;
+
+use kiln_ffi::DataType as GDataType;
+use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
+use kiln_runtime::tensor::Tensor as RtTensor;
+
+use crate::{DataType, InputShapes, Model, Node, OnnxError, Result, Tensor, TensorData};
+
+/// A converter's error message (the driver adds the node's label and op type).
+#[derive(Debug)]
+pub struct Msg(pub String);
+
+impl From<kiln_ffi::Error> for Msg {
+    fn from(e: kiln_ffi::Error) -> Self {
+        Msg(e.to_string())
+    }
+}
+impl From<OnnxError> for Msg {
+    fn from(e: OnnxError) -> Self {
+        Msg(e.to_string())
+    }
+}
+impl From<String> for Msg {
+    fn from(e: String) -> Self {
+        Msg(e)
+    }
+}
+impl From<&str> for Msg {
+    fn from(e: &str) -> Self {
+        Msg(e.to_string())
+    }
+}
+
+/// The result of a converter.
+pub type CResult<T> = std::result::Result<T, Msg>;
+
+/// One op's converter: the node's outputs, in order (a converter may return fewer than the
+/// node declares when the rest are optional and unused).
+pub type ConvertFn = fn(&mut Ctx<'_>, &Node) -> CResult<Vec<Expr>>;
+
+/// The converter table: ONNX op type (default domain) to converter.
+pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
+    static TABLE: std::sync::OnceLock<HashMap<&'static str, ConvertFn>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t: HashMap<&'static str, ConvertFn> = HashMap::new();
+        elemwise::register(&mut t);
+        nn::register(&mut t);
+        reduce::register(&mut t);
+        shape::register(&mut t);
+        t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver
+        t
+    })
+}
+
+/// The op types [`from_onnx`] converts, sorted.
+pub fn supported_ops() -> Vec<&'static str> {
+    let mut v: Vec<&str> = converters().keys().copied().collect();
+    v.sort();
+    v
+}
+
+/// Conversion state: the value of every ONNX name seen so far, typed.
+pub struct Ctx<'a> {
+    /// The model being converted.
+    pub model: &'a Model,
+    /// The default-domain opset.
+    pub opset: i64,
+    values: HashMap<String, Expr>,
+}
+
+impl Ctx<'_> {
+    /// Input `i` of `node`, required.
+    pub fn input(&self, node: &Node, i: usize) -> CResult<Expr> {
+        let name = node
+            .input(i)
+            .ok_or_else(|| Msg(format!("input #{i} is required")))?;
+        self.value(name)
+    }
+
+    /// Input `i` of `node` if present.
+    pub fn opt_input(&self, node: &Node, i: usize) -> CResult<Option<Expr>> {
+        node.input(i).map(|n| self.value(n)).transpose()
+    }
+
+    fn value(&self, name: &str) -> CResult<Expr> {
+        self.values
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Msg(format!("value '{name}' is not defined")))
+    }
+
+    /// The constant value of input `i`, if the input is present and constant (initializers,
+    /// `Constant` nodes and folded values).
+    pub fn const_input(&self, node: &Node, i: usize) -> CResult<Option<RtTensor>> {
+        let Some(name) = node.input(i) else {
+            return Ok(None);
+        };
+        if let Some(t) = self.value(name)?.as_constant() {
+            return Ok(Some(t.clone()));
+        }
+        match self.model.graph.constant(name) {
+            Some(t) => Ok(Some(to_runtime(t)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Input `i` as constant integers; `None` if absent, an error if not constant.
+    pub fn const_ints(&self, node: &Node, i: usize) -> CResult<Option<Vec<i64>>> {
+        if node.input(i).is_none() {
+            return Ok(None);
+        }
+        let t = self.const_input(node, i)?.ok_or_else(|| {
+            Msg(format!(
+                "input #{i} ('{}') must be a compile-time constant (it does not fold to one)",
+                node.inputs[i]
+            ))
+        })?;
+        Ok(Some(
+            t.to_f64_vec()?.into_iter().map(|v| v as i64).collect(),
+        ))
+    }
+
+    /// Input `i` as constant floats; `None` if absent, an error if not constant.
+    pub fn const_floats(&self, node: &Node, i: usize) -> CResult<Option<Vec<f64>>> {
+        if node.input(i).is_none() {
+            return Ok(None);
+        }
+        let t = self.const_input(node, i)?.ok_or_else(|| {
+            Msg(format!(
+                "input #{i} ('{}') must be a compile-time constant",
+                node.inputs[i]
+            ))
+        })?;
+        Ok(Some(t.to_f64_vec()?))
+    }
+
+    /// Axes given by attribute `attr` before opset `input_since`, by input `input` from it on.
+    pub fn axes(
+        &self,
+        node: &Node,
+        attr: &str,
+        input_since: i64,
+        input: usize,
+    ) -> CResult<Option<Vec<i64>>> {
+        if self.opset < input_since {
+            Ok(node.opt_ints(attr)?)
+        } else {
+            self.const_ints(node, input)
+        }
+    }
+}
+
+/// A call of a registered op, typed at once (and folded when its arguments are constants).
+pub fn call(name: &str, args: Vec<Expr>, attrs: &[(&str, AttrValue)]) -> CResult<Expr> {
+    let e = kiln_graph::op::call(name, args, attrs)?;
+    typed(e)
+}
+
+/// Types `e` (its arguments are typed already) and folds it when it is a call over constants.
+pub fn typed(e: Expr) -> CResult<Expr> {
+    let e = shallow_infer(&e)?;
+    Ok(fold::fold(&e)?.unwrap_or(e))
+}
+
+/// A typed variable standing for a typed argument.
+fn proxy(a: &Expr) -> CResult<Expr> {
+    match a {
+        Expr::Constant(_) => Ok(a.clone()), // folding reads constant arguments
+        _ => Ok(Expr::var("arg", a.ty()?)),
+    }
+}
+
+/// Types the node `e` whose children are typed, without walking the graph below it: the type
+/// is inferred on a copy whose non-constant children are typed variables (InferType over the
+/// whole expression would make the conversion quadratic in the graph's size).
+fn shallow_infer(e: &Expr) -> CResult<Expr> {
+    if e.checked_type().is_some() {
+        return Ok(e.clone());
+    }
+    let probe = match e {
+        Expr::Call(c) => {
+            let args = c.args.iter().map(proxy).collect::<CResult<Vec<_>>>()?;
+            Expr::call_raw(c.op.clone(), args, c.attrs.clone())
+        }
+        Expr::Tuple(t) => Expr::tuple(t.fields.iter().map(proxy).collect::<CResult<_>>()?),
+        Expr::TupleGetItem(g) => Expr::get_item(proxy(&g.tuple)?, g.index as usize),
+        _ => return Ok(kiln_graph::transform::infer_type::infer_expr(e)?),
+    };
+    let ty = kiln_graph::transform::infer_type::infer_expr(&probe)?.ty()?;
+    Ok(e.with_type(ty))
+}
+
+/// The static shape of a typed tensor expression.
+pub fn shape_of(e: &Expr) -> CResult<Vec<i64>> {
+    let ty = e.ty()?;
+    ty.as_tensor()
+        .map(|(s, _)| s.to_vec())
+        .ok_or_else(|| Msg(format!("expected a tensor, got a value of type {ty}")))
+}
+
+/// The element type of a typed tensor expression.
+pub fn dtype_of(e: &Expr) -> CResult<GDataType> {
+    let ty = e.ty()?;
+    ty.as_tensor()
+        .map(|(_, d)| d)
+        .ok_or_else(|| Msg(format!("expected a tensor, got a value of type {ty}")))
+}
+
+/// A scalar constant of `dtype`.
+pub fn scalar(v: f64, dtype: GDataType) -> CResult<Expr> {
+    Ok(Expr::constant(RtTensor::from_f64s(
+        &[v],
+        &[],
+        dtype,
+        kiln_ffi::Device::cpu(0),
+    )?))
+}
+
+/// A constant of `dtype` and `shape` from values.
+pub fn constant(values: &[f64], shape: &[i64], dtype: GDataType) -> CResult<Expr> {
+    typed(Expr::constant(RtTensor::from_f64s(
+        values,
+        shape,
+        dtype,
+        kiln_ffi::Device::cpu(0),
+    )?))
+}
+
+/// An `int64` 1-D constant.
+pub fn const_i64(values: &[i64]) -> CResult<Expr> {
+    let v: Vec<f64> = values.iter().map(|&x| x as f64).collect();
+    constant(&v, &[values.len() as i64], GDataType::int(64))
+}
+
+/// Kiln's element type for an ONNX one.
+pub fn graph_dtype(d: DataType) -> GDataType {
+    match d {
+        DataType::Float32 => GDataType::float(32),
+        DataType::Float16 => GDataType::float(16),
+        DataType::Float64 => GDataType::float(64),
+        DataType::BFloat16 => GDataType::bfloat16(),
+        DataType::UInt8 => GDataType::uint(8),
+        DataType::Int8 => GDataType::int(8),
+        DataType::UInt16 => GDataType::uint(16),
+        DataType::Int16 => GDataType::int(16),
+        DataType::Int32 => GDataType::int(32),
+        DataType::Int64 => GDataType::int(64),
+        DataType::UInt32 => GDataType::uint(32),
+        DataType::UInt64 => GDataType::uint(64),
+        DataType::Bool => GDataType::bool(),
+    }
+}
+
+/// A host tensor of the ONNX view as a Kiln runtime tensor (CPU).
+pub fn to_runtime(t: &Tensor) -> Result<RtTensor> {
+    let shape: Vec<i64> = t.dims.iter().map(|&d| d as i64).collect();
+    let dtype = graph_dtype(t.dtype());
+    let bad = |e: kiln_ffi::Error| OnnxError::Tensor {
+        tensor: t.name.clone(),
+        message: e.to_string(),
+    };
+    let out = RtTensor::empty(&shape, dtype, kiln_ffi::Device::cpu(0)).map_err(bad)?;
+    let bytes = match &t.data {
+        // One byte per bool in both formats.
+        TensorData::Bool(v) => v.iter().map(|&b| b as u8).collect(),
+        _ => t.to_le_bytes(),
+    };
+    out.copy_from_bytes(&bytes).map_err(bad)?;
+    Ok(out)
+}
+
+fn node_error(node: &Node, m: Msg) -> OnnxError {
+    OnnxError::Convert {
+        node: node.label(),
+        op_type: node.op_type.clone(),
+        message: m.0,
+    }
+}
+
+/// Converts `model` to a Kiln graph module and its parameters.
+///
+/// `shapes` gives static shapes to inputs with symbolic dimensions (see
+/// [`crate::Graph::bind_input_shapes`]). Returns the module (typed by `InferType`) whose `main`
+/// takes the runtime inputs and then one parameter per returned `(name, value)`.
+pub fn from_onnx(
+    model: &Model,
+    shapes: &InputShapes,
+) -> Result<(IRModule, Vec<(String, RtTensor)>)> {
+    let table = converters();
+    model.check_supported_ops(table.keys().copied())?;
+    let bound = model.graph.bind_input_shapes(shapes)?;
+    let mut ctx = Ctx {
+        model,
+        opset: model.opset(),
+        values: HashMap::new(),
+    };
+    let mut vars = Vec::new();
+    for inp in &bound.inputs {
+        let shape: Vec<i64> = inp.shape.iter().map(|&d| d as i64).collect();
+        let v = Var::new(&inp.name, Type::tensor(&shape, graph_dtype(inp.dtype)));
+        ctx.values.insert(inp.name.clone(), v.expr());
+        vars.push(v);
+    }
+    let mut params = Vec::new();
+    for t in model.graph.initializers() {
+        let rt = to_runtime(t)?;
+        let is_float = matches!(
+            t.dtype(),
+            DataType::Float32 | DataType::Float16 | DataType::Float64 | DataType::BFloat16
+        );
+        let e = if is_float && !t.is_scalar() {
+            let v = Var::new(&t.name, Type::tensor(rt.shape(), rt.dtype()));
+            vars.push(v.clone());
+            params.push((t.name.clone(), rt));
+            v.expr()
+        } else {
+            typed(Expr::constant(rt)).map_err(|m| OnnxError::Graph(m.0))?
+        };
+        ctx.values.insert(t.name.clone(), e);
+    }
+    for node in &model.graph.nodes {
+        if node.is_constant() {
+            let t = node.constant_value()?;
+            let e = typed(Expr::constant(to_runtime(&t)?)).map_err(|m| node_error(node, m))?;
+            ctx.values.insert(node.outputs[0].clone(), e);
+            continue;
+        }
+        let f = table[node.op_type.as_str()];
+        let outs = f(&mut ctx, node).map_err(|m| node_error(node, m))?;
+        for (k, name) in node.outputs.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            let e = outs.get(k).cloned().ok_or_else(|| {
+                node_error(
+                    node,
+                    Msg(format!("output #{k} ('{name}') is not supported by Kiln")),
+                )
+            })?;
+            let e = typed(e).map_err(|m| node_error(node, m))?;
+            ctx.values.insert(name.clone(), e);
+        }
+    }
+    let outs: Vec<Expr> = model
+        .graph
+        .outputs
+        .iter()
+        .map(|o| {
+            ctx.values
+                .get(&o.name)
+                .cloned()
+                .ok_or_else(|| OnnxError::Graph(format!("graph output '{}' is undefined", o.name)))
+        })
+        .collect::<Result<_>>()?;
+    let body = if outs.len() == 1 {
+        outs.into_iter().next().unwrap()
+    } else {
+        Expr::tuple(outs)
+    };
+    // Keep every runtime input, and the parameters the graph uses (initializers read only as
+    // compile-time values, like Reshape shapes or Resize scales, are dropped).
+    let used: std::collections::HashSet<usize> = kiln_graph::ir::visit::post_order(&body)
+        .iter()
+        .filter(|e| matches!(e, Expr::Var(_)))
+        .map(Expr::key)
+        .collect();
+    let n_inputs = bound.inputs.len();
+    let mut kept_vars = vars[..n_inputs].to_vec();
+    let mut kept_params = Vec::new();
+    for (v, p) in vars[n_inputs..].iter().zip(params) {
+        if used.contains(&v.expr().key()) {
+            kept_vars.push(v.clone());
+            kept_params.push(p);
+        }
+    }
+    let (vars, params) = (kept_vars, kept_params);
+    let m = IRModule::from_main(Function::new(vars, body));
+    let m = kiln_graph::transform::infer_type()
+        .apply(m)
+        .map_err(|e| OnnxError::Graph(e.to_string()))?;
+    Ok((m, params))
+}
+
+/// Normalizes a possibly negative `axis` for rank `ndim`.
+pub fn norm_axis(axis: i64, ndim: usize) -> CResult<usize> {
+    Ok(kiln_graph::op::normalize_axis(axis, ndim)?)
+}
+
+/// Types a constant expression (no folding needed).
+fn typed_constant(e: Expr) -> CResult<Expr> {
+    Ok(kiln_graph::transform::infer_type::infer_expr(&e)?)
+}

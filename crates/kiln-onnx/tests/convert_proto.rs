@@ -1,0 +1,196 @@
+//! The converter on models built in Rust with the generated prost types (no Python needed):
+//! parameters from initializers, shape folding, the unsupported-op error and node-labelled
+//! type errors.
+
+use kiln_onnx::proto::{
+    self, tensor_proto, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorProto, TypeProto, ValueInfoProto,
+};
+use kiln_onnx::{from_onnx, from_proto, parse_input_shapes, OnnxError};
+
+fn value_info(name: &str, dims: &[&str]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| tensor_shape_proto::Dimension {
+            value: Some(match d.parse::<i64>() {
+                Ok(n) => tensor_shape_proto::dimension::Value::DimValue(n),
+                Err(_) => tensor_shape_proto::dimension::Value::DimParam(d.to_string()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(tensor_proto::DataType::Float as i32),
+                shape: Some(proto::TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(name.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn ints(name: &str, dims: Vec<i64>, v: Vec<i64>) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims,
+        data_type: Some(tensor_proto::DataType::Int64 as i32),
+        int64_data: v,
+        ..Default::default()
+    }
+}
+
+fn floats(name: &str, dims: Vec<i64>) -> TensorProto {
+    let n: i64 = dims.iter().product();
+    TensorProto {
+        name: Some(name.into()),
+        dims,
+        data_type: Some(tensor_proto::DataType::Float as i32),
+        float_data: (0..n).map(|i| i as f32 * 0.01).collect(),
+        ..Default::default()
+    }
+}
+
+fn model(nodes: Vec<NodeProto>, init: Vec<TensorProto>, input: &[&str]) -> kiln_onnx::Model {
+    let m = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some("".into()),
+            version: Some(13),
+        }],
+        graph: Some(GraphProto {
+            name: Some("g".into()),
+            node: nodes,
+            initializer: init,
+            input: vec![value_info("x", input)],
+            output: vec![ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    from_proto(&m, "<test>".into()).unwrap()
+}
+
+#[test]
+fn shape_chain_folds_and_weights_become_params() {
+    // y = MatMul(Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])), W)
+    let m = model(
+        vec![
+            node("Shape", "shape", &["x"], &["s"]),
+            node("Gather", "gather", &["s", "zero"], &["n"]),
+            node("Unsqueeze", "unsqueeze", &["n", "axes"], &["n1"]),
+            node("Concat", "concat", &["n1", "minus1"], &["shp"]),
+            node("Reshape", "reshape", &["x", "shp"], &["r"]),
+            node("MatMul", "matmul", &["r", "W"], &["y"]),
+        ],
+        vec![
+            ints("zero", vec![], vec![0]),
+            ints("axes", vec![1], vec![0]),
+            ints("minus1", vec![1], vec![-1]),
+            floats("W", vec![72, 5]),
+            floats("unused", vec![3]), // not read by any node: not a parameter
+        ],
+        &["N", "3", "4", "6"],
+    );
+    // A Concat without an axis attribute is invalid ONNX; give it one.
+    let mut m = m;
+    for n in &mut m.graph.nodes {
+        if n.op_type == "Concat" {
+            n.attributes
+                .push(("axis".into(), kiln_onnx::AttrValue::Int(0)));
+        }
+    }
+    let (module, params) = from_onnx(&m, &parse_input_shapes("x=2,3,4,6").unwrap()).unwrap();
+    assert_eq!(params.len(), 1);
+    assert_eq!(params[0].0, "W");
+    assert_eq!(params[0].1.shape(), [72, 5]);
+    let main = module.main().unwrap();
+    let names: Vec<&str> = main.params().iter().map(|v| v.name()).collect();
+    assert_eq!(names, ["x", "W"]);
+    assert_eq!(main.body().ty().unwrap().shape(), [2, 5]);
+    let text = module.to_string();
+    assert!(
+        !text.contains("take") && !text.contains("concatenate"),
+        "{text}"
+    );
+    assert!(text.contains("newshape=[2, -1]"), "{text}");
+}
+
+#[test]
+fn type_errors_name_the_node() {
+    let m = model(
+        vec![node("MatMul", "bad_matmul", &["x", "W"], &["y"])],
+        vec![floats("W", vec![4, 5])],
+        &["2", "3"],
+    );
+    let Err(err) = from_onnx(&m, &Default::default()) else {
+        panic!("a mismatched MatMul converted");
+    };
+    assert!(matches!(err, OnnxError::Convert { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("'bad_matmul'") && msg.contains("MatMul") && msg.contains("nn.matmul"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unsupported_ops_are_listed_once() {
+    let m = model(
+        vec![
+            node("Hardmax", "h1", &["x"], &["a"]),
+            node("Hardmax", "h2", &["a"], &["b"]),
+            node("Relu", "r", &["b"], &["y"]),
+        ],
+        vec![],
+        &["2", "3"],
+    );
+    let Err(OnnxError::UnsupportedOps(ops)) = from_onnx(&m, &Default::default()) else {
+        panic!("expected UnsupportedOps");
+    };
+    assert_eq!(ops.ops.len(), 1);
+    assert_eq!(ops.ops[0].op_type, "Hardmax");
+    assert_eq!(ops.ops[0].count, 2);
+    assert_eq!(ops.ops[0].first_node, "'h1'");
+}
+
+#[test]
+fn supported_ops_cover_the_issue_list() {
+    let ops = kiln_onnx::supported_ops();
+    for op in [
+        "Conv",
+        "ConvTranspose",
+        "Gemm",
+        "MatMul",
+        "BatchNormalization",
+        "Clip",
+        "Softmax",
+        "LayerNormalization",
+        "ReduceMean",
+        "Reshape",
+        "Slice",
+        "Resize",
+        "Shape",
+        "ConstantOfShape",
+        "Range",
+        "Constant",
+        "LRN",
+    ] {
+        assert!(ops.contains(&op), "{op} missing from {ops:?}");
+    }
+}
