@@ -1,8 +1,14 @@
 //! `kiln`: Kiln's command line.
 
+mod bench;
+mod compile;
 mod demo;
+mod inspect;
+mod npy;
+mod run;
 
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Kiln: a deep learning compiler and runtime that speaks Apache TVM's C ABI.
@@ -22,13 +28,138 @@ enum Command {
         /// Only names starting with this prefix.
         prefix: Option<String>,
     },
+    /// Compiles an ONNX model into a deployable shared library.
+    Compile {
+        /// The ONNX model.
+        model: PathBuf,
+        /// The library to write (.so, .dylib, .dll or .tar).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// The target (`llvm`, `llvm -mcpu=native`, ...).
+        #[arg(long, default_value = "llvm -mcpu=native")]
+        target: String,
+        /// Static input shapes, `name=1,3,224,224` (repeatable; `a=1,3;b=2` also works).
+        #[arg(long = "input-shape")]
+        input_shape: Vec<String>,
+        /// Optimization level, 0 to 3.
+        #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
+        opt_level: u8,
+    },
+    /// Runs a compiled library once on the CPU and writes its outputs as `output_K.npy`.
+    Run {
+        /// The compiled library.
+        library: PathBuf,
+        /// An input from a file, `name=file.npy` (repeatable; the others are random).
+        #[arg(long)]
+        input: Vec<String>,
+        /// Where to write the outputs.
+        #[arg(long, default_value = ".")]
+        output_dir: PathBuf,
+        /// The seed of random inputs (default: from the clock; printed).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Times a compiled library (threads: KILN_NUM_THREADS).
+    Bench {
+        /// The compiled library.
+        library: PathBuf,
+        /// Measurements (median, min and max are over these).
+        #[arg(long, default_value_t = 10)]
+        repeat: u32,
+        /// Runs per measurement.
+        #[arg(long, default_value_t = 10)]
+        number: u32,
+        /// Also print the per-node time table.
+        #[arg(long)]
+        profile: bool,
+    },
+    /// Describes a compiled library or an ONNX model.
+    Inspect {
+        /// A compiled library or an `.onnx` model.
+        path: PathBuf,
+        /// Static input shapes for converting an ONNX model, as for `compile`.
+        #[arg(long = "input-shape")]
+        input_shape: Vec<String>,
+        /// Optimization level of the printed graph, 0 to 3.
+        #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
+        opt_level: u8,
+    },
+    /// Prints a .npy file's dtype, shape and first values; `--copy OUT` rewrites it with Kiln's
+    /// writer.
+    Npy {
+        /// The .npy file.
+        file: PathBuf,
+        /// Write the array (as read) to this file.
+        #[arg(long)]
+        copy: Option<PathBuf>,
+    },
+}
+
+/// `kiln npy`: prints a .npy file's summary and optionally rewrites it.
+fn npy_command(file: &std::path::Path, copy: Option<&std::path::Path>) -> Result<(), String> {
+    let t = npy::read(file)?;
+    let values = t.to_f64_vec().map_err(|e| e.to_string())?;
+    let head: Vec<String> = values.iter().take(8).map(|v| v.to_string()).collect();
+    let more = if values.len() > 8 { ", ..." } else { "" };
+    println!(
+        "{}: {} {:?} [{}{more}]",
+        file.display(),
+        t.dtype(),
+        t.shape(),
+        head.join(", ")
+    );
+    if let Some(out) = copy {
+        npy::write(out, &t)?;
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
     kiln::link_all();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo => demo::run(),
+        Command::Demo => demo::run().map_err(|e| e.to_string()),
+        Command::Compile {
+            model,
+            output,
+            target,
+            input_shape,
+            opt_level,
+        } => compile::run(&compile::CompileArgs {
+            model,
+            output,
+            target,
+            input_shapes: input_shape,
+            opt_level,
+        }),
+        Command::Run {
+            library,
+            input,
+            output_dir,
+            seed,
+        } => run::run(&run::RunArgs {
+            library,
+            inputs: input,
+            output_dir,
+            seed,
+        }),
+        Command::Bench {
+            library,
+            repeat,
+            number,
+            profile,
+        } => bench::run(&bench::BenchArgs {
+            library,
+            repeat,
+            number,
+            profile,
+        }),
+        Command::Inspect {
+            path,
+            input_shape,
+            opt_level,
+        } => inspect::run(&path, &input_shape, opt_level),
+        Command::Npy { file, copy } => npy_command(&file, copy.as_deref()),
         Command::Globals { prefix } => {
             for name in kiln_ffi::registry::names() {
                 if prefix.as_deref().is_none_or(|p| name.starts_with(p)) {

@@ -1,0 +1,142 @@
+//! `kiln compile`: ONNX model → deployable shared library (load, convert, optimize, codegen,
+//! link), with a progress bar over the steps and a summary line at the end.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use kiln_graph::transform::{default_pipeline, PassContext};
+use kiln_runtime::module::{export_library, ExportOptions};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The options of `kiln compile`.
+pub struct CompileArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// The library to write (`.so`, `.dylib`, `.dll` or `.tar`).
+    pub output: PathBuf,
+    /// The target string (`llvm`, `llvm -mcpu=native`, ...).
+    pub target: String,
+    /// `--input-shape` flags (`name=1,3,224,224`).
+    pub input_shapes: Vec<String>,
+    /// The optimization level, 0 to 3.
+    pub opt_level: u8,
+}
+
+/// The step names, in order.
+const STEPS: [&str; 5] = ["load", "convert", "optimize", "codegen", "link"];
+
+/// A progress bar over [`STEPS`] (hidden when stderr is not a terminal).
+fn progress() -> ProgressBar {
+    let pb = ProgressBar::new(STEPS.len() as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:20} {pos}/{len} {msg}")
+            .expect("a valid progress template"),
+    );
+    pb.enable_steady_tick(Duration::from_millis(120));
+    pb
+}
+
+/// Runs `f` as step `i` of the bar; a failing step's error names the step.
+fn step<T>(pb: &ProgressBar, i: usize, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    pb.set_message(format!("{}...", STEPS[i]));
+    let out = f().map_err(|e| format!("{} failed: {e}", STEPS[i]));
+    pb.inc(1);
+    out
+}
+
+/// Runs `kiln compile`.
+pub fn run(args: &CompileArgs) -> Result<(), String> {
+    if args.opt_level > 3 {
+        return Err(format!(
+            "-O{} is not an optimization level (0 to 3)",
+            args.opt_level
+        ));
+    }
+    check_output(&args.output)?;
+    let shapes = kiln_onnx::parse_input_shape_flags(&args.input_shapes)
+        .map_err(|e| format!("bad --input-shape: {e}"))?;
+    let start = Instant::now();
+    let pb = progress();
+    let result = (|| {
+        let model = step(&pb, 0, || {
+            kiln_onnx::load_model(&args.model).map_err(|e| e.to_string())
+        })?;
+        let (module, params) = step(&pb, 1, || {
+            kiln_onnx::from_onnx(&model, &shapes).map_err(|e| e.to_string())
+        })?;
+        let module = step(&pb, 2, || {
+            default_pipeline()
+                .run(module, &PassContext::with_opt_level(args.opt_level as i64))
+                .map_err(|e| e.to_string())
+        })?;
+        let factory = step(&pb, 3, || {
+            kiln_graph::build::build(&module, &args.target, params).map_err(|e| e.to_string())
+        })?;
+        step(&pb, 4, || {
+            export_library(&factory, &args.output, &ExportOptions::default())
+                .map_err(|e| e.to_string())
+        })
+    })();
+    pb.finish_and_clear();
+    result?;
+    let size = std::fs::metadata(&args.output)
+        .map_err(|e| format!("cannot stat {}: {e}", args.output.display()))?
+        .len();
+    println!(
+        "{} ({}, target {:?}, -O{}) compiled in {:.2} s",
+        args.output.display(),
+        human_size(size),
+        args.target,
+        args.opt_level,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Checks the output name early (before a long compile): a known library suffix and an
+/// existing directory.
+fn check_output(path: &Path) -> Result<(), String> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if !matches!(ext, "so" | "dylib" | "dll" | "tar") {
+        return Err(format!(
+            "the output {} must end in .so, .dylib, .dll or .tar",
+            path.display()
+        ));
+    }
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => Err(format!(
+            "the output directory {} does not exist",
+            d.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `1234567` → `1.2 MiB`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_outputs() {
+        assert_eq!(human_size(10), "10 B");
+        assert_eq!(human_size(2048), "2.0 KiB");
+        assert!(check_output(Path::new("x.onnx")).is_err());
+        assert!(check_output(Path::new("/no/such/dir/x.so")).is_err());
+        assert!(check_output(Path::new("x.so")).is_ok());
+    }
+}

@@ -1,0 +1,148 @@
+//! `kiln inspect`: describe a compiled library (module kinds, functions, import tree; for a
+//! graph executor factory its inputs, outputs, node count and params) or an ONNX model (opset,
+//! inputs, outputs, op counts, and the graph IR after the default pipeline, fusion included).
+
+use crate::compile::human_size;
+use kiln_graph::transform::{default_pipeline, PassContext};
+use kiln_runtime::graph_executor::GraphExecutorFactory;
+use kiln_runtime::module::{load_module, LibraryModule, Module};
+use std::path::Path;
+
+/// Runs `kiln inspect` on `path`: an ONNX model if it ends in `.onnx`, a library otherwise.
+pub fn run(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(), String> {
+    if !path.exists() {
+        return Err(format!("{} does not exist", path.display()));
+    }
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        inspect_onnx(path, input_shapes, opt_level)
+    } else {
+        let m = load_module(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+        println!("{}", path.display());
+        print_module(&m, 0);
+        Ok(())
+    }
+}
+
+/// Prints `m` and its imports, indented by depth.
+fn print_module(m: &Module, depth: usize) {
+    let pad = "  ".repeat(depth);
+    println!("{pad}module {:?}", m.kind());
+    if let Some(lib) = m.downcast_node::<LibraryModule>() {
+        let mut names = lib.function_names();
+        names.sort();
+        println!("{pad}  functions ({}): {}", names.len(), names.join(", "));
+    }
+    if let Some(f) = m.downcast_node::<GraphExecutorFactory>() {
+        print_factory(f, &pad);
+    }
+    let imports = m.imports();
+    if !imports.is_empty() {
+        println!("{pad}  imports:");
+        for i in &imports {
+            print_module(i, depth + 2);
+        }
+    }
+}
+
+/// Prints a factory's inputs, outputs, nodes and params.
+fn print_factory(f: &GraphExecutorFactory, pad: &str) {
+    let g = f.graph();
+    let params = f.params();
+    println!(
+        "{pad}  graph executor factory (executor function {:?})",
+        f.module_name()
+    );
+    println!("{pad}  inputs:");
+    for &n in &g.arg_nodes {
+        let name = &g.nodes[n].name;
+        if params.contains_key(name) {
+            continue;
+        }
+        let eid = g.entry_id(n, 0);
+        println!("{pad}    {name}: {} {:?}", g.dtypes[eid], g.shapes[eid]);
+    }
+    println!("{pad}  outputs:");
+    for (k, h) in g.heads.iter().enumerate() {
+        let eid = g.entry_id(h.node_id, h.index);
+        println!(
+            "{pad}    output_{k} ({}): {} {:?}",
+            g.nodes[h.node_id].name, g.dtypes[eid], g.shapes[eid]
+        );
+    }
+    let ops = g.nodes.iter().filter(|n| !n.is_input()).count();
+    println!("{pad}  nodes: {} ({ops} operator calls)", g.nodes.len());
+    let bytes: usize = params.values().map(|t| t.nbytes()).sum();
+    println!(
+        "{pad}  params: {} ({})",
+        params.len(),
+        human_size(bytes as u64)
+    );
+}
+
+/// Prints an ONNX model's summary and, when it converts, its graph after optimization.
+fn inspect_onnx(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(), String> {
+    let model = kiln_onnx::load_model(path).map_err(|e| e.to_string())?;
+    println!("{} (ONNX IR version {})", path.display(), model.ir_version);
+    if !model.producer.is_empty() {
+        println!("producer: {}", model.producer);
+    }
+    let opsets: Vec<String> = model
+        .opsets
+        .iter()
+        .map(|(d, v)| format!("{}={v}", if d.is_empty() { "ai.onnx" } else { d }))
+        .collect();
+    println!("opset: {} ({})", model.opset(), opsets.join(", "));
+    let describe = |v: &kiln_onnx::ValueInfo| {
+        let dtype = v
+            .dtype
+            .map(|d| d.to_string())
+            .unwrap_or_else(|| format!("elem_type {}", v.elem_type));
+        let dims = match &v.dims {
+            Some(d) => format!(
+                "[{}]",
+                d.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => "(rank unknown)".into(),
+        };
+        format!("{}: {dtype} {dims}", v.name)
+    };
+    println!("inputs:");
+    for v in &model.graph.inputs {
+        if model.graph.initializer(&v.name).is_none() {
+            println!("  {}", describe(v));
+        }
+    }
+    println!("outputs:");
+    for v in &model.graph.outputs {
+        println!("  {}", describe(v));
+    }
+    println!(
+        "nodes: {}, initializers: {}",
+        model.graph.nodes.len(),
+        model.graph.initializers().len()
+    );
+    println!("op counts:");
+    for (op, n) in model.graph.op_counts() {
+        println!("  {op:<24} {n}");
+    }
+    let shapes = kiln_onnx::parse_input_shape_flags(input_shapes)
+        .map_err(|e| format!("bad --input-shape: {e}"))?;
+    let converted = kiln_onnx::from_onnx(&model, &shapes)
+        .map_err(|e| e.to_string())
+        .and_then(|(m, _)| {
+            default_pipeline()
+                .run(m, &PassContext::with_opt_level(opt_level as i64))
+                .map_err(|e| e.to_string())
+        });
+    match converted {
+        Ok(m) => println!("\ngraph after the default pipeline (-O{opt_level}):\n{m}"),
+        Err(e) => println!("\n(no Kiln graph: the conversion failed: {e})"),
+    }
+    Ok(())
+}
