@@ -106,6 +106,29 @@ pub fn matmul_packed_ab(
     (a, b, cc, packed, apacked)
 }
 
+/// The matmul with B given already packed (`B.packed[N/bn][K][bn]` is the second argument, as
+/// constant weights packed ahead of time would be): `(A, B.packed, C)`.
+pub fn matmul_prepacked(m: i64, n: i64, k: i64, bn: i64) -> (Tensor, Tensor, Tensor) {
+    let f32t = DataType::float(32);
+    let c = PrimExpr::i32;
+    let a = placeholder(&[c(m), c(k)], f32t, "A");
+    let packed = placeholder(&[c((n + bn - 1) / bn), c(k), c(bn)], f32t, "B.packed");
+    let kk = reduce_axis_n(k, "k");
+    let cc = compute(
+        &[c(m), c(n)],
+        |i| {
+            let j = i[1].to_expr();
+            sum(
+                a.at(&[i[0].to_expr(), kk.expr()])
+                    * packed.at(&[floordiv(&j, bn), kk.expr(), floormod(&j, bn)]),
+                std::slice::from_ref(&kk),
+            )
+        },
+        "C",
+    );
+    (a, packed, cc)
+}
+
 /// The schedule: pack B (vectorized copy), C tiled by `mr x bn`, a local accumulator block
 /// computed at the tile, inner k unrolled by `ku`, rows and vectors of the block unrolled.
 pub fn matmul_schedule(cc: &Tensor, packed: &Tensor, cfg: MatmulConfig) -> Schedule {
@@ -122,10 +145,12 @@ pub fn matmul_schedule_ab(
 ) -> Schedule {
     let s = create_schedule(&[cc.op().clone()]);
     // Packing: [N/bn][K][bn], the bn lanes vectorized.
-    let ps = s.stage(packed);
-    let pax = ps.leaf_iter_vars();
-    let (_pio, pii) = ps.split(&pax[2], 16).unwrap();
-    ps.vectorize(&pii).unwrap();
+    if packed.op().as_compute().is_some() {
+        let ps = s.stage(packed);
+        let pax = ps.leaf_iter_vars();
+        let (_pio, pii) = ps.split(&pax[2], 16).unwrap();
+        ps.vectorize(&pii).unwrap();
+    }
 
     let local = s.cache_write(cc, "local").unwrap();
     let st = s.stage(cc);

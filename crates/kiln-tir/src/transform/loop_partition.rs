@@ -9,9 +9,11 @@
 //!                                              for ii in range(4): if likely(...): body
 //! ```
 //!
-//! The condition must be `a < b` (or `<=`, `>`, `>=`) with `a - b` linear in the loop
-//! variable (constant positive or negative coefficient) and in the loop variables between the
-//! loop and the `if` (constant coefficients, ranges independent of the loop variable); `main`
+//! The guard is searched through loops, sequences, attributes, buffer declarations and
+//! allocations (a `local` accumulator allocated inside the loop). The condition must be
+//! `a < b` (or `<=`, `>`, `>=`) with `a - b` linear in the loop variable (constant positive or
+//! negative coefficient) and in the loop variables between the loop and the `if` (constant
+//! coefficients, ranges independent of the loop variable); `main`
 //! is then the last value of the loop variable for which the condition holds at the worst
 //! inner values, clamped to the loop's range. Other loops are left alone.
 
@@ -83,6 +85,7 @@ fn find_guard(s: &Stmt, inner: &mut Vec<(Var, PrimExpr, PrimExpr)>) -> Option<(S
         }),
         StmtKind::AttrStmt(a) => find_guard(&a.body, inner),
         StmtKind::DeclBuffer(d) => find_guard(&d.body, inner),
+        StmtKind::Allocate(a) => find_guard(&a.body, inner),
         _ => None,
     }
 }
@@ -288,5 +291,37 @@ mod tests {
         // A loop without a guard is left alone.
         let plain = Stmt::for_loop(&io, 0, 4, ForKind::Serial, a.store(1.0, vec![io.to_expr()]));
         assert!(partition_stmt(&plain).same_as(&plain));
+    }
+
+    #[test]
+    fn guard_under_a_local_allocation_partitions_the_outer_loop() {
+        // A `local` accumulator allocated inside the row-block loop (cache_write + compute_at
+        // on a ragged tile): the guard under the allocation still partitions the outer loop.
+        let a = Buffer::decl("A", DataType::float(32), vec![PrimExpr::i32(10)]);
+        let acc = Buffer::decl("acc", DataType::float(32), vec![PrimExpr::i32(4)]);
+        let (io, ii) = (Var::int32("io"), Var::int32("ii"));
+        let idx = &io * 4 + &ii;
+        let guarded = Stmt::if_then_else(
+            op::likely(idx.lt(10)),
+            a.store(acc.load(vec![ii.to_expr()]), vec![idx.clone()]),
+            None,
+        );
+        let s = Stmt::for_loop(
+            &io,
+            0,
+            3,
+            ForKind::Serial,
+            Stmt::allocate_buffer(&acc, Stmt::for_loop(&ii, 0, 4, ForKind::Serial, guarded)),
+        );
+        let out = partition_stmt(&s);
+        let StmtKind::Seq(q) = out.kind() else {
+            panic!("not partitioned:\n{out}")
+        };
+        let StmtKind::For(main) = q.seq[0].kind() else {
+            panic!("{out}")
+        };
+        assert!(main.extent.is_const_int(2), "{out}");
+        assert!(!main.body.to_string().contains("likely"), "{out}");
+        assert!(q.seq[1].to_string().contains("likely"), "{out}");
     }
 }
