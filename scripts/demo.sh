@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's main job: builds Kiln and runs the bundled example (`kiln demo`), which checks its
-# own results and prints timings.
+# The README's main job: builds Kiln and runs `kiln demo`: FFI and tensor-compiler checks, then the
+# bundled model (examples/model/model.onnx) compiled to a deploy.so, run, checked against
+# onnxruntime's stored output (examples/model/expected.npy), with compile time and latency.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo run -q --release -p kiln-cli -- demo

@@ -56,26 +56,7 @@ pub fn run(args: &CompileArgs) -> Result<(), String> {
         .map_err(|e| format!("bad --input-shape: {e}"))?;
     let start = Instant::now();
     let pb = progress();
-    let result = (|| {
-        let model = step(&pb, 0, || {
-            kiln_onnx::load_model(&args.model).map_err(|e| e.to_string())
-        })?;
-        let (module, params) = step(&pb, 1, || {
-            kiln_onnx::from_onnx(&model, &shapes).map_err(|e| e.to_string())
-        })?;
-        let module = step(&pb, 2, || {
-            default_pipeline()
-                .run(module, &PassContext::with_opt_level(args.opt_level as i64))
-                .map_err(|e| e.to_string())
-        })?;
-        let factory = step(&pb, 3, || {
-            kiln_graph::build::build(&module, &args.target, params).map_err(|e| e.to_string())
-        })?;
-        step(&pb, 4, || {
-            export_library(&factory, &args.output, &ExportOptions::default())
-                .map_err(|e| e.to_string())
-        })
-    })();
+    let result = build_library(args, &shapes, &pb);
     pb.finish_and_clear();
     result?;
     let size = std::fs::metadata(&args.output)
@@ -90,6 +71,33 @@ pub fn run(args: &CompileArgs) -> Result<(), String> {
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The pipeline of `kiln compile` (load, convert, optimize, codegen, link) with `args` and the
+/// parsed `shapes`, each step advancing `pb` (`ProgressBar::hidden()` for none). Writes
+/// `args.output`; prints nothing.
+pub fn build_library(
+    args: &CompileArgs,
+    shapes: &kiln_onnx::InputShapes,
+    pb: &ProgressBar,
+) -> Result<(), String> {
+    let model = step(pb, 0, || {
+        kiln_onnx::load_model(&args.model).map_err(|e| e.to_string())
+    })?;
+    let (module, params) = step(pb, 1, || {
+        kiln_onnx::from_onnx(&model, shapes).map_err(|e| e.to_string())
+    })?;
+    let module = step(pb, 2, || {
+        default_pipeline()
+            .run(module, &PassContext::with_opt_level(args.opt_level as i64))
+            .map_err(|e| e.to_string())
+    })?;
+    let factory = step(pb, 3, || {
+        kiln_graph::build::build(&module, &args.target, params).map_err(|e| e.to_string())
+    })?;
+    step(pb, 4, || {
+        export_library(&factory, &args.output, &ExportOptions::default()).map_err(|e| e.to_string())
+    })
 }
 
 /// Checks the output name early (before a long compile): a known library suffix and an

@@ -21,8 +21,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs the bundled example end to end and checks its results.
-    Demo,
+    /// Runs the bundled example end to end: compiles examples/model/model.onnx, runs it, checks
+    /// the output against onnxruntime's and prints the latency.
+    Demo {
+        /// The directory of model.onnx, input.npy and expected.npy (default: the bundled one).
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
+    },
     /// Lists the registered global functions (optionally those starting with a prefix).
     Globals {
         /// Only names starting with this prefix.
@@ -118,7 +123,7 @@ fn main() -> ExitCode {
     kiln::link_all();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo => demo::run().map_err(|e| e.to_string()),
+        Command::Demo { model_dir } => demo::run(model_dir.as_deref()).map_err(|e| e.to_string()),
         Command::Compile {
             model,
             output,

@@ -165,10 +165,6 @@ fn parameterized_unary_and_cast() {
     assert!(e.message().contains("float"), "{e}");
 }
 
-/// Operators whose result the TIR simplifier currently folds wrongly when both operands are
-/// read at the same index of equally shaped tensors: `structural_equal(A[i], B[i])` is true
-/// in kiln-tir (buffers are paired on first meeting), so `max(A[i], B[i])` becomes `A[i]`.
-
 type BinOp = fn(&Tensor, &Tensor) -> kiln_ffi::Result<Tensor>;
 
 #[test]
