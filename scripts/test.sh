@@ -23,7 +23,7 @@ step "cargo build" cargo build --workspace -q
 step "cargo test" cargo test --workspace -q
 step "leak test (count-objects)" cargo test -q -p kiln-ffi --features count-objects --test leaks
 step "C ABI tests" bash scripts/c_tests.sh
-step "Python tests" env KILN_LIBRARY_PATH="$ROOT/target/debug" .venv/bin/python -m pytest -q python/tests
+step "Python tests" env KILN_LIBRARY_PATH="$ROOT/target/debug" PYTHONPATH="$ROOT/python" .venv/bin/python -m pytest -q python/tests
 step "TVM interop tests" env KILN_SKIP_BUILD=1 bash scripts/tvm_interop_tests.sh
 
 echo

@@ -23,6 +23,8 @@ if [[ "${KILN_SKIP_BUILD:-0}" != 1 ]]; then
   cargo build -q -p kiln "${flag[@]}" || { echo "tvm_interop_tests: cargo build failed"; exit 1; }
 fi
 export KILN_LIBRARY_PATH="${KILN_LIBRARY_PATH:-$ROOT/target/$PROFILE/libkiln.so}"
+# The package is used from the source tree (no install needed).
+export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 .venv/bin/python -c "import tvm" 2>/dev/null ||
   { echo "tvm_interop_tests: apache-tvm is not installed in .venv"; exit 1; }
 
