@@ -4,4 +4,5 @@
 # onnxruntime's stored output (examples/model/expected.npy), with compile time and latency.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh --system   # llvm-19-dev (and a C compiler) on a fresh machine
 cargo run -q --release -p kiln-cli -- demo

@@ -2,7 +2,8 @@
 # Installs what Kiln's build, tests and benchmarks need on a fresh machine; idempotent.
 #   - Debian packages: valgrind (C leak checks), llvm-19-dev (kiln-codegen links LLVM 19 through
 #     inkwell; .cargo/config.toml points llvm-sys at /usr/lib/llvm-19)
-#   - .venv with the packages in python/requirements-test.txt
+#   - .venv with the packages in python/requirements-test.txt (skipped with --system: the build
+#     and the demo need only the Debian packages)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -19,6 +20,8 @@ if ((${#need_apt[@]})); then
     echo "setup: please install ${need_apt[*]} (not root, skipping)" >&2
   fi
 fi
+
+[[ "${1:-}" == --system ]] && exit 0
 
 stamp=.venv/.kiln-requirements
 if [[ ! -x .venv/bin/python ]]; then
