@@ -9,7 +9,8 @@ Main entry points: :func:`get_global_func`, :func:`register_func`,
 :class:`Device`), tensors (:class:`Tensor`, :func:`tensor`, :func:`empty`, :func:`from_dlpack`)
 and the error mapping (:class:`FFIError`, :func:`register_error`). The tensor compiler:
 :mod:`kiln.tir` (the IR), :mod:`kiln.te` (tensor expressions and schedules), :func:`lower`
-and :func:`build`.
+and :func:`build`. The graph compiler: :mod:`kiln.onnx` (ONNX import, one-call
+:func:`kiln.onnx.compile`) and :func:`kiln.graph.build`.
 """
 
 from ._lib import LIB_PATH, LibraryNotFoundError, ffi_version, find_library
@@ -34,6 +35,7 @@ from .module import BenchmarkResult, Module, load_module
 from . import runtime
 from . import graph_executor
 from . import tir, te
+from . import graph, onnx
 from .driver import build, lower
 
 __version__ = "0.1.0"
@@ -82,6 +84,8 @@ __all__ = [
     "graph_executor",
     "tir",
     "te",
+    "graph",
+    "onnx",
     "lower",
     "build",
 ]

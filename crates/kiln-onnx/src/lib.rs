@@ -36,6 +36,7 @@
 mod attr;
 pub mod convert;
 mod error;
+mod globals;
 mod model;
 pub mod proto;
 mod report;
@@ -46,6 +47,7 @@ mod validate;
 pub use attr::AttrValue;
 pub use convert::{from_onnx, supported_ops};
 pub use error::{AttrProblem, OnnxError, Result};
+pub use globals::link_globals;
 pub use model::{
     from_bytes, from_proto, load_model, Dim, Graph, Model, Node, ValueInfo, MAX_OPSET, MIN_OPSET,
 };

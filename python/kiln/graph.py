@@ -1,0 +1,38 @@
+"""The graph compiler (TVM's ``relay.build``): a graph module to a graph executor factory.
+
+:func:`build` compiles a graph :class:`IRModule <kiln.Object>` (from
+:func:`kiln.onnx.from_onnx`) for a target into a ``GraphExecutorFactory`` module: the graph
+JSON, the params and the compiled library. ``export_library(path)`` writes all of it into one
+shared library; ``load_module(path)["default"](dev)`` (or ``factory["default"](dev)``) makes
+an executor to wrap in :class:`kiln.graph_executor.GraphModule`.
+"""
+
+import numpy as np
+
+from . import core
+from .tensor import Tensor, tensor
+
+#: The global function that builds a graph module.
+GRAPH_BUILD = "graph.build"
+
+
+def _params_map(params):
+    if params is None:
+        return None
+    out = {}
+    for name, value in params.items():
+        if not isinstance(name, str):
+            raise TypeError(f"graph.build: param names must be str, got {type(name).__name__}")
+        out[name] = value if isinstance(value, Tensor) else tensor(np.ascontiguousarray(value))
+    return out
+
+
+def build(mod, target="llvm -mcpu=native", params=None):
+    """Build the graph module ``mod`` for ``target`` (``"llvm"``, ``"llvm -mcpu=native"``, ...)
+    into a ``GraphExecutorFactory`` :class:`kiln.Module`.
+
+    The default optimization pipeline (FuseOps last) runs first. ``params`` (a mapping of
+    name to :class:`kiln.Tensor` or array, e.g. the params of :func:`kiln.onnx.from_onnx`)
+    bind ``main`` parameters of the same names and are stored in the factory.
+    """
+    return core.call_global(GRAPH_BUILD, mod, target, _params_map(params))

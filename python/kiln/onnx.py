@@ -1,0 +1,66 @@
+"""The ONNX front end (TVM's ``relay.frontend.from_onnx``).
+
+- :func:`from_onnx`: an ONNX model (an ``onnx.ModelProto``, its serialized bytes or a path)
+  to a graph module and its params (``onnx.FromOnnx``).
+- :func:`compile`: the one-call path, model to ``GraphExecutorFactory`` module
+  (:func:`from_onnx` then :func:`kiln.graph.build`)::
+
+      lib = kiln.onnx.compile("model.onnx")
+      lib.export_library("deploy.so")
+      gm = kiln.graph_executor.GraphModule(lib["default"](kiln.cpu()))
+
+Input shapes come from the model; ``shape_dict`` (``{name: (1, 3, 224, 224)}``) gives
+static shapes to inputs with symbolic dimensions. Errors keep the front end's messages: an
+unsupported operator raises one error listing every unsupported op type.
+"""
+
+import os
+
+from . import core
+from . import graph as _graph
+
+#: The global function that converts a serialized ONNX model.
+FROM_ONNX = "onnx.FromOnnx"
+
+
+def _model_bytes(model):
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    if isinstance(model, (str, os.PathLike)):
+        with open(model, "rb") as f:
+            return f.read()
+    serialize = getattr(model, "SerializeToString", None)
+    if callable(serialize):
+        return serialize()
+    raise TypeError(
+        f"expected an onnx.ModelProto, the bytes of a model or a path, got {type(model).__name__}"
+    )
+
+
+def _shape_map(shape_dict):
+    if shape_dict is None:
+        return None
+    out = {}
+    for name, shape in shape_dict.items():
+        if not isinstance(name, str):
+            raise TypeError(f"shape_dict keys must be input names (str), got {type(name).__name__}")
+        out[name] = [int(d) for d in shape]
+    return out
+
+
+def from_onnx(model, shape_dict=None):
+    """Convert ``model`` (an ``onnx.ModelProto``, bytes, or a path to a ``.onnx`` file) to
+    ``(module, params)``: the graph module (typed) and a map of initializer name to
+    :class:`kiln.Tensor`, to pass to :func:`kiln.graph.build`.
+
+    ``shape_dict`` maps input names to static shapes for symbolic dimensions.
+    """
+    res = core.call_global(FROM_ONNX, _model_bytes(model), _shape_map(shape_dict))
+    return res[0], res[1]
+
+
+def compile(model, shape_dict=None, target="llvm -mcpu=native"):
+    """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a
+    ``GraphExecutorFactory`` :class:`kiln.Module` (what :func:`kiln.graph.build` returns)."""
+    mod, params = from_onnx(model, shape_dict)
+    return _graph.build(mod, target, params)

@@ -1,0 +1,133 @@
+"""ONNX to deploy library from Python (issue 5, part 8): ``kiln.onnx.from_onnx`` ->
+``kiln.graph.build`` -> ``export_library`` -> ``kiln.load_module`` -> ``GraphModule``, checked
+against onnxruntime; the one-call ``kiln.onnx.compile``; the unsupported-operator error."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.graph_executor import GraphModule
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper
+
+TARGET = "llvm"
+IN_SHAPE = (1, 3, 8, 8)
+
+
+def small_cnn(seed=0, symbolic_batch=False):
+    """Conv+Relu+GlobalAveragePool+Flatten+Gemm+Softmax with seeded weights."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32") * 0.5
+    b = rng.standard_normal(4).astype("float32") * 0.1
+    fw = rng.standard_normal((5, 4)).astype("float32")
+    fb = rng.standard_normal(5).astype("float32") * 0.1
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv0", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu0"),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap0"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flat0"),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["g"], name="fc0", transB=1),
+        helper.make_node("Softmax", ["g"], ["y"], name="softmax0", axis=1),
+    ]
+    batch = "N" if symbolic_batch else IN_SHAPE[0]
+    graph = helper.make_graph(
+        nodes,
+        "small_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, *IN_SHAPE[1:]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])],
+        initializer=[
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(b, "b"),
+            numpy_helper.from_array(fw, "fw"),
+            numpy_helper.from_array(fb, "fb"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def reference(model, x):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def run(lib, x):
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    gm.set_input("x", x)
+    gm.run()
+    return gm.get_output(0).numpy()
+
+
+def test_from_onnx_build_export_run(tmp_path):
+    model = small_cnn()
+    mod, params = kiln.onnx.from_onnx(model, {"x": IN_SHAPE})
+    assert set(params.keys()) == {"w", "b", "fw", "fb"}
+    factory = kiln.graph.build(mod, TARGET, params)
+    path = str(tmp_path / "deploy.so")
+    factory.export_library(path)
+    lib = kiln.load_module(path)
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    rng = np.random.default_rng(1)
+    for _ in range(2):  # outputs are fresh on every run
+        x = rng.standard_normal(IN_SHAPE).astype("float32")
+        gm.set_input("x", x)
+        gm.run()
+        out = gm.get_output(0).numpy()
+        np.testing.assert_allclose(out, reference(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_compile_one_call_matches(tmp_path):
+    model = small_cnn()
+    x = np.random.default_rng(2).standard_normal(IN_SHAPE).astype("float32")
+    mod, params = kiln.onnx.from_onnx(model.SerializeToString())
+    expected = run(kiln.graph.build(mod, TARGET, params), x)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path))
+    for src in (str(path), path, model):
+        got = run(kiln.onnx.compile(src, target=TARGET), x)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(expected, reference(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_compile_symbolic_shape_from_shape_dict():
+    model = small_cnn(symbolic_batch=True)
+    shape = (2, *IN_SHAPE[1:])
+    x = np.random.default_rng(3).standard_normal(shape).astype("float32")
+    got = run(kiln.onnx.compile(model, {"x": shape}, target=TARGET), x)
+    np.testing.assert_allclose(got, reference(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_unsupported_op_error():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu0"),
+        helper.make_node("HardMax", ["a"], ["b"], name="hm0"),
+        helper.make_node("HardMax", ["b"], ["c"], name="hm1"),
+        helper.make_node("Det", ["c"], ["y"], name="det0"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ValueError) as info:
+        kiln.onnx.from_onnx(model)
+    msg = str(info.value)
+    assert "2 unsupported operator type(s) in 3 node(s)" in msg, msg
+    assert "HardMax     2 node(s), first: 'hm0'" in msg, msg
+    assert "Det         1 node(s), first: 'det0'" in msg, msg
+    assert "Relu" not in msg, msg
+    with pytest.raises(ValueError, match="HardMax"):
+        kiln.onnx.compile(model, target=TARGET)
+
+
+def test_garbage_model_error():
+    with pytest.raises(Exception, match="."):
+        kiln.onnx.from_onnx(b"\xff\x00not an onnx model" * 3)
+    with pytest.raises(TypeError):
+        kiln.onnx.from_onnx(12)
