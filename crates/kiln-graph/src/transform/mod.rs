@@ -1,7 +1,7 @@
 //! Graph passes and their infrastructure (TVM's `relay.transform`), imitating
 //! `kiln_tir::transform`: a [`Pass`] is a named module-to-module function with an opt level,
-//! [`sequential`] runs passes in order, and a [`PassContext`] decides which run (opt level,
-//! disabled names, required names) and prints the IR after passes.
+//! [`sequential`] runs passes in order, and a [`PassContext`] (kiln-tir's, shared) decides which
+//! run (opt level, disabled names, required names) and prints the IR after passes.
 //!
 //! | pass | opt level | file |
 //! | --- | --- | --- |
@@ -41,10 +41,12 @@ pub use fuse_ops::fuse_ops;
 pub use infer_type::infer_type;
 pub use simplify_inference::simplify_inference;
 
+/// The pass context is the TIR pipeline's: one mechanism decides what runs and prints.
+pub use kiln_tir::transform::{PassContext, PrintHook, PrintIr};
+
 use crate::ir::{Function, IRModule};
 use kiln_ffi::{Any, AnyView, Object, ObjectRef, ObjectType, Result, TryFromAny};
 use kiln_tir::node::IrString;
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -108,7 +110,7 @@ impl Pass {
     /// Runs the pass on `module` if `ctx` enables it (else returns `module`), then prints the
     /// IR if asked. A sequential pass checks each of its passes.
     pub fn run(&self, module: IRModule, ctx: &PassContext) -> Result<IRModule> {
-        if !ctx.enabled(self) {
+        if !ctx.runs(self.name(), self.opt_level()) {
             return Ok(module);
         }
         let out = match &self.0.body {
@@ -182,82 +184,6 @@ pub fn sequential(name: &str, passes: Vec<Pass>) -> Pass {
         opt_level: 0,
         body: PassBody::Sequential(passes),
     }))
-}
-
-/// Receives `(pass name, module)` after a pass when printing is on.
-pub type PrintHook = Arc<dyn Fn(&str, &IRModule) + Send + Sync>;
-
-/// What passes run and how: opt level (default 2), disabled and required pass names, and
-/// printing after passes (`print_ir_after`: `None` off, empty set: all, else the named ones;
-/// to `hook`, or stderr without one).
-#[derive(Clone)]
-pub struct PassContext {
-    /// Passes with a higher opt level are skipped.
-    pub opt_level: i64,
-    /// Passes with these names are skipped.
-    pub disabled: HashSet<String>,
-    /// Passes with these names run whatever their level.
-    pub required: HashSet<String>,
-    /// Which passes print (see the type docs).
-    pub print_ir_after: Option<HashSet<String>>,
-    /// Where printing goes (`None`: stderr).
-    pub hook: Option<PrintHook>,
-}
-
-impl Default for PassContext {
-    fn default() -> Self {
-        PassContext {
-            opt_level: 2,
-            disabled: HashSet::new(),
-            required: HashSet::new(),
-            print_ir_after: None,
-            hook: None,
-        }
-    }
-}
-
-impl PassContext {
-    /// A default context with another opt level.
-    pub fn with_opt_level(opt_level: i64) -> Self {
-        PassContext {
-            opt_level,
-            ..Default::default()
-        }
-    }
-
-    /// Disables the pass called `name`.
-    pub fn disable(mut self, name: &str) -> Self {
-        self.disabled.insert(name.to_string());
-        self
-    }
-
-    /// Prints the IR after the passes called `names` (all passes when empty).
-    pub fn print_after(mut self, names: &[&str], hook: Option<PrintHook>) -> Self {
-        self.print_ir_after = Some(names.iter().map(|s| s.to_string()).collect());
-        self.hook = hook;
-        self
-    }
-
-    /// True when `pass` should run here.
-    pub fn enabled(&self, pass: &Pass) -> bool {
-        if self.disabled.contains(pass.name()) {
-            return false;
-        }
-        self.required.contains(pass.name()) || pass.opt_level() <= self.opt_level
-    }
-
-    fn after_pass(&self, name: &str, module: &IRModule) {
-        let print = match &self.print_ir_after {
-            None => false,
-            Some(s) => s.is_empty() || s.contains(name),
-        };
-        if print {
-            match &self.hook {
-                Some(h) => h(name, module),
-                None => eprintln!("# IR after {name}\n{module}"),
-            }
-        }
-    }
 }
 
 /// The default optimization list (what `relay.build` runs before lowering), in order.

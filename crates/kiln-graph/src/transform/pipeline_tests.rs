@@ -55,12 +55,9 @@ fn model() -> IRModule {
 fn small_model_through_all_passes() {
     let printed = std::sync::Arc::new(Mutex::new(Vec::new()));
     let p2 = printed.clone();
-    let ctx = PassContext::with_opt_level(3).print_after(
-        &[],
-        Some(std::sync::Arc::new(move |name: &str, _m: &IRModule| {
-            p2.lock().unwrap().push(name.to_string())
-        })),
-    );
+    let ctx = PassContext::with_opt_level(3).print_all(Some(std::sync::Arc::new(
+        move |name: &str, _m: &dyn std::fmt::Display| p2.lock().unwrap().push(name.to_string()),
+    )));
     let out = default_pipeline().run(model(), &ctx).unwrap();
     let main = out.main().unwrap();
     assert_eq!(

@@ -215,11 +215,13 @@ pub enum PrintIr {
     Selected(HashSet<String>),
 }
 
-/// Receives `(pass name, module)` after a pass when printing is on.
-pub type PrintHook = Arc<dyn Fn(&str, &IRModule) + Send + Sync>;
+/// Receives `(pass name, module)` after a pass when printing is on; the module is the IR of
+/// whichever pipeline runs (TIR here, the graph IR in `kiln-graph`).
+pub type PrintHook = Arc<dyn Fn(&str, &dyn fmt::Display) + Send + Sync>;
 
 /// What passes run and how (TVM's `PassContext`): opt level (default 2), disabled pass names,
-/// printing after passes (to `hook`, or stderr without one) and configuration values.
+/// printing after passes (to `hook`, or stderr without one) and configuration values. The graph
+/// passes of `kiln-graph` use the same context.
 #[derive(Clone)]
 pub struct PassContext {
     /// Passes with a higher opt level are skipped.
@@ -297,13 +299,19 @@ impl PassContext {
 
     /// True when `pass` should run here.
     pub fn enabled(&self, pass: &Pass) -> bool {
-        if self.disabled.contains(pass.name()) {
-            return false;
-        }
-        self.required.contains(pass.name()) || pass.opt_level() <= self.opt_level
+        self.runs(pass.name(), pass.opt_level())
     }
 
-    fn after_pass(&self, name: &str, module: &IRModule) {
+    /// True when a pass called `name` with level `opt_level` should run here.
+    pub fn runs(&self, name: &str, opt_level: i64) -> bool {
+        if self.disabled.contains(name) {
+            return false;
+        }
+        self.required.contains(name) || opt_level <= self.opt_level
+    }
+
+    /// Prints `module` after the pass called `name` when this context asks for it.
+    pub fn after_pass(&self, name: &str, module: &dyn fmt::Display) {
         let print = match &self.print_ir_after {
             PrintIr::Off => false,
             PrintIr::All => true,
@@ -399,7 +407,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = seen.clone();
         let hook: PrintHook =
-            Arc::new(move |n: &str, _m: &IRModule| s2.lock().unwrap().push(n.to_string()));
+            Arc::new(move |n: &str, _m: &dyn fmt::Display| s2.lock().unwrap().push(n.to_string()));
         let counter = prim_func_pass("count", 3, |f, _| Ok(f));
         let seq = sequential("s", vec![simplify(), remove_no_op(), counter]);
         let ctx = PassContext::default()

@@ -57,9 +57,11 @@ fn default_pipeline_lowers_an_elementwise_kernel() {
     let p2 = printed.clone();
     let ctx = PassContext::default().print_after(
         &["tir.VectorizeLoop"],
-        Some(std::sync::Arc::new(move |name: &str, m: &IRModule| {
-            p2.lock().unwrap().push(format!("{name}\n{m}"))
-        })),
+        Some(std::sync::Arc::new(
+            move |name: &str, m: &dyn std::fmt::Display| {
+                p2.lock().unwrap().push(format!("{name}\n{m}"))
+            },
+        )),
     );
     let out = lower_pipeline().run(m, &ctx).unwrap();
     assert_eq!(printed.lock().unwrap().len(), 1);
