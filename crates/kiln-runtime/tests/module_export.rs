@@ -135,6 +135,6 @@ fn export_errors_are_clear() {
     let tree = c_module("y", 2);
     tree.import(&blob(b"p")).unwrap();
     export_library(&tree, dir.path("opts.so"), &opts).unwrap();
-    assert!(work.join("devc.c").exists());
+    assert!(work.join("devc.S").exists() && work.join("devc.bin").exists());
     assert!(work.join("lib0.c").exists());
 }
