@@ -2,7 +2,7 @@
 //! link), with a progress bar over the steps and a summary line at the end.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use kiln_graph::transform::{default_pipeline, PassContext};
+use kiln_graph::transform::{bind_params, default_pipeline, PassContext};
 use kiln_runtime::module::{export_library, ExportOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -87,17 +87,52 @@ pub fn build_library(
     let (module, params) = step(pb, 1, || {
         kiln_onnx::from_onnx(&model, shapes).map_err(|e| e.to_string())
     })?;
-    let module = step(pb, 2, || {
-        default_pipeline()
-            .run(module, &PassContext::with_opt_level(args.opt_level as i64))
-            .map_err(|e| e.to_string())
+    let ctx = PassContext::with_opt_level(args.opt_level as i64);
+    let (module, params) = step(pb, 2, || {
+        let (bound, rest) = bind_params(&module, params).map_err(|e| e.to_string())?;
+        let optimized = default_pipeline()
+            .run(bound, &ctx)
+            .map_err(|e| e.to_string())?;
+        Ok((optimized, rest))
     })?;
     let factory = step(pb, 3, || {
-        kiln_graph::build::build(&module, &args.target, params).map_err(|e| e.to_string())
+        kiln_graph::build::build_with(&module, &args.target, params, &ctx)
+            .map_err(|e| e.to_string())
     })?;
     step(pb, 4, || {
-        export_library(&factory, &args.output, &ExportOptions::default()).map_err(|e| e.to_string())
+        write_atomically(&args.output, |tmp| {
+            export_library(&factory, tmp, &ExportOptions::default()).map_err(|e| e.to_string())
+        })
     })
+}
+
+/// Calls `write` with a temporary path beside `output` (same suffix, so the library format is
+/// the same) and renames the result onto `output` only when it succeeds: a failed compile never
+/// destroys a file already at `output`.
+fn write_atomically(
+    output: &Path,
+    write: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), String> {
+    if output.is_dir() {
+        return Err(format!("the output {} is a directory", output.display()));
+    }
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let ext = output
+        .extension()
+        .map(|e| e.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = output.with_file_name(format!(".{name}.{}.tmp.{ext}", std::process::id()));
+    let result = write(&tmp).and_then(|()| {
+        std::fs::rename(&tmp, output)
+            .map_err(|e| format!("cannot move {} to {}: {e}", tmp.display(), output.display()))
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// Checks the output name early (before a long compile): a known library suffix and an
@@ -146,5 +181,28 @@ mod tests {
         assert!(check_output(Path::new("x.onnx")).is_err());
         assert!(check_output(Path::new("/no/such/dir/x.so")).is_err());
         assert!(check_output(Path::new("x.so")).is_ok());
+    }
+
+    #[test]
+    fn failed_writes_keep_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("lib.so");
+        std::fs::write(&out, b"precious").unwrap();
+        let err = write_atomically(&out, |tmp| {
+            std::fs::write(tmp, b"half a lib").unwrap();
+            Err("link failed".into())
+        });
+        assert_eq!(err.unwrap_err(), "link failed");
+        assert_eq!(std::fs::read(&out).unwrap(), b"precious");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        write_atomically(&out, |tmp| {
+            std::fs::write(tmp, b"new").map_err(|e| e.to_string())
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(write_atomically(dir.path(), |_| Ok(()))
+            .unwrap_err()
+            .contains("is a directory"));
     }
 }

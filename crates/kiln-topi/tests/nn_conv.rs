@@ -306,3 +306,91 @@ fn conv2d_rejects_bad_shapes() {
     let weight = input(&[4, 4, 7, 7], "weight");
     assert!(nn::conv2d(&data, &weight, &Conv2dAttrs::default()).is_err());
 }
+
+/// OIHW weights `w` (shape `ws`) packed as `OIHW{b}o`.
+fn pack_oihw(w: &[f32], ws: [i64; 4], b: i64) -> Vec<f32> {
+    let [o, i, kh, kw] = ws;
+    let inner = (i * kh * kw) as usize;
+    let mut out = vec![0f32; w.len()];
+    for f in 0..o as usize {
+        for r in 0..inner {
+            let (ob, oi) = (f / b as usize, f % b as usize);
+            out[(ob * inner + r) * b as usize + oi] = w[f * inner + r];
+        }
+    }
+    out
+}
+
+fn check_conv_packed(what: &str, ds: [i64; 4], ws: [i64; 4], b: i64, a: Conv2dAttrs, seed: u64) {
+    let data = input(&ds, "data");
+    let weight = input(&ws, "weight");
+    let packed = input(&[ws[0] / b, ws[1], ws[2], ws[3], b], "weight_packed");
+    let out = nn::conv2d_packed(&data, &packed, &a).unwrap();
+    let vals = random_inputs(&[data.clone(), weight], seed);
+    let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
+    assert_eq!(shape_of(&out), oshape.to_vec(), "{what}: shape");
+    let pvals = vec![vals[0].clone(), pack_oihw(&vals[1], ws, b)];
+    check(
+        what,
+        &out,
+        &[data, packed],
+        &pvals,
+        x86::schedule_conv2d_nchw,
+        &want,
+        1e-4,
+        seed,
+    );
+}
+
+#[test]
+fn conv2d_packed_kernel_shapes() {
+    let seed = seed("conv2d_packed");
+    let base = Conv2dAttrs::default();
+    let pad1 = Conv2dAttrs {
+        padding: Padding2d::same(1),
+        ..base
+    };
+    check_conv_packed(
+        "3x3 pad1 odd width",
+        [1, 5, 9, 13],
+        [32, 5, 3, 3],
+        16,
+        pad1,
+        seed,
+    );
+    check_conv_packed("1x1", [2, 24, 7, 7], [16, 24, 1, 1], 16, base, seed + 1);
+    check_conv_packed(
+        "stride 2, block 8",
+        [1, 3, 17, 17],
+        [8, 3, 7, 7],
+        8,
+        Conv2dAttrs {
+            strides: (2, 2),
+            padding: Padding2d::same(3),
+            ..base
+        },
+        seed + 2,
+    );
+    check_conv_packed(
+        "grouped, dilated",
+        [1, 8, 10, 10],
+        [32, 4, 3, 3],
+        16,
+        Conv2dAttrs {
+            groups: 2,
+            dilation: (2, 2),
+            padding: Padding2d::from_array([2, 1, 2, 3]),
+            ..base
+        },
+        seed + 3,
+    );
+    assert!(
+        nn::conv2d_packed(
+            &input(&[1, 16, 4, 4], "d"),
+            &input(&[2, 4, 3, 3, 8], "w"),
+            &Conv2dAttrs { groups: 4, ..base }
+        )
+        .is_err(),
+        "a block spanning two groups is refused"
+    );
+}

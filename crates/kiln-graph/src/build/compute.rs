@@ -198,6 +198,11 @@ pub fn compute(op: &str, inputs: &[Tensor], a: &Attrs<'_>) -> Result<Vec<Tensor>
         "reshape" => one(tf::reshape(x()?, &a.ints("newshape")?)),
         "flatten" => one(tf::flatten(x()?, a.int("axis")?)),
         "transpose" => one(tf::transpose(x()?, a.opt_ints("axes")?.as_deref())),
+        "layout_transform" => one(tf::layout_transform(
+            x()?,
+            &a.str("src_layout")?,
+            &a.str("dst_layout")?,
+        )),
         "squeeze" => one(tf::squeeze(x()?, a.opt_ints("axis")?.as_deref())),
         "expand_dims" => one(tf::expand_dims(
             x()?,

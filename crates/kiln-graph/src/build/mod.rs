@@ -1,7 +1,8 @@
 //! The graph build (TVM's `relay.build`): a graph module to a `GraphExecutorFactory` module.
 //!
-//! 1. The optimization pipeline ([`crate::transform::default_pipeline`], FuseOps last) unless
-//!    `main` already calls primitive functions only.
+//! 1. Params bound as constants ([`crate::transform::bind_params`]) and the optimization
+//!    pipeline ([`crate::transform::default_pipeline`], FuseOps last), unless `main` already
+//!    calls primitive functions only.
 //! 2. [`graph_codegen()`]: the graph JSON (nodes, arg_nodes, heads, node_row_ptr, attrs with
 //!    shape / dltype / storage_id, storage planned), the params (constants of `main`, named
 //!    `p0`, ...) and the distinct primitive functions.
@@ -24,6 +25,7 @@ pub mod storage;
 pub use graph_codegen::{graph_codegen, GraphCodegenResult};
 
 use crate::ir::{Expr, IRModule};
+use crate::transform::PassContext;
 use kiln_ffi::{register_global, Error, Map, Result};
 use kiln_runtime::graph_executor::GraphExecutorFactory;
 use kiln_runtime::module::Module;
@@ -40,15 +42,6 @@ fn is_fused(module: &IRModule) -> Result<bool> {
         }))
 }
 
-/// The module after the default pipeline (skipped when `main` is already fused).
-pub fn optimize(module: &IRModule) -> Result<IRModule> {
-    if is_fused(module)? {
-        Ok(module.clone())
-    } else {
-        crate::transform::default_pipeline().apply(module.clone())
-    }
-}
-
 /// Compiles every primitive function of a codegen result for `target` into one library.
 pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
     let mut funcs = Vec::new();
@@ -60,14 +53,31 @@ pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
 }
 
 /// Builds `module` for `target` (`llvm`, `llvm -mcpu=native`, ...) into a graph executor
-/// factory module. `params` bind `main` parameters of the same names (they become the
-/// factory's params, set on every executor it creates).
+/// factory module, optimizing with the default pipeline at opt level 3. `params` bind `main`
+/// parameters of the same names as constants before optimizing (TVM's `bind_params_by_name`),
+/// so weights are folded and re-laid out at compile time; they reach the executor as the
+/// factory's params.
 pub fn build(
     module: &IRModule,
     target: &str,
     params: impl IntoIterator<Item = (String, Tensor)>,
 ) -> Result<Module> {
-    let module = optimize(module)?;
+    build_with(module, target, params, &PassContext::with_opt_level(3))
+}
+
+/// [`build`] under the pass context `ctx` (opt level, disabled passes, IR printing).
+pub fn build_with(
+    module: &IRModule,
+    target: &str,
+    params: impl IntoIterator<Item = (String, Tensor)>,
+    ctx: &PassContext,
+) -> Result<Module> {
+    let (module, params) = if is_fused(module)? {
+        (module.clone(), params.into_iter().collect())
+    } else {
+        let (bound, rest) = crate::transform::bind_params(module, params.into_iter().collect())?;
+        (crate::transform::default_pipeline().run(bound, ctx)?, rest)
+    };
     let cg = graph_codegen(&module)?;
     let lib = build_lib(&cg, target)?;
     let mut all = cg.params.clone();

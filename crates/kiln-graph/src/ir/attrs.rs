@@ -208,3 +208,21 @@ pub fn make_map(pairs: &[(&str, AttrValue)]) -> Map {
             .collect::<Vec<_>>(),
     )
 }
+
+/// `map` with attribute `name` set to `value` (replaced when present, appended otherwise).
+pub fn with_attr(map: &Map, name: &str, value: AttrValue) -> Map {
+    let mut pairs: Vec<(Any, Any)> = Vec::new();
+    let mut replaced = false;
+    for (k, v) in map.iter() {
+        if k.try_as::<String>().is_ok_and(|s| s == name) {
+            pairs.push((Any::from(name), value.to_any()));
+            replaced = true;
+        } else {
+            pairs.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    if !replaced {
+        pairs.push((Any::from(name), value.to_any()));
+    }
+    Map::new(pairs)
+}

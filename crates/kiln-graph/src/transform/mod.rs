@@ -11,7 +11,7 @@
 //! | `EliminateCommonSubexpr` | 3 | [`eliminate_common_subexpr`] |
 //! | `FoldConstant` | 2 | [`fold_constant`] |
 //! | `FoldScaleAxis` | 3 | [`fold_scale_axis`] |
-//! | `AlterOpLayout` | 3 (a hook: identity for now) | [`alter_op_layout`] |
+//! | `AlterOpLayout` | 3 (packed convolution kernels) | [`alter_op_layout`] |
 //! | `DeadCodeElimination` | 1 | [`dead_code_elimination`] |
 //! | `FuseOps` | 0 (`-O0` still fuses nothing: its `fuse_opt_level` is the context's) | [`fuse_ops`] |
 //!
@@ -19,6 +19,7 @@
 //! so every pass hands on a typed module.
 
 pub mod alter_op_layout;
+pub mod bind_params;
 pub mod canonicalize_ops;
 pub mod dead_code_elimination;
 pub mod eliminate_common_subexpr;
@@ -32,6 +33,7 @@ pub mod simplify_inference;
 mod pipeline_tests;
 
 pub use alter_op_layout::alter_op_layout;
+pub use bind_params::bind_params;
 pub use canonicalize_ops::canonicalize_ops;
 pub use dead_code_elimination::dead_code_elimination;
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
@@ -199,6 +201,7 @@ pub fn default_pipeline() -> Pass {
             fold_scale_axis(),
             fold_constant(),
             alter_op_layout(),
+            fold_constant(),
             dead_code_elimination(),
             fuse_ops(),
         ],

@@ -7,6 +7,7 @@
 pub mod batch_matmul;
 pub mod batch_norm;
 pub mod conv2d;
+pub mod conv2d_packed;
 pub mod conv2d_transpose;
 pub mod dense;
 pub mod global_pool2d;
@@ -20,6 +21,7 @@ pub mod softmax;
 pub use batch_matmul::batch_matmul;
 pub use batch_norm::{batch_norm_inference, BatchNormAttrs};
 pub use conv2d::{conv2d, Conv2dAttrs};
+pub use conv2d_packed::conv2d_packed;
 pub use conv2d_transpose::{conv2d_transpose, Conv2dTransposeAttrs};
 pub use dense::dense;
 pub use global_pool2d::{global_avg_pool2d, global_max_pool2d};
@@ -47,6 +49,8 @@ pub mod tag {
     pub const COMM_REDUCE: &str = "comm_reduce";
     /// Generic (grouped) 2-D convolution, NCHW.
     pub const CONV2D_NCHW: &str = "conv2d_nchw";
+    /// 2-D convolution computed in blocks of output channels (`[N, O/b, OH, OW, b]`).
+    pub const CONV2D_NCHWC: &str = "conv2d_nchwc";
     /// Depthwise 2-D convolution, NCHW.
     pub const DEPTHWISE_CONV2D_NCHW: &str = "depthwise_conv2d_nchw";
     /// Transposed 2-D convolution, NCHW.

@@ -59,7 +59,12 @@ fn conv2d(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
     let OpAttrs::Conv2d(a) = a else {
         return Err(bad("nn.conv2d", a));
     };
-    nn::conv2d(arg("nn.conv2d", i, 0)?, arg("nn.conv2d", i, 1)?, a)
+    let (data, weight) = (arg("nn.conv2d", i, 0)?, arg("nn.conv2d", i, 1)?);
+    if weight.ndim() == 5 {
+        nn::conv2d_packed(data, weight, a)
+    } else {
+        nn::conv2d(data, weight, a)
+    }
 }
 
 fn conv2d_transpose(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {

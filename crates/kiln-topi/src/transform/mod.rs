@@ -15,9 +15,11 @@
 //! | [`take()`] | `Gather` |
 //! | [`resize2d()`] ([`ResizeMethod`], [`CoordMode`], [`NearestMode`]) | `Resize` |
 //! | [`tile()`] | `Tile` |
+//! | [`layout_transform()`] ([`Layout`]) | (packed weights, from `AlterOpLayout`) |
 
 mod concatenate;
 mod flatten;
+pub mod layout;
 mod pad;
 mod reshape;
 mod resize;
@@ -32,6 +34,7 @@ pub mod util;
 
 pub use concatenate::concatenate;
 pub use flatten::flatten;
+pub use layout::{layout_transform, Layout};
 pub use pad::{pad, PadMode};
 pub use reshape::{infer_reshape, reshape};
 pub use resize::{resize2d, CoordMode, NearestMode, ResizeMethod};

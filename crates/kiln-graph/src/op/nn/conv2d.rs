@@ -42,11 +42,46 @@ pub(crate) fn conv_out(
     Ok(n / s + 1)
 }
 
+/// The `OIHW` block size of a kernel layout: `Some(None)` for `OIHW`, `Some(Some(b))` for
+/// `OIHW{b}o`, `None` for anything else.
+pub fn kernel_block(layout: &str) -> Option<Option<i64>> {
+    if layout == "OIHW" {
+        return Some(None);
+    }
+    let b = layout
+        .strip_prefix("OIHW")?
+        .strip_suffix('o')?
+        .parse::<i64>()
+        .ok()?;
+    (b >= 1).then_some(Some(b))
+}
+
+/// The weight's shape as `[O, I, KH, KW]` whether it is `OIHW` or packed `OIHW{b}o`
+/// (`[O/b, I, KH, KW, b]`).
+fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
+    let layout = ctx.attrs.str("kernel_layout")?;
+    match kernel_block(&layout) {
+        Some(None) => Ok(ctx.tensor_rank(1, 4)?.0.to_vec()),
+        Some(Some(b)) => {
+            let (w, _) = ctx.tensor_rank(1, 5)?;
+            if w[4] != b {
+                return Err(ctx.err(format!(
+                    "argument `weight` has inner block {} but kernel_layout is {layout}",
+                    w[4]
+                )));
+            }
+            Ok(vec![w[0] * b, w[1], w[2], w[3]])
+        }
+        None => Err(ctx.err(format!(
+            "attribute `kernel_layout` = \"{layout}\" is not supported (OIHW or OIHW<b>o)"
+        ))),
+    }
+}
+
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     check_layout(ctx, "data_layout", "NCHW")?;
-    check_layout(ctx, "kernel_layout", "OIHW")?;
     let (d, dt) = ctx.tensor_rank(0, 4)?;
-    let (w, _) = ctx.tensor_rank(1, 4)?;
+    let w = oihw_weight_shape(ctx)?;
     ctx.same_dtype(0, 1)?;
     let strides = pair(ctx, "strides", 1)?;
     let dil = pair(ctx, "dilation", 1)?;

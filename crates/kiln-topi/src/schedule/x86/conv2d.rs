@@ -7,7 +7,7 @@ use crate::schedule::{
     vector_factor,
 };
 use kiln_ffi::Result;
-use kiln_te::{Schedule, Tensor};
+use kiln_te::{Operation, Schedule, Tensor};
 
 /// Schedules the convolution `out` depends on (tags [`tag::CONV2D_NCHW`],
 /// [`tag::DEPTHWISE_CONV2D_NCHW`], [`tag::CONV2D_TRANSPOSE_NCHW`]), `out` being it or a 4-D
@@ -20,6 +20,9 @@ use kiln_te::{Schedule, Tensor};
 /// - the convolution accumulated per tile in a local cache (or computed at the epilogue's
 ///   tile), reduction loops outside, channels unrolled and columns vectorized inside.
 pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
+    if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {
+        return schedule_conv2d_nchwc(s, out, &conv);
+    }
     let tags = [
         tag::CONV2D_NCHW,
         tag::DEPTHWISE_CONV2D_NCHW,
@@ -80,6 +83,62 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
     }
     if vf > 1 {
         cs.vectorize(&data[3])?;
+    }
+    Ok(())
+}
+
+/// The number of output columns computed together by the packed convolution: the largest
+/// divisor of the output width up to 24 (each column holds one vector accumulator, and 32
+/// vector registers must also hold a weight vector).
+pub fn register_columns(width: i64) -> i64 {
+    (1..=24.min(width.max(1)))
+        .rev()
+        .find(|r| width % r == 0)
+        .unwrap_or(1)
+}
+
+/// Schedules a convolution with a packed kernel ([`crate::nn::conv2d_packed`]): the padding
+/// stage at root (parallel over `(n, c)`); the NCHW output (unpack stage and fused epilogue)
+/// in tiles of `b` channels x [`register_columns`] columns, `n`, channel blocks and rows fused
+/// and parallel; the blocked product computed at each tile into a `columns x b` accumulator,
+/// reduction loops outside, the columns unrolled and the `b` channels one vector.
+fn schedule_conv2d_nchwc(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<()> {
+    let conv_t = conv.output(0);
+    if out.ndim() != 4 || conv_t.ndim() != 5 {
+        return generic::schedule_generic(s, out);
+    }
+    let pad = conv
+        .input_tensors()
+        .into_iter()
+        .find(|t| t.op().name() == "pad_data");
+    let keep: Vec<_> = pad.iter().map(|p| p.op().clone()).collect();
+    inline_injective(s, out, &keep)?;
+    if let Some(p) = &pad {
+        let ps = s.stage(p);
+        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
+            ps.parallel(&f)?;
+        }
+    }
+    let b = extent(&conv_t, 4);
+    let cols = register_columns(extent(out, 3));
+    let main = s.stage(out);
+    let (oo, oi) = main.split(&out.axis(1), b)?;
+    let (xo, xi) = main.split(&out.axis(3), cols)?;
+    main.reorder(&[out.axis(0), oo.clone(), out.axis(2), xo.clone(), oi, xi])?;
+    let fused = fuse_all(&main, &[out.axis(0), oo, out.axis(2)])?.expect("three loops");
+    main.parallel(&fused)?;
+    let cs = s.stage_op(conv);
+    cs.compute_at(&main, &xo)?;
+    let leaf = cs.leaf_iter_vars();
+    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
+    let mut order = data[..3].to_vec();
+    order.extend(red);
+    order.push(data[3].clone());
+    order.push(data[4].clone());
+    cs.reorder(&order)?;
+    cs.unroll(&data[3])?;
+    if b > 1 {
+        cs.vectorize(&data[4])?;
     }
     Ok(())
 }

@@ -1,0 +1,79 @@
+//! 2-D convolution with a packed kernel: NCHW data, `OIHW{b}o` weights (`[O/b, C/groups, KH,
+//! KW, b]`, made at compile time by `layout_transform`), NCHW output. The product is computed
+//! in blocks of `b` output channels (`[N, O/b, OH, OW, b]`, tag [`tag::CONV2D_NCHWC`]), so one
+//! vector of `b` weights meets one broadcast input value; an injective stage writes it back to
+//! NCHW, and fused epilogues inline into that stage.
+
+use super::conv2d::{conv2d_out_shape, Conv2dAttrs};
+use super::pad::pad_nchw;
+use super::{compute_tagged, consts, invalid, shape_nd, tag};
+use kiln_ffi::Result;
+use kiln_te::{reduce_axis_n, sum, Tensor};
+use kiln_tir::{floordiv, floormod};
+
+/// `out[n, o, y, x] = sum_{c, ry, rx} pad(data)[n, g*C/G + c, y*sh + ry*dh, x*sw + rx*dw] *
+/// weight[o / b, c, ry, rx, o % b]`. The block `b` must divide the output channels per group
+/// (a vector never spans two groups). The padding stage is named `pad_data`, the blocked
+/// product `conv2d_nchwc`.
+pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
+    const W: &str = "conv2d (packed kernel)";
+    let ds = shape_nd(data, 4, W)?;
+    let ws = shape_nd(weight, 5, W)?;
+    let b = ws[4];
+    let oihw = [ws[0] * b, ws[1], ws[2], ws[3]];
+    let out = conv2d_out_shape(&ds, &oihw, attrs)?;
+    let opg = out[1] / attrs.groups;
+    if b < 1 || opg % b != 0 {
+        return Err(invalid(
+            W,
+            format!("block {b} does not divide the {opg} output channels per group"),
+        ));
+    }
+    let (cpg, kh, kw) = (ws[1], ws[2], ws[3]);
+    let (sh, sw) = attrs.strides;
+    let (dh, dw) = attrs.dilation;
+    let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
+    let rc = reduce_axis_n(cpg, "rc");
+    let ry = reduce_axis_n(kh, "ry");
+    let rx = reduce_axis_n(kw, "rx");
+    let groups = attrs.groups;
+    let blocked = compute_tagged(
+        &consts(&[out[0], out[1] / b, out[2], out[3], b]),
+        |i| {
+            let (n, ob, y, x, oi) = (
+                i[0].to_expr(),
+                i[1].to_expr(),
+                i[2].to_expr(),
+                i[3].to_expr(),
+                i[4].to_expr(),
+            );
+            let ch = if groups == 1 {
+                rc.expr()
+            } else {
+                floordiv(&(ob.clone() * b), opg) * cpg + rc.expr()
+            };
+            sum(
+                padded.at(&[n, ch, y * sh + ry.expr() * dh, x * sw + rx.expr() * dw])
+                    * weight.at(&[ob, rc.expr(), ry.expr(), rx.expr(), oi]),
+                &[rc.clone(), ry.clone(), rx.clone()],
+            )
+        },
+        "conv2d_nchwc",
+        tag::CONV2D_NCHWC,
+    )?;
+    compute_tagged(
+        &consts(&out),
+        |i| {
+            let o = i[1].to_expr();
+            blocked.at(&[
+                i[0].to_expr(),
+                floordiv(&o, b),
+                i[2].to_expr(),
+                i[3].to_expr(),
+                floormod(&o, b),
+            ])
+        },
+        "conv2d_unpack",
+        tag::INJECTIVE,
+    )
+}
