@@ -3,6 +3,8 @@
 #
 #   tests/c/ffi_abi_test.c     compiled against TVM-FFI's own <tvm/ffi/c_api.h>
 #   tests/c/kiln_header_test.c compiled against Kiln's <kiln/c_api.h>
+#   examples/c/run_model.c     the C example, run on the bundled model compiled by
+#                              target/${KILN_PROFILE:-debug}/kiln (output compared with `kiln run`)
 #
 # both linked with target/${KILN_PROFILE:-debug}/libkiln_runtime.so (rpath set),
 # then ffi_abi_test again under valgrind when valgrind is installed.
@@ -115,6 +117,38 @@ fi
 
 if build "$BUILD/kiln_header_test" "$ROOT/tests/c/kiln_header_test.c" -I"$ROOT/include"; then
   run kiln_header_test "$BUILD/kiln_header_test"
+fi
+
+# The C example (examples/c/run_model.c) on the bundled model: its output file must equal
+# `kiln run`'s byte for byte, and it must be clean under valgrind (with a library compiled for
+# generic x86-64: valgrind does not decode AVX-512). The deploy.so does not link libm itself, so
+# the program links it without --as-needed.
+if [[ "$AGAINST" == kiln ]]; then
+  KILN_BIN="$LIB_DIR/kiln"
+  EX="$BUILD/example"
+  mkdir -p "$EX/cli" "$EX/c"
+  if [[ ! -x "$KILN_BIN" ]]; then
+    echo "c_tests: $KILN_BIN not built, skipping the C example"
+  elif "$CC" "${CFLAGS[@]}" -Werror -I"$ROOT/include" "$ROOT/examples/c/run_model.c" \
+      -o "$EX/run_model" -L"$LIB_DIR" -lkiln_runtime -Wl,--no-as-needed -lm -Wl,--as-needed \
+      -Wl,-rpath,"$LIB_DIR"; then
+    example() {
+      "$KILN_BIN" compile "$ROOT/examples/model/model.onnx" -o "$EX/deploy.so" --target llvm &&
+        "$KILN_BIN" run "$EX/deploy.so" --input input="$ROOT/examples/model/input.npy" \
+          --output-dir "$EX/cli" &&
+        "$EX/run_model" "$EX/deploy.so" input="$ROOT/examples/model/input.npy" -o "$EX/c" &&
+        cmp "$EX/cli/output_0.npy" "$EX/c/output_0.npy"
+    }
+    run "run_model example (same output as kiln run)" example
+    if [[ "${KILN_VALGRIND:-1}" != 0 ]] && command -v valgrind >/dev/null; then
+      run "run_model under valgrind" valgrind -q --error-exitcode=1 --leak-check=full \
+        --errors-for-leak-kinds=definite --show-leak-kinds=definite \
+        "$EX/run_model" "$EX/deploy.so" input="$ROOT/examples/model/input.npy" -o "$EX/c"
+    fi
+  else
+    echo "c_tests: FAILED to build examples/c/run_model.c" >&2
+    status=1
+  fi
 fi
 
 if [[ $status -eq 0 ]]; then

@@ -21,6 +21,8 @@ if [[ "${KILN_SKIP_BUILD:-0}" != 1 ]]; then
   flag=()
   [[ "$PROFILE" == release ]] && flag=(--release)
   cargo build -q -p kiln "${flag[@]}" || { echo "tvm_interop_tests: cargo build failed"; exit 1; }
+  # The `kiln` command: tests/tvm/test_rpc_tvm.py starts `kiln rpc server` from it.
+  cargo build -q -p kiln-cli "${flag[@]}" || { echo "tvm_interop_tests: cargo build failed"; exit 1; }
 fi
 export KILN_LIBRARY_PATH="${KILN_LIBRARY_PATH:-$ROOT/target/$PROFILE/libkiln.so}"
 # The package is used from the source tree (no install needed).

@@ -55,7 +55,14 @@ def from_onnx(model, shape_dict=None):
 
     ``shape_dict`` maps input names to static shapes for symbolic dimensions.
     """
-    res = core.call_global(FROM_ONNX, _model_bytes(model), _shape_map(shape_dict))
+    data = _model_bytes(model)
+    try:
+        res = core.call_global(FROM_ONNX, data, _shape_map(shape_dict))
+    except ValueError as e:
+        # The front end names the model '<bytes>'; name the file it came from instead.
+        if isinstance(model, (str, os.PathLike)) and "'<bytes>'" in str(e):
+            raise ValueError(str(e).replace("'<bytes>'", f"'{os.fspath(model)}'", 1)) from None
+        raise
     return res[0], res[1]
 
 

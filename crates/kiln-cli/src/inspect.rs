@@ -19,6 +19,7 @@ pub fn run(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(), St
     {
         inspect_onnx(path, input_shapes, opt_level)
     } else {
+        crate::libcheck::check_library(path)?;
         let m = load_module(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
         println!("{}", path.display());
         print_module(&m, 0);

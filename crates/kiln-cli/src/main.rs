@@ -4,7 +4,9 @@ mod bench;
 mod compile;
 mod demo;
 mod inspect;
+mod libcheck;
 mod npy;
+mod rpc;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -89,6 +91,11 @@ enum Command {
         #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
         opt_level: u8,
     },
+    /// RPC server, tracker and tracker summary (wire-compatible with Apache TVM 0.27).
+    Rpc {
+        #[command(subcommand)]
+        command: rpc::RpcCommand,
+    },
     /// Prints a .npy file's dtype, shape and first values; `--copy OUT` rewrites it with Kiln's
     /// writer.
     Npy {
@@ -164,6 +171,7 @@ fn main() -> ExitCode {
             input_shape,
             opt_level,
         } => inspect::run(&path, &input_shape, opt_level),
+        Command::Rpc { command } => rpc::run(command),
         Command::Npy { file, copy } => npy_command(&file, copy.as_deref()),
         Command::Globals { prefix } => {
             for name in kiln_ffi::registry::names() {

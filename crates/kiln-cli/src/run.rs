@@ -28,6 +28,7 @@ pub fn load_factory(path: &Path) -> Result<Module, String> {
     if !path.exists() {
         return Err(format!("{} does not exist", path.display()));
     }
+    crate::libcheck::check_library(path)?;
     let m = load_module(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
     find_factory(&m).ok_or_else(|| {
         format!(

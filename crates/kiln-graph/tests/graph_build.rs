@@ -189,13 +189,10 @@ fn conv_pool_dense_softmax_network() {
     let sm = mk("nn.softmax", vec![db], &[]);
     let module = IRModule::from_main(Function::new(vec![x, w2], sm));
 
-    // The lowered names follow TVM's scheme.
+    // The lowered names follow TVM's scheme (at -O3 CanonicalizeOps has made the bias an add).
     let cg = graph_codegen(&optimize(&module).unwrap()).unwrap();
     let names: Vec<&str> = cg.functions.iter().map(|(n, _)| n.as_str()).collect();
-    assert!(
-        names.contains(&"fused_nn_conv2d_nn_bias_add_nn_relu"),
-        "{names:?}"
-    );
+    assert!(names.contains(&"fused_nn_conv2d_add_nn_relu"), "{names:?}");
     assert!(names.contains(&"fused_nn_softmax"), "{names:?}");
     assert!(cg.graph_json.contains("\"list_shape\""));
     assert!(cg.graph_json.contains("\"storage_id\": [\"list_int\""));

@@ -311,7 +311,8 @@ fn conv2d_rejects_bad_shapes() {
 fn pack_oihw(w: &[f32], ws: [i64; 4], b: i64) -> Vec<f32> {
     let [o, i, kh, kw] = ws;
     let inner = (i * kh * kw) as usize;
-    let mut out = vec![0f32; w.len()];
+    let blocks = ((o + b - 1) / b) as usize;
+    let mut out = vec![0f32; blocks * inner * b as usize];
     for f in 0..o as usize {
         for r in 0..inner {
             let (ob, oi) = (f / b as usize, f % b as usize);
@@ -324,7 +325,12 @@ fn pack_oihw(w: &[f32], ws: [i64; 4], b: i64) -> Vec<f32> {
 fn check_conv_packed(what: &str, ds: [i64; 4], ws: [i64; 4], b: i64, a: Conv2dAttrs, seed: u64) {
     let data = input(&ds, "data");
     let weight = input(&ws, "weight");
-    let packed = input(&[ws[0] / b, ws[1], ws[2], ws[3], b], "weight_packed");
+    let blocks = (ws[0] + b - 1) / b;
+    let packed = input(&[blocks, ws[1], ws[2], ws[3], b], "weight_packed");
+    let a = Conv2dAttrs {
+        channels: Some(ws[0]),
+        ..a
+    };
     let out = nn::conv2d_packed(&data, &packed, &a).unwrap();
     let vals = random_inputs(&[data.clone(), weight], seed);
     let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
@@ -359,6 +365,22 @@ fn conv2d_packed_kernel_shapes() {
         seed,
     );
     check_conv_packed("1x1", [2, 24, 7, 7], [16, 24, 1, 1], 16, base, seed + 1);
+    check_conv_packed(
+        "padded last block",
+        [1, 6, 5, 9],
+        [40, 6, 3, 3],
+        16,
+        pad1,
+        seed + 4,
+    );
+    check_conv_packed(
+        "7 wide, 2 blocks a tile",
+        [1, 8, 7, 7],
+        [64, 8, 1, 1],
+        16,
+        base,
+        seed + 5,
+    );
     check_conv_packed(
         "stride 2, block 8",
         [1, 3, 17, 17],

@@ -4,6 +4,7 @@
 pub use kiln_codegen as codegen;
 pub use kiln_ffi as ffi;
 pub use kiln_onnx as onnx;
+pub use kiln_rpc as rpc;
 pub use kiln_runtime as runtime;
 pub use kiln_te as te;
 pub use kiln_tir as tir;
@@ -18,4 +19,5 @@ pub fn link_all() {
     std::hint::black_box(kiln_graph::link_globals());
     std::hint::black_box(kiln_codegen::driver::link_globals());
     std::hint::black_box(kiln_onnx::link_globals());
+    std::hint::black_box(kiln_rpc::link_globals());
 }

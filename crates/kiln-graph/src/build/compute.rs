@@ -43,6 +43,7 @@ pub fn strategy_attrs(op: &str, a: &Attrs<'_>) -> Result<OpAttrs> {
             padding: padding(&a.ints("padding")?)?,
             dilation: pair(&a.ints("dilation")?, "dilation")?,
             groups: a.int("groups")?,
+            channels: a.opt_int("channels")?,
         }),
         "nn.conv2d_transpose" => OpAttrs::Conv2dTranspose(nn::Conv2dTransposeAttrs {
             strides: pair(&a.ints("strides")?, "strides")?,

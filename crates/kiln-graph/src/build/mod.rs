@@ -42,6 +42,16 @@ fn is_fused(module: &IRModule) -> Result<bool> {
         }))
 }
 
+/// The module after the default pipeline at opt level 3 (unchanged when `main` is already
+/// fused); weights stay parameters (see [`build`] for binding them).
+pub fn optimize(module: &IRModule) -> Result<IRModule> {
+    if is_fused(module)? {
+        Ok(module.clone())
+    } else {
+        crate::transform::default_pipeline().run(module.clone(), &PassContext::with_opt_level(3))
+    }
+}
+
 /// Compiles every primitive function of a codegen result for `target` into one library.
 pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
     let mut funcs = Vec::new();

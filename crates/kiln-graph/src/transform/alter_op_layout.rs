@@ -1,7 +1,9 @@
 //! `AlterOpLayout`: operators whose schedules want another layout get it. On CPUs a
 //! convolution loads a vector of output channels per weight read, so `nn.conv2d` with an `OIHW`
 //! kernel gets `layout_transform(weight, "OIHW", "OIHW{b}o")` and `kernel_layout="OIHW{b}o"`,
-//! `b` being 16 (one AVX-512 vector) or 8 when that divides the output channels per group.
+//! `b` being 16 (one AVX-512 vector) or 8 when that divides the output channels per group;
+//! without groups the last block may be padded with zero filters (1000 classes: 63 blocks of
+//! 16), `channels` keeping the true count.
 //! Constant weights are packed at compile time by the `FoldConstant` that follows; depthwise
 //! convolutions (one output channel per group) keep `OIHW`.
 
@@ -13,9 +15,16 @@ use crate::ir::{AttrValue, Expr};
 use crate::op::{attr, mk};
 use kiln_ffi::Result;
 
-/// The block for a convolution with `opg` output channels per group, if any.
-fn block(opg: i64) -> Option<i64> {
-    [16, 8].into_iter().find(|b| opg % b == 0)
+/// The block for a convolution with `opg` output channels per group, if any: 16 or 8 when it
+/// divides them; without groups also 16 (or 8 below 12 channels) with the last block padded.
+fn block(opg: i64, groups: i64) -> Option<i64> {
+    let exact = [16, 8].into_iter().find(|b| opg % b == 0);
+    match exact {
+        Some(b) if !(b == 8 && groups == 1 && opg > 32) => Some(b),
+        _ if groups == 1 && opg >= 12 => Some(16),
+        _ if groups == 1 && opg >= 4 => Some(8),
+        other => other,
+    }
 }
 
 fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
@@ -28,7 +37,7 @@ fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     if w.len() != 4 || groups < 1 || w[0] % groups != 0 {
         return Ok(None);
     }
-    let Some(b) = block(w[0] / groups) else {
+    let Some(b) = block(w[0] / groups, groups) else {
         return Ok(None);
     };
     let layout = format!("OIHW{b}o");
@@ -40,11 +49,9 @@ fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
             ("dst_layout", attr(layout.as_str())),
         ],
     );
-    let attrs = with_attr(
-        &e.as_call().expect("a call").attrs,
-        "kernel_layout",
-        AttrValue::Str(layout),
-    );
+    let call_attrs = &e.as_call().expect("a call").attrs;
+    let attrs = with_attr(call_attrs, "kernel_layout", AttrValue::Str(layout));
+    let attrs = with_attr(&attrs, "channels", AttrValue::Int(w[0]));
     Ok(Some(Expr::call_raw(
         Expr::op("nn.conv2d"),
         vec![e.args()[0].clone(), packed],

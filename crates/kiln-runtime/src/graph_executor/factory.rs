@@ -95,10 +95,18 @@ struct Shared {
 impl Shared {
     /// The library: the factory's first import.
     fn lib(&self) -> Result<Module> {
-        let this = self
-            .this
-            .upgrade()
-            .ok_or_else(|| Error::runtime_error("the GraphExecutorFactory module is gone"))?;
+        self.lib_or(&None)
+    }
+
+    /// The library: the factory's first import while the factory lives, else `kept` (the
+    /// library when the function was made, so that `load_module(p)["default"](dev)` works
+    /// after the temporary factory is dropped, as in TVM).
+    fn lib_or(&self, kept: &Option<Module>) -> Result<Module> {
+        let Some(this) = self.this.upgrade() else {
+            return kept
+                .clone()
+                .ok_or_else(|| Error::runtime_error("the GraphExecutorFactory module is gone"));
+        };
         this.imports().into_iter().next().ok_or_else(|| {
             Error::runtime_error(
                 "this GraphExecutorFactory has no library: its first import must be the \
@@ -107,8 +115,8 @@ impl Shared {
         })
     }
 
-    fn create(&self, devices: &[Device]) -> Result<Module> {
-        let mut exec = GraphExecutor::new(self.graph.clone(), self.lib()?, devices)?;
+    fn create(&self, devices: &[Device], kept: &Option<Module>) -> Result<Module> {
+        let mut exec = GraphExecutor::new(self.graph.clone(), self.lib_or(kept)?, devices)?;
         exec.set_params(self.params.iter().map(|(k, v)| (k.as_str(), v)))?;
         Ok(GraphExecutorModule::new_module(exec))
     }
@@ -219,7 +227,7 @@ impl GraphExecutorFactory {
 
     /// A new executor on `devices` over the factory's library, params set.
     pub fn create_executor(&self, devices: &[Device]) -> Result<Module> {
-        self.shared.create(devices)
+        self.shared.create(devices, &None)
     }
 
     /// Restores a factory from [`ModuleNode::save_to_bytes`]'s output (without its library:
@@ -281,10 +289,13 @@ impl ModuleNode for GraphExecutorFactory {
 
     fn get_function(&self, name: &str) -> Result<Option<Function>> {
         let s = self.shared.clone();
+        // The functions keep the library (not the factory: the factory's function cache holds
+        // them, which would be a cycle) for when they outlive the factory module.
+        let kept = s.lib().ok();
         let f = if name == s.module_name {
             Function::from_packed(move |args| {
                 let what = format!("GraphExecutorFactory[{:?}]", s.module_name);
-                Ok(s.create(&devices_from(args, &what)?)?.into())
+                Ok(s.create(&devices_from(args, &what)?, &kept)?.into())
             })
         } else {
             match name {
@@ -297,7 +308,7 @@ impl ModuleNode for GraphExecutorFactory {
                             s.module_name
                         )));
                     }
-                    Ok(s.create(&devices_from(&args[1..], what)?)?.into())
+                    Ok(s.create(&devices_from(&args[1..], what)?, &kept)?.into())
                 }),
                 "get_graph_json" => Function::from_typed(move || s.graph_json.clone()),
                 "get_graph_params" => Function::from_typed(move || -> Map {
@@ -309,10 +320,10 @@ impl ModuleNode for GraphExecutorFactory {
                 "list_params" => Function::from_typed(move || -> Array {
                     s.params.keys().map(|k| Any::from(k.clone())).collect()
                 }),
-                "get_lib" => Function::from_typed(move || s.lib()),
+                "get_lib" => Function::from_typed(move || s.lib_or(&kept)),
                 "get_module_name" => Function::from_typed(move || s.module_name.clone()),
                 "remove_params" => Function::from_typed(move || -> Result<Module> {
-                    let lib = s.lib()?;
+                    let lib = s.lib_or(&kept)?;
                     let m = GraphExecutorFactory::without_lib(
                         s.graph_json.clone(),
                         Vec::new(),

@@ -118,7 +118,7 @@ pub fn export_library(
     if !single_linked_root {
         let bin = LibraryBin::from_children(entries, &children);
         let bytes = blob::write(&bin);
-        inputs.push(write_blob_source(&work, &bytes, ext == "tar")?);
+        inputs.push(write_blob_source(work, &bytes, ext == "tar")?);
     }
     if ext == "tar" {
         toolchain::tar(path, &inputs)
@@ -154,9 +154,7 @@ fn write_blob_source(work: &Path, bytes: &[u8], self_contained: bool) -> Result<
     let bin = work.join("devc.bin");
     let incbin_ok = cfg!(target_os = "linux")
         && !self_contained
-        && bin
-            .to_str()
-            .is_some_and(|p| !p.contains(['"', '\\', '\n']));
+        && bin.to_str().is_some_and(|p| !p.contains(['"', '\\', '\n']));
     if incbin_ok {
         write(&bin, bytes)?;
         let asm = work.join("devc.S");

@@ -19,6 +19,9 @@ pub struct Conv2dAttrs {
     /// Channel groups: `C` and `O` are both divided into `groups` blocks; `groups == C` is a
     /// depthwise convolution.
     pub groups: i64,
+    /// The output channels when the kernel is packed with a padded last block
+    /// ([`crate::nn::conv2d_packed`]); `None`: all of the packed kernel's filters.
+    pub channels: Option<i64>,
 }
 
 impl Default for Conv2dAttrs {
@@ -28,6 +31,7 @@ impl Default for Conv2dAttrs {
             padding: Padding2d::default(),
             dilation: (1, 1),
             groups: 1,
+            channels: None,
         }
     }
 }

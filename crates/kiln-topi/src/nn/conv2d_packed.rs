@@ -12,18 +12,26 @@ use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::{floordiv, floormod};
 
 /// `out[n, o, y, x] = sum_{c, ry, rx} pad(data)[n, g*C/G + c, y*sh + ry*dh, x*sw + rx*dw] *
-/// weight[o / b, c, ry, rx, o % b]`. The block `b` must divide the output channels per group
-/// (a vector never spans two groups). The padding stage is named `pad_data`, the blocked
-/// product `conv2d_nchwc`.
+/// weight[o / b, c, ry, rx, o % b]`. With groups the block `b` must divide the output channels
+/// per group (a vector never spans two groups); without, `attrs.channels` may stop short of
+/// the packed filters (a padded last block). The padding stage is named `pad_data`, the
+/// blocked product `conv2d_nchwc`.
 pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
     const W: &str = "conv2d (packed kernel)";
     let ds = shape_nd(data, 4, W)?;
     let ws = shape_nd(weight, 5, W)?;
     let b = ws[4];
-    let oihw = [ws[0] * b, ws[1], ws[2], ws[3]];
+    let o = attrs.channels.unwrap_or(ws[0] * b);
+    if b < 1 || o < 1 || (o + b - 1) / b != ws[0] {
+        return Err(invalid(
+            W,
+            format!("{o} output channels do not fit {} blocks of {b}", ws[0]),
+        ));
+    }
+    let oihw = [o, ws[1], ws[2], ws[3]];
     let out = conv2d_out_shape(&ds, &oihw, attrs)?;
     let opg = out[1] / attrs.groups;
-    if b < 1 || opg % b != 0 {
+    if attrs.groups > 1 && opg % b != 0 {
         return Err(invalid(
             W,
             format!("block {b} does not divide the {opg} output channels per group"),
@@ -38,7 +46,7 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
     let rx = reduce_axis_n(kw, "rx");
     let groups = attrs.groups;
     let blocked = compute_tagged(
-        &consts(&[out[0], out[1] / b, out[2], out[3], b]),
+        &consts(&[out[0], ws[0], out[2], out[3], b]),
         |i| {
             let (n, ob, y, x, oi) = (
                 i[0].to_expr(),

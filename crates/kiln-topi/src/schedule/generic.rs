@@ -1,37 +1,15 @@
 //! The generic fallback schedules: inline injective producers, parallelize the outer loops,
 //! vectorize the innermost dimension when that is safe.
 
-use super::{extent, fuse_all, inline_injective, is_injective_op, producers, vector_factor};
+use super::{fuse_all, inline_injective, is_injective_op, producers};
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
 
-/// Injective ops (elementwise, broadcast, layout): producers inlined; the output's outer
-/// dimensions fused and parallel, the last split by [`super::vector_factor`] and vectorized.
+/// Injective ops (elementwise, broadcast, layout): producers inlined, then
+/// [`crate::transform::schedule_injective`] on the output.
 pub fn schedule_injective(s: &Schedule, out: &Tensor) -> Result<()> {
     inline_injective(s, out, &[])?;
-    let st = s.stage(out);
-    let n = out.ndim();
-    if n == 0 {
-        return Ok(());
-    }
-    let axes: Vec<_> = (0..n).map(|i| out.axis(i)).collect();
-    let last = extent(out, n - 1);
-    let vf = if last > 0 { vector_factor(last) } else { 1 };
-    let inner = if vf > 1 {
-        let (o, i) = st.split(&axes[n - 1], vf)?;
-        st.vectorize(&i)?;
-        Some(o)
-    } else {
-        None
-    };
-    let mut outer: Vec<_> = axes[..n - 1].to_vec();
-    if n == 1 {
-        outer = inner.into_iter().collect();
-    }
-    if let Some(f) = fuse_all(&st, &outer)? {
-        st.parallel(&f)?;
-    }
-    Ok(())
+    crate::transform::schedule_injective(s, out)
 }
 
 /// Reductions: producers inlined, every reduction stage at root with its data-parallel loops

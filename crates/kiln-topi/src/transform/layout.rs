@@ -94,24 +94,20 @@ impl Layout {
         })
     }
 
-    /// The shape under this layout of a tensor whose primal extents are `extent(letter)`;
-    /// an error when a block does not divide its axis.
-    pub fn shape_of(&self, extent: impl Fn(char) -> i64) -> Result<Vec<i64>> {
+    /// The shape under this layout of a tensor whose primal extents are `extent(letter)`. An
+    /// axis that its block does not divide is padded up to the next multiple.
+    pub fn shape_of(&self, extent: impl Fn(char) -> i64) -> Vec<i64> {
         self.axes
             .iter()
             .map(|a| match *a {
                 LayoutAxis::Primal(c) => {
                     let e = extent(c);
                     match self.block(c) {
-                        Some((_, b)) if e % b != 0 => Err(value_error(
-                            "layout",
-                            format!("axis {c} of extent {e} is not divisible by its block {b}"),
-                        )),
-                        Some((_, b)) => Ok(e / b),
-                        None => Ok(e),
+                        Some((_, b)) => (e + b - 1) / b,
+                        None => e,
                     }
                 }
-                LayoutAxis::Block(_, b) => Ok(b),
+                LayoutAxis::Block(_, b) => b,
             })
             .collect()
     }
@@ -171,7 +167,7 @@ impl LayoutAxis {
 }
 
 /// Checks that `src` and `dst` name the same axes and that `shape` has layout `src`; returns
-/// the output shape under `dst`.
+/// the output shape under `dst` (padded where a block of `dst` does not divide its axis).
 pub fn layout_transform_shape(shape: &[i64], src: &Layout, dst: &Layout) -> Result<Vec<i64>> {
     if !src.same_axes(dst) {
         return Err(value_error(
@@ -180,7 +176,34 @@ pub fn layout_transform_shape(shape: &[i64], src: &Layout, dst: &Layout) -> Resu
         ));
     }
     let ext = src.primal_extents(shape)?;
-    dst.shape_of(|c| ext.iter().find(|(l, _)| *l == c).map_or(1, |(_, e)| *e))
+    Ok(dst.shape_of(|c| ext.iter().find(|(l, _)| *l == c).map_or(1, |(_, e)| *e)))
+}
+
+/// For an index under `dst`, whether it falls in padding (a primal coordinate at or past the
+/// source extent `extent(letter)`), as a predicate over the index type.
+pub fn in_padding<T: Clone, B>(
+    idx: &[T],
+    dst: &Layout,
+    extents: &[(char, i64)],
+    mul_add: impl Fn(&T, i64, &T) -> T,
+    ge: impl Fn(&T, i64) -> B,
+    or: impl Fn(B, B) -> B,
+) -> Option<B> {
+    let mut pred: Option<B> = None;
+    for &(c, e) in extents {
+        let (Some(i), Some((j, b))) = (dst.primal_index(c), dst.block(c)) else {
+            continue;
+        };
+        if e % b == 0 {
+            continue;
+        }
+        let p = ge(&mul_add(&idx[i], b, &idx[j]), e);
+        pred = Some(match pred {
+            None => p,
+            Some(q) => or(q, p),
+        });
+    }
+    pred
 }
 
 /// For an index under `dst`, the index under `src` of the same element: primal coordinates
@@ -213,7 +236,8 @@ pub fn map_index<T: Clone>(
 }
 
 /// `x` (layout `src`) re-laid out as `dst` (TVM's `layout_transform`), e.g. `OIHW` weights to
-/// `OIHW16o` for a convolution that loads 16 output channels as one vector.
+/// `OIHW16o` for a convolution that loads 16 output channels as one vector. Where a block of
+/// `dst` does not divide its axis, the padding holds zeros.
 pub fn layout_transform(x: &Tensor, src: &str, dst: &str) -> Result<Tensor> {
     let (src, dst) = (Layout::parse(src)?, Layout::parse(dst)?);
     let shape: Vec<i64> = x
@@ -225,19 +249,35 @@ pub fn layout_transform(x: &Tensor, src: &str, dst: &str) -> Result<Tensor> {
         })
         .collect::<Result<_>>()?;
     let out = layout_transform_shape(&shape, &src, &dst)?;
+    let extents = src.primal_extents(&shape)?;
     let out: Vec<PrimExpr> = out.into_iter().map(PrimExpr::i32).collect();
+    let mul_add = |o: &PrimExpr, b: i64, inner: &PrimExpr| o.clone() * b + inner.clone();
     compute_tagged(
         &out,
         |i| {
             let idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
-            let src_idx = map_index(
+            let src_idx = map_index(&idx, &src, &dst, mul_add, |c, b| {
+                (floordiv(c, b), floormod(c, b))
+            });
+            let padding = in_padding(
                 &idx,
-                &src,
                 &dst,
-                |o, b, inner| o.clone() * b + inner.clone(),
-                |c, b| (floordiv(c, b), floormod(c, b)),
+                &extents,
+                mul_add,
+                |c, e| c.ge(e),
+                |p, q| p.logical_or(q),
             );
-            x.at(&src_idx)
+            match padding {
+                None => x.at(&src_idx),
+                Some(p) => {
+                    let safe: Vec<PrimExpr> = src_idx
+                        .iter()
+                        .zip(&shape)
+                        .map(|(i, &d)| kiln_tir::min(i.clone(), d - 1))
+                        .collect();
+                    kiln_te::if_then_else(p, PrimExpr::const_float(x.dtype(), 0.0), x.at(&safe))
+                }
+            }
         },
         "layout_transform",
         tag::INJECTIVE,
@@ -266,7 +306,11 @@ mod tests {
             |c, b| (c / b, c % b),
         );
         assert_eq!(m, vec![37, 1, 0, 0]);
-        assert!(layout_transform_shape(&[60, 3, 7, 7], &src, &dst).is_err());
+        assert_eq!(
+            layout_transform_shape(&[60, 3, 7, 7], &src, &dst).unwrap(),
+            vec![4, 3, 7, 7, 16],
+            "padded up to a whole block"
+        );
         assert!(Layout::parse("OIHW16").is_err());
         assert!(Layout::parse("OIH16w").is_err());
         assert!(Layout::parse("OIHW4x").is_err());

@@ -57,7 +57,8 @@ pub fn kernel_block(layout: &str) -> Option<Option<i64>> {
 }
 
 /// The weight's shape as `[O, I, KH, KW]` whether it is `OIHW` or packed `OIHW{b}o`
-/// (`[O/b, I, KH, KW, b]`).
+/// (`[ceil(O/b), I, KH, KW, b]`, `O` from the `channels` attribute when the last block is
+/// padded).
 fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
     let layout = ctx.attrs.str("kernel_layout")?;
     match kernel_block(&layout) {
@@ -70,7 +71,14 @@ fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
                     w[4]
                 )));
             }
-            Ok(vec![w[0] * b, w[1], w[2], w[3]])
+            let o = ctx.attrs.opt_int("channels")?.unwrap_or(w[0] * b);
+            if (o + b - 1) / b != w[0] {
+                return Err(ctx.err(format!(
+                    "attribute `channels`={o} does not fit a packed weight of {} blocks of {b}",
+                    w[0]
+                )));
+            }
+            Ok(vec![o, w[1], w[2], w[3]])
         }
         None => Err(ctx.err(format!(
             "attribute `kernel_layout` = \"{layout}\" is not supported (OIHW or OIHW<b>o)"

@@ -4,8 +4,8 @@
 
 use crate::ir::Type;
 use crate::op::{eval, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
-use kiln_ffi::{Error, Result};
-use kiln_topi::transform::layout::{layout_transform_shape, map_index, Layout};
+use kiln_ffi::Result;
+use kiln_topi::transform::layout::{in_padding, layout_transform_shape, map_index, Layout};
 
 fn layouts(attrs: crate::ir::Attrs<'_>) -> Result<(Layout, Layout)> {
     Ok((
@@ -34,16 +34,26 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 let s = a[0].shape().to_vec();
                 let strides = kiln_runtime::tensor::layout::compact_strides(&s);
                 let vals = eval::values(&a[0])?;
+                let extents = src.primal_extents(&s)?;
                 let mut out = Vec::with_capacity(vals.len());
                 eval::for_each_index(ty.shape(), |idx| {
+                    let pad = in_padding(
+                        idx,
+                        &dst,
+                        &extents,
+                        |o, b, i| o * b + i,
+                        |c, e| *c >= e,
+                        |p, q| p || q,
+                    );
+                    if pad == Some(true) {
+                        out.push(0.0);
+                        return;
+                    }
                     let src_idx =
                         map_index(idx, &src, &dst, |o, b, i| o * b + i, |c, b| (c / b, c % b));
                     let flat: i64 = src_idx.iter().zip(&strides).map(|(i, s)| i * s).sum();
                     out.push(vals[flat as usize]);
                 });
-                if out.len() != vals.len() {
-                    return Err(Error::value_error("layout_transform: size changed"));
-                }
                 eval::make(&out, ty)
             }),
     );
@@ -83,7 +93,8 @@ mod tests {
                 }
             }
         }
-        let bad = mk(
+        // 20 filters pad up to two blocks of 16; the padding is zero.
+        let padded = mk(
             "layout_transform",
             vec![Expr::const_f32(&vals[..20], &[20, 1, 1, 1])],
             &[
@@ -91,7 +102,21 @@ mod tests {
                 ("dst_layout", attr("OIHW16o")),
             ],
         );
+        let t = try_fold(&padded).unwrap().expect("folds");
+        let t = t.as_constant().unwrap();
+        assert_eq!(t.shape(), &[2, 1, 1, 1, 16]);
+        let v = t.to_f64_vec().unwrap();
+        assert_eq!(v[16 + 3], 19.0);
+        assert!(v[16 + 4..].iter().all(|&x| x == 0.0));
+        let bad = mk(
+            "layout_transform",
+            vec![Expr::const_f32(&vals[..20], &[20, 1, 1, 1])],
+            &[
+                ("src_layout", attr("OIHW")),
+                ("dst_layout", attr("NCHW16c")),
+            ],
+        );
         let err = infer_expr(&bad).unwrap_err();
-        assert!(err.message().contains("not divisible"), "{err}");
+        assert!(err.message().contains("same axes"), "{err}");
     }
 }

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Whole-model latency at one thread: Kiln beside onnxruntime and Apache TVM 0.27, same run.
+
+    bench_models.py [--models NAME ...] [--skip-tvm] [--repeat 7] [--tvm-repeat 3] [--workdir D]
+
+Models: model-zoo graphs with seeded random weights (tests/zoo/make_zoo.py) and the transformer
+encoder layer (tests/zoo/make_transformer.py); default resnet50, squeezenet, shufflenet,
+inception_v1, transformer_2d and transformer. For each:
+
+- Kiln: `target/release/kiln compile` (wall time of the command = compile time), then in a child
+  process with KILN_LIBRARY_PATH=target/release and KILN_NUM_THREADS=1: `kiln.load_module`,
+  GraphModule, the runtime's time evaluator on `run` (2 warm-up runs, then the median of
+  --repeat measurements of --number runs each);
+- onnxruntime: intra_op_num_threads = inter_op_num_threads = 1, same warm-up and repeats;
+- TVM 0.27 (unless --skip-tvm), in another child process (its libtvm_ffi exports the same C
+  symbols as Kiln's library) with TVM_NUM_THREADS=1: `from_onnx`, `tvm.compile` with
+  `relax.get_default_pipeline` for llvm -mcpu=znver5 (untuned: no MetaSchedule), the Relax VM;
+  one warm-up run and the median of --tvm-repeat single runs (untuned TVM is slow).
+
+Every engine's last output (the logits, for the zoo models) is compared with onnxruntime's
+(after dividing by the reference's largest magnitude); a mismatch is printed beside the figures. Prints one table with
+milliseconds, compile seconds and the ratios Kiln/ORT and Kiln/TVM (below 1: Kiln is faster).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZOO = ["resnet50", "squeezenet", "shufflenet", "inception_v1"]
+TRANSFORMERS = ["transformer_2d", "transformer"]
+DEFAULT = ZOO + TRANSFORMERS
+
+
+def ensure_models(names, workdir):
+    """make_zoo.py / make_transformer.py outputs for ``names`` in ``workdir`` (kept between runs:
+    the scripts are deterministic)."""
+    for script, group in (("make_zoo.py", ZOO), ("make_transformer.py", TRANSFORMERS)):
+        missing = [n for n in names if n in group
+                   and not os.path.exists(os.path.join(workdir, f"{n}.expected_0.npy"))]
+        if missing:
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "zoo", script), workdir,
+                            *missing], check=True, stdout=subprocess.DEVNULL)
+    for n in names:
+        if not os.path.exists(os.path.join(workdir, f"{n}.onnx")):
+            raise SystemExit(f"unknown model {n!r} (known: {', '.join(ZOO + TRANSFORMERS)})")
+
+
+def input_of(path):
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    return next(i.name for i in model.graph.input if i.name not in inits)
+
+
+def scaled_error(got, ref):
+    """Max |got - ref| / max |ref|, or None when the shapes differ."""
+    got = np.asarray(got).reshape(-1) if np.size(got) == np.size(ref) else None
+    if got is None:
+        return None
+    scale = max(float(np.abs(ref).max()), 1e-30)
+    return float(np.abs(got / scale - np.asarray(ref).reshape(-1) / scale).max())
+
+
+def median_ms(fn, number, repeat, warmup):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t) * 1e3 / number)
+    return statistics.median(times)
+
+
+# ---- workers (run in child processes) ---------------------------------------------------------
+
+
+def kiln_worker(lib_path, x_path, out_path, number, repeat):
+    import kiln
+    from kiln.graph_executor import GraphModule
+
+    gm = GraphModule(kiln.load_module(lib_path)["default"](kiln.cpu()))
+    gm.set_input(0, np.load(x_path))
+    gm.run()
+    gm.run()
+    res = gm.benchmark(kiln.cpu(), repeat=repeat, number=number)
+    np.save(out_path, gm.get_output(gm.get_num_outputs() - 1).numpy())
+    return {"ms": res.median * 1e3, "min_ms": res.min * 1e3}
+
+
+def tvm_worker(onnx_path, x_path, out_path, repeat, mcpu):
+    import onnx
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    x = np.load(x_path)
+    t0 = time.perf_counter()
+    model = onnx.load(onnx_path)
+    mod = from_onnx(model, shape_dict={input_of(onnx_path): list(x.shape)})
+    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+    ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+    compile_s = time.perf_counter() - t0
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(ex, dev)
+    xt = tvm.runtime.tensor(x, dev)
+    out = vm["main"](xt)
+    last = out if hasattr(out, "numpy") else out[len(out) - 1]
+    np.save(out_path, last.numpy())
+    ms = median_ms(lambda: vm["main"](xt), 1, repeat, 0)
+    return {"ms": ms, "compile_s": compile_s}
+
+
+def child(kind, *args):
+    """Runs a worker in a child process; its result dict, or {"error": text}."""
+    env = dict(os.environ)
+    if kind == "kiln":
+        env.update(KILN_LIBRARY_PATH=os.path.join(ROOT, "target", "release"), KILN_NUM_THREADS="1",
+                   PYTHONPATH=os.path.join(ROOT, "python"))
+    else:
+        env.update(TVM_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), f"--{kind}-worker",
+                        *map(str, args)], capture_output=True, text=True, env=env)
+    lines = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
+        return {"error": tail[:200]}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+# ---- the run -----------------------------------------------------------------------------------
+
+
+def bench_model(name, args):
+    import onnxruntime as ort
+
+    d = args.workdir
+    onnx_path = os.path.join(d, f"{name}.onnx")
+    x_path = os.path.join(d, f"{name}.input.npy")
+    x = np.load(x_path)
+    row = {"model": name}
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+    feed = {input_of(onnx_path): x}
+    ref = sess.run(None, feed)[-1]
+    row["ort_ms"] = median_ms(lambda: sess.run(None, feed), args.number, args.repeat, 2)
+
+    lib = os.path.join(d, f"{name}.kiln.so")
+    t = time.perf_counter()
+    p = subprocess.run([args.kiln, "compile", onnx_path, "-o", lib], capture_output=True, text=True)
+    row["kiln_compile_s"] = time.perf_counter() - t
+    if p.returncode != 0:
+        row["kiln_error"] = (p.stderr.strip().splitlines() or ["?"])[-1][:200]
+    else:
+        out = os.path.join(d, f"{name}.kiln_out.npy")
+        r = child("kiln", lib, x_path, out, args.number, args.repeat)
+        if "error" in r:
+            row["kiln_error"] = r["error"]
+        else:
+            row["kiln_ms"] = r["ms"]
+            row["kiln_err"] = scaled_error(np.load(out), ref)
+
+    if not args.skip_tvm:
+        out = os.path.join(d, f"{name}.tvm_out.npy")
+        r = child("tvm", onnx_path, x_path, out, args.tvm_repeat, args.tvm_mcpu)
+        if "error" in r:
+            row["tvm_error"] = r["error"]
+        else:
+            row["tvm_ms"] = r["ms"]
+            row["tvm_compile_s"] = r["compile_s"]
+            row["tvm_err"] = scaled_error(np.load(out), ref)
+    return row
+
+
+def fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def print_table(rows):
+    print()
+    print("| model | Kiln ms | ORT ms | TVM ms | Kiln / ORT | Kiln / TVM | Kiln compile s "
+          "| TVM compile s | max scaled error Kiln / TVM |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        k, o, t = r.get("kiln_ms"), r.get("ort_ms"), r.get("tvm_ms")
+        kc = r.get("kiln_compile_s") if k is not None else None
+        print("| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |".format(
+            r["model"], fmt(k, ".2f"), fmt(o, ".2f"), fmt(t, ".1f"),
+            fmt(k / o if k and o else None, ".2f"), fmt(k / t if k and t else None, ".3f"),
+            fmt(kc, ".2f"), fmt(r.get("tvm_compile_s"), ".1f"),
+            fmt(r.get("kiln_err"), ".1e"), fmt(r.get("tvm_err"), ".1e")))
+    for r in rows:
+        for what in ("kiln_error", "tvm_error"):
+            if what in r:
+                print(f"{r['model']}: {what.split('_')[0]} failed: {r[what]}")
+        for what in ("kiln_err", "tvm_err"):
+            if r.get(what) is not None and r[what] > 1e-4:
+                print(f"{r['model']}: {what.split('_')[0]} output differs from onnxruntime "
+                      f"(max scaled error {r[what]:.2e})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=DEFAULT)
+    ap.add_argument("--skip-tvm", action="store_true")
+    ap.add_argument("--repeat", type=int, default=7, help="measurements (Kiln, ORT); >= 5")
+    ap.add_argument("--number", type=int, default=5, help="runs per measurement (Kiln, ORT)")
+    ap.add_argument("--tvm-repeat", type=int, default=3, help="single runs of TVM")
+    ap.add_argument("--tvm-mcpu", default="znver5")
+    ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_models"))
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "target", "release", "kiln"))
+    ap.add_argument("--kiln-worker", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--tvm-worker", nargs=5, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.kiln_worker:
+        lib, x, out, number, repeat = args.kiln_worker
+        print("RESULT " + json.dumps(kiln_worker(lib, x, out, int(number), int(repeat))))
+        return
+    if args.tvm_worker:
+        onnx_path, x, out, repeat, mcpu = args.tvm_worker
+        print("RESULT " + json.dumps(tvm_worker(onnx_path, x, out, int(repeat), mcpu)))
+        return
+    if args.repeat < 5:
+        raise SystemExit("--repeat must be at least 5")
+    os.makedirs(args.workdir, exist_ok=True)
+    ensure_models(args.models, args.workdir)
+    print(f"load before: {os.getloadavg()[0]:.2f}; Kiln {args.kiln}, one thread everywhere; "
+          f"Kiln/ORT: median of {args.repeat} x {args.number} runs; TVM: median of "
+          f"{args.tvm_repeat} runs" + (" (skipped)" if args.skip_tvm else ""))
+    rows = []
+    for name in args.models:
+        row = bench_model(name, args)
+        rows.append(row)
+        print(f"{name}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                      for k, v in row.items() if k != "model"), flush=True)
+    print_table(rows)
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Servers and trackers: in this process (through the library) or as a ``kiln`` subprocess."""
+
+import os
+import re
+import shutil
+import subprocess
+
+from .. import core
+
+_LISTEN = re.compile(r"listening on .*:(\d+)")
+
+
+def find_cli():
+    """Path of the ``kiln`` command: ``KILN_CLI``, next to the loaded library, then ``PATH``."""
+    env = os.environ.get("KILN_CLI")
+    if env:
+        return env
+    from .._lib import LIB_PATH
+
+    cand = os.path.join(os.path.dirname(LIB_PATH), "kiln")
+    if os.path.isfile(cand):
+        return cand
+    found = shutil.which("kiln")
+    if found:
+        return found
+    raise FileNotFoundError("cannot find the kiln command (set KILN_CLI)")
+
+
+def _spawn(args):
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    m = _LISTEN.search(line)
+    if not m:
+        proc.kill()
+        raise RuntimeError("kiln did not start: %r" % line)
+    return proc, int(m.group(1))
+
+
+class Server:
+    """An RPC server on ``host`` (127.0.0.1 by default), first free port of
+    ``[port, port_end)`` (``port=0``: any free port), clients must present ``key``.
+
+    In this process by default; ``use_subprocess=True`` runs ``kiln rpc server`` instead.
+    Each connection is served in its own thread with its own temporary folder.
+    """
+
+    def __init__(self, host="127.0.0.1", port=9090, port_end=9199, key="", workdir=None,
+                 tracker_addr=None, use_subprocess=False):
+        self.host = host
+        self._proc = self._mod = None
+        tracker = "%s:%d" % tuple(tracker_addr) if tracker_addr else ""
+        if use_subprocess:
+            args = [find_cli(), "rpc", "server", "--host", host, "--port", str(port),
+                    "--port-end", str(port_end), "--key", key]
+            if workdir:
+                args += ["--workdir", os.fspath(workdir)]
+            if tracker:
+                args += ["--tracker", tracker]
+            self._proc, self.port = _spawn(args)
+        else:
+            self._mod = core.call_global("rpc.ServerStart", host, port, port_end, key,
+                                         os.fspath(workdir) if workdir else "", tracker)
+            self.port = self._mod.get_function("port")()
+
+    @property
+    def active_sessions(self):
+        """Sessions being served now (in-process servers only)."""
+        return self._mod.get_function("active_sessions")() if self._mod else None
+
+    def terminate(self):
+        """Stop the server."""
+        if self._mod is not None:
+            self._mod.get_function("stop")()
+            self._mod = None
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.terminate()
+
+    def __del__(self):
+        try:
+            self.terminate()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
+class Tracker:
+    """An RPC tracker (TVM's protocol), in this process or as ``kiln rpc tracker``."""
+
+    def __init__(self, host="127.0.0.1", port=9190, port_end=9199, use_subprocess=False):
+        self.host = host
+        self._proc = self._mod = None
+        if use_subprocess:
+            self._proc, self.port = _spawn([find_cli(), "rpc", "tracker", "--host", host,
+                                            "--port", str(port), "--port-end", str(port_end)])
+        else:
+            self._mod = core.call_global("rpc.TrackerStart", host, port, port_end)
+            self.port = self._mod.get_function("port")()
+
+    def terminate(self):
+        """Stop the tracker."""
+        if self._mod is not None:
+            self._mod.get_function("stop")()
+            self._mod = None
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def __del__(self):
+        try:
+            self.terminate()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
