@@ -307,16 +307,19 @@ fn conv2d_rejects_bad_shapes() {
     assert!(nn::conv2d(&data, &weight, &Conv2dAttrs::default()).is_err());
 }
 
-/// OIHW weights `w` (shape `ws`) packed as `OIHW{b}o`.
-fn pack_oihw(w: &[f32], ws: [i64; 4], b: i64) -> Vec<f32> {
+/// OIHW weights `w` (shape `ws`) packed in blocks of `b` filters, each of the `groups` groups
+/// padded with zero filters up to whole blocks.
+fn pack_oihw(w: &[f32], ws: [i64; 4], groups: i64, b: i64) -> Vec<f32> {
     let [o, i, kh, kw] = ws;
     let inner = (i * kh * kw) as usize;
-    let blocks = ((o + b - 1) / b) as usize;
-    let mut out = vec![0f32; blocks * inner * b as usize];
+    let (opg, b) = ((o / groups) as usize, b as usize);
+    let bpg = opg.div_ceil(b);
+    let mut out = vec![0f32; groups as usize * bpg * inner * b];
     for f in 0..o as usize {
-        for r in 0..inner {
-            let (ob, oi) = (f / b as usize, f % b as usize);
-            out[(ob * inner + r) * b as usize + oi] = w[f * inner + r];
+        let (g, r) = (f / opg, f % opg);
+        let ob = g * bpg + r / b;
+        for k in 0..inner {
+            out[(ob * inner + k) * b + r % b] = w[f * inner + k];
         }
     }
     out
@@ -325,7 +328,7 @@ fn pack_oihw(w: &[f32], ws: [i64; 4], b: i64) -> Vec<f32> {
 fn check_conv_packed(what: &str, ds: [i64; 4], ws: [i64; 4], b: i64, a: Conv2dAttrs, seed: u64) {
     let data = input(&ds, "data");
     let weight = input(&ws, "weight");
-    let blocks = (ws[0] + b - 1) / b;
+    let blocks = nn::conv2d_packed::packed_blocks(ws[0], a.groups, b);
     let packed = input(&[blocks, ws[1], ws[2], ws[3], b], "weight_packed");
     let a = Conv2dAttrs {
         channels: Some(ws[0]),
@@ -335,7 +338,7 @@ fn check_conv_packed(what: &str, ds: [i64; 4], ws: [i64; 4], b: i64, a: Conv2dAt
     let vals = random_inputs(&[data.clone(), weight], seed);
     let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
     assert_eq!(shape_of(&out), oshape.to_vec(), "{what}: shape");
-    let pvals = vec![vals[0].clone(), pack_oihw(&vals[1], ws, b)];
+    let pvals = vec![vals[0].clone(), pack_oihw(&vals[1], ws, a.groups, b)];
     check(
         what,
         &out,

@@ -162,3 +162,55 @@ fn batch_matmul_shapes() {
         );
     }
 }
+
+#[test]
+fn dense_packed_weights() {
+    let seed = seed("dense_packed");
+    for (case, (m, n, k, with_bias)) in [(1, 40, 33, true), (3, 32, 8, false), (2, 1000, 17, true)]
+        .into_iter()
+        .enumerate()
+    {
+        let b = 16;
+        let nb = (n + b - 1) / b;
+        let data = input(&[m, k], "data");
+        let weight = input(&[n, k], "weight");
+        let packed = input(&[nb, k, b], "weight_packed");
+        let bias = input(&[n], "bias");
+        let out = nn::dense_packed(&data, &packed, Some(n), with_bias.then_some(&bias)).unwrap();
+        let vals = random_inputs(&[data.clone(), weight, bias.clone()], seed + case as u64);
+        let (mu, nu, ku, bu) = (m as usize, n as usize, k as usize, b as usize);
+        // [N, K] -> [N/b, K, b], zeros past N.
+        let mut pw = vec![0f32; nb as usize * ku * bu];
+        for j in 0..nu {
+            for r in 0..ku {
+                pw[((j / bu) * ku + r) * bu + j % bu] = vals[1][j * ku + r];
+            }
+        }
+        let mut want = vec![0f32; mu * nu];
+        for i in 0..mu {
+            for j in 0..nu {
+                let mut acc = if with_bias { vals[2][j] } else { 0.0 };
+                for r in 0..ku {
+                    acc += vals[0][i * ku + r] * vals[1][j * ku + r];
+                }
+                want[i * nu + j] = acc;
+            }
+        }
+        let mut inputs = vec![data, packed];
+        let mut ivals = vec![vals[0].clone(), pw];
+        if with_bias {
+            inputs.push(bias);
+            ivals.push(vals[2].clone());
+        }
+        check(
+            &format!("packed dense {m}x{n}x{k} bias={with_bias}"),
+            &out,
+            &inputs,
+            &ivals,
+            x86::schedule_dense,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+}

@@ -65,6 +65,7 @@ pub fn strategy_attrs(op: &str, a: &Attrs<'_>) -> Result<OpAttrs> {
             transpose_b: a.bool("transpose_b")?,
         }),
         "nn.softmax" | "nn.log_softmax" => OpAttrs::Axis(a.int("axis")?),
+        "nn.dense" => OpAttrs::Dense(a.opt_int("units")?),
         "nn.layer_norm" => OpAttrs::LayerNorm(nn::LayerNormAttrs {
             axes: vec![a.int("axis")?],
             epsilon: a.float("epsilon")?,

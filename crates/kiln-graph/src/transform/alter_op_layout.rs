@@ -2,32 +2,84 @@
 //! convolution loads a vector of output channels per weight read, so `nn.conv2d` with an `OIHW`
 //! kernel gets `layout_transform(weight, "OIHW", "OIHW{b}o")` and `kernel_layout="OIHW{b}o"`,
 //! `b` being 16 (one AVX-512 vector) or 8 when that divides the output channels per group;
-//! without groups the last block may be padded with zero filters (1000 classes: 63 blocks of
-//! 16), `channels` keeping the true count.
+//! otherwise each group's last block is padded with zero filters (1000 classes: 63 blocks of
+//! 16), `channels` keeping the true count. With groups that padding is no layout, so constant
+//! weights are packed by this pass itself.
 //! Constant weights are packed at compile time by the `FoldConstant` that follows; depthwise
-//! convolutions (one output channel per group) keep `OIHW`.
+//! convolutions (one output channel per group) keep `OIHW`. Likewise `nn.dense` weights
+//! `[N, K]` become `NK16n` (`[ceil(N/16), K, 16]`), one vector load per 16 outputs.
 
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
 use crate::ir::attrs::with_attr;
 use crate::ir::visit::rewrite_function_orig;
-use crate::ir::{AttrValue, Expr};
-use crate::op::{attr, mk};
+use crate::ir::{AttrValue, Expr, Type};
+use crate::op::{attr, eval, mk};
 use kiln_ffi::Result;
+use kiln_runtime::tensor::Tensor;
 
 /// The block for a convolution with `opg` output channels per group, if any: 16 or 8 when it
-/// divides them; without groups also 16 (or 8 below 12 channels) with the last block padded.
-fn block(opg: i64, groups: i64) -> Option<i64> {
-    let exact = [16, 8].into_iter().find(|b| opg % b == 0);
-    match exact {
-        Some(b) if !(b == 8 && groups == 1 && opg > 32) => Some(b),
-        _ if groups == 1 && opg >= 12 => Some(16),
-        _ if groups == 1 && opg >= 4 => Some(8),
-        other => other,
+/// divides them (8 only up to 32 channels), else 16 (8 below 12 channels) with each group's
+/// last block padded; none below 4 channels per group (depthwise convolutions).
+fn block(opg: i64) -> Option<i64> {
+    match [16, 8].into_iter().find(|b| opg % b == 0) {
+        Some(b) if b == 16 || opg <= 32 => Some(b),
+        _ if opg >= 12 => Some(16),
+        _ if opg >= 4 => Some(8),
+        _ => None,
     }
 }
 
+/// Constant OIHW weights packed in blocks of `b` filters with each group padded to whole
+/// blocks (the layout of `kiln_topi::nn::conv2d_packed`).
+fn pack_grouped(w: &Tensor, groups: i64, b: i64) -> Result<Tensor> {
+    let s = w.shape();
+    let (o, inner) = (s[0], s[1] * s[2] * s[3]);
+    let opg = o / groups;
+    let bpg = (opg + b - 1) / b;
+    let vals = eval::values(w)?;
+    let mut out = vec![0.0; (groups * bpg * inner * b) as usize];
+    for f in 0..o {
+        let (g, r) = (f / opg, f % opg);
+        let ob = g * bpg + r / b;
+        for k in 0..inner {
+            out[((ob * inner + k) * b + r % b) as usize] = vals[(f * inner + k) as usize];
+        }
+    }
+    eval::make(
+        &out,
+        &Type::tensor(&[groups * bpg, s[1], s[2], s[3], b], w.dtype()),
+    )
+}
+
+/// `nn.dense` with a `[N, K]` weight (2-D data, 12 or more units): the weight as `NK16n`.
+fn alter_dense(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
+    let (d_ty, w_ty) = (orig.args()[0].ty()?, orig.args()[1].ty()?);
+    let w = w_ty.shape();
+    if d_ty.shape().len() != 2 || w.len() != 2 || w[0] < 12 {
+        return Ok(None);
+    }
+    let packed = mk(
+        "layout_transform",
+        vec![e.args()[1].clone()],
+        &[("src_layout", attr("NK")), ("dst_layout", attr("NK16n"))],
+    );
+    let attrs = with_attr(
+        &e.as_call().expect("a call").attrs,
+        "units",
+        AttrValue::Int(w[0]),
+    );
+    Ok(Some(Expr::call_raw(
+        Expr::op("nn.dense"),
+        vec![e.args()[0].clone(), packed],
+        attrs,
+    )))
+}
+
 fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
+    if e.op_name() == Some("nn.dense") {
+        return alter_dense(orig, e);
+    }
     if e.op_name() != Some("nn.conv2d") || e.attrs().str("kernel_layout")? != "OIHW" {
         return Ok(None);
     }
@@ -37,18 +89,27 @@ fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     if w.len() != 4 || groups < 1 || w[0] % groups != 0 {
         return Ok(None);
     }
-    let Some(b) = block(w[0] / groups, groups) else {
+    let opg = w[0] / groups;
+    let Some(b) = block(opg) else {
         return Ok(None);
     };
     let layout = format!("OIHW{b}o");
-    let packed = mk(
-        "layout_transform",
-        vec![e.args()[1].clone()],
-        &[
-            ("src_layout", attr("OIHW")),
-            ("dst_layout", attr(layout.as_str())),
-        ],
-    );
+    let packed = if groups > 1 && opg % b != 0 {
+        // Per-group padding is not a layout: pack constant weights here, leave others alone.
+        let Some(wt) = e.args()[1].as_constant() else {
+            return Ok(None);
+        };
+        Expr::constant(pack_grouped(wt, groups, b)?)
+    } else {
+        mk(
+            "layout_transform",
+            vec![e.args()[1].clone()],
+            &[
+                ("src_layout", attr("OIHW")),
+                ("dst_layout", attr(layout.as_str())),
+            ],
+        )
+    };
     let call_attrs = &e.as_call().expect("a call").attrs;
     let attrs = with_attr(call_attrs, "kernel_layout", AttrValue::Str(layout));
     let attrs = with_attr(&attrs, "channels", AttrValue::Int(w[0]));

@@ -2,7 +2,9 @@
 //! KW, b]`, made at compile time by `layout_transform`), NCHW output. The product is computed
 //! in blocks of `b` output channels (`[N, O/b, OH, OW, b]`, tag [`tag::CONV2D_NCHWC`]), so one
 //! vector of `b` weights meets one broadcast input value; an injective stage writes it back to
-//! NCHW, and fused epilogues inline into that stage.
+//! NCHW, and fused epilogues inline into that stage. When groups pad their blocks, output
+//! tiles do not line up with blocks, and the product is tagged
+//! [`tag::CONV2D_NCHWC_GROUP_PADDED`] (computed whole before the unpack).
 
 use super::conv2d::{conv2d_out_shape, Conv2dAttrs};
 use super::pad::pad_nchw;
@@ -11,32 +13,39 @@ use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::{floordiv, floormod};
 
+/// The number of kernel blocks of `b` filters for `o` output channels in `groups` groups: each
+/// group's filters are padded up to whole blocks, so that a vector never spans two groups.
+pub fn packed_blocks(o: i64, groups: i64, b: i64) -> i64 {
+    let opg = o / groups.max(1);
+    groups * ((opg + b - 1) / b)
+}
+
 /// `out[n, o, y, x] = sum_{c, ry, rx} pad(data)[n, g*C/G + c, y*sh + ry*dh, x*sw + rx*dw] *
-/// weight[o / b, c, ry, rx, o % b]`. With groups the block `b` must divide the output channels
-/// per group (a vector never spans two groups); without, `attrs.channels` may stop short of
-/// the packed filters (a padded last block). The padding stage is named `pad_data`, the
-/// blocked product `conv2d_nchwc`.
+/// weight[g*B + r/b, c, ry, rx, r % b]` with `g = o / (O/G)`, `r = o % (O/G)` and `B` the blocks
+/// per group ([`packed_blocks`]): each group's filters padded up to whole blocks of `b` (zeros
+/// beyond the group's `O/G`), `O` being `attrs.channels` (default: all packed filters). Without
+/// groups this is the `OIHW{b}o` layout. The padding stage is named `pad_data`, the blocked
+/// product `conv2d_nchwc`.
 pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
     const W: &str = "conv2d (packed kernel)";
     let ds = shape_nd(data, 4, W)?;
     let ws = shape_nd(weight, 5, W)?;
     let b = ws[4];
+    let groups = attrs.groups;
     let o = attrs.channels.unwrap_or(ws[0] * b);
-    if b < 1 || o < 1 || (o + b - 1) / b != ws[0] {
+    if b < 1 || o < 1 || groups < 1 || o % groups != 0 || packed_blocks(o, groups, b) != ws[0] {
         return Err(invalid(
             W,
-            format!("{o} output channels do not fit {} blocks of {b}", ws[0]),
+            format!(
+                "{o} output channels in {groups} groups do not fit {} blocks of {b}",
+                ws[0]
+            ),
         ));
     }
     let oihw = [o, ws[1], ws[2], ws[3]];
     let out = conv2d_out_shape(&ds, &oihw, attrs)?;
-    let opg = out[1] / attrs.groups;
-    if attrs.groups > 1 && opg % b != 0 {
-        return Err(invalid(
-            W,
-            format!("block {b} does not divide the {opg} output channels per group"),
-        ));
-    }
+    let opg = out[1] / groups;
+    let bpg = ws[0] / groups;
     let (cpg, kh, kw) = (ws[1], ws[2], ws[3]);
     let (sh, sw) = attrs.strides;
     let (dh, dw) = attrs.dilation;
@@ -44,7 +53,6 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
     let rc = reduce_axis_n(cpg, "rc");
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
-    let groups = attrs.groups;
     let blocked = compute_tagged(
         &consts(&[out[0], ws[0], out[2], out[3], b]),
         |i| {
@@ -58,7 +66,7 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
             let ch = if groups == 1 {
                 rc.expr()
             } else {
-                floordiv(&(ob.clone() * b), opg) * cpg + rc.expr()
+                floordiv(&ob, bpg) * cpg + rc.expr()
             };
             sum(
                 padded.at(&[n, ch, y * sh + ry.expr() * dh, x * sw + rx.expr() * dw])
@@ -67,19 +75,23 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
             )
         },
         "conv2d_nchwc",
-        tag::CONV2D_NCHWC,
+        if groups > 1 && opg % b != 0 {
+            tag::CONV2D_NCHWC_GROUP_PADDED
+        } else {
+            tag::CONV2D_NCHWC
+        },
     )?;
     compute_tagged(
         &consts(&out),
         |i| {
             let o = i[1].to_expr();
-            blocked.at(&[
-                i[0].to_expr(),
-                floordiv(&o, b),
-                i[2].to_expr(),
-                i[3].to_expr(),
-                floormod(&o, b),
-            ])
+            let (ob, oi) = if groups == 1 || opg % b == 0 {
+                (floordiv(&o, b), floormod(&o, b))
+            } else {
+                let r = floormod(&o, opg);
+                (floordiv(&o, opg) * bpg + floordiv(&r, b), floormod(&r, b))
+            };
+            blocked.at(&[i[0].to_expr(), ob, i[2].to_expr(), i[3].to_expr(), oi])
         },
         "conv2d_unpack",
         tag::INJECTIVE,

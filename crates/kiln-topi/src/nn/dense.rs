@@ -9,6 +9,9 @@ use kiln_te::{reduce_axis_n, sum, Tensor};
 /// bias the output is a broadcast add (`dense_bias`, tagged [`tag::BROADCAST`]) reading it.
 pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let [m, k]: [i64; 2] = shape_nd(data, 2, "dense")?.try_into().expect("2-D");
+    if weight.ndim() == 3 {
+        return dense_packed(data, weight, None, bias);
+    }
     let [n, k2]: [i64; 2] = shape_nd(weight, 2, "dense")?.try_into().expect("2-D");
     if k != k2 {
         return Err(invalid(
@@ -43,6 +46,55 @@ pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Te
     compute_tagged(
         &consts(&[m, n]),
         |i| prod.at_vars(i) + b.at(&[i[1].to_expr()]),
+        "dense_bias",
+        tag::BROADCAST,
+    )
+}
+
+/// [`dense`] with a packed weight `[ceil(N/b), K, b]` (layout `NK{b}n`, zeros past `N`): `out[m,
+/// n] = sum_k data[m, k] * weight[n / b, k, n % b]`, so `b` outputs load one vector of weights.
+/// `units` is `N` (default: all packed rows).
+pub fn dense_packed(
+    data: &Tensor,
+    weight: &Tensor,
+    units: Option<i64>,
+    bias: Option<&Tensor>,
+) -> Result<Tensor> {
+    let [m, k]: [i64; 2] = shape_nd(data, 2, "dense")?.try_into().expect("2-D");
+    let [nb, k2, b]: [i64; 3] = shape_nd(weight, 3, "dense")?.try_into().expect("3-D");
+    let n = units.unwrap_or(nb * b);
+    if k != k2 || b < 1 || n < 1 || (n + b - 1) / b != nb {
+        return Err(invalid(
+            "dense",
+            format!("data [{m}, {k}] and packed weight [{nb}, {k2}, {b}] for {n} units do not fit"),
+        ));
+    }
+    let rk = reduce_axis_n(k, "k");
+    let (d, w) = (data.clone(), weight.clone());
+    let prod = compute_tagged(
+        &consts(&[m, n]),
+        |i| {
+            let j = i[1].to_expr();
+            sum(
+                d.at(&[i[0].to_expr(), rk.expr()])
+                    * w.at(&[
+                        kiln_tir::floordiv(&j, b),
+                        rk.expr(),
+                        kiln_tir::floormod(&j, b),
+                    ]),
+                std::slice::from_ref(&rk),
+            )
+        },
+        "dense",
+        tag::DENSE,
+    )?;
+    let Some(bias) = bias else {
+        return Ok(prod);
+    };
+    let b_ = bias.clone();
+    compute_tagged(
+        &consts(&[m, n]),
+        |i| prod.at_vars(i) + b_.at(&[i[1].to_expr()]),
         "dense_bias",
         tag::BROADCAST,
     )

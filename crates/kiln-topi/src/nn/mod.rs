@@ -23,7 +23,7 @@ pub use batch_norm::{batch_norm_inference, BatchNormAttrs};
 pub use conv2d::{conv2d, Conv2dAttrs};
 pub use conv2d_packed::conv2d_packed;
 pub use conv2d_transpose::{conv2d_transpose, Conv2dTransposeAttrs};
-pub use dense::dense;
+pub use dense::{dense, dense_packed};
 pub use global_pool2d::{global_avg_pool2d, global_max_pool2d};
 pub use layer_norm::{layer_norm, LayerNormAttrs};
 pub use log_softmax::log_softmax;
@@ -51,6 +51,9 @@ pub mod tag {
     pub const CONV2D_NCHW: &str = "conv2d_nchw";
     /// 2-D convolution computed in blocks of output channels (`[N, O/b, OH, OW, b]`).
     pub const CONV2D_NCHWC: &str = "conv2d_nchwc";
+    /// [`CONV2D_NCHWC`] whose groups are padded to whole blocks (blocks do not line up with
+    /// output channels).
+    pub const CONV2D_NCHWC_GROUP_PADDED: &str = "conv2d_nchwc_group_padded";
     /// Depthwise 2-D convolution, NCHW.
     pub const DEPTHWISE_CONV2D_NCHW: &str = "depthwise_conv2d_nchw";
     /// Transposed 2-D convolution, NCHW.

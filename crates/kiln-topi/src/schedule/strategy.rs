@@ -27,6 +27,8 @@ pub enum OpAttrs {
     LayerNorm(nn::LayerNormAttrs),
     /// [`nn::batch_norm_inference`].
     BatchNorm(nn::BatchNormAttrs),
+    /// [`nn::dense`] / [`nn::dense_packed`]: the output units (needed when packed).
+    Dense(Option<i64>),
 }
 
 /// A compute function: inputs and attributes to the output tensor.
@@ -78,8 +80,17 @@ fn conv2d_transpose(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
     )
 }
 
-fn dense(i: &[Tensor], _: &OpAttrs) -> Result<Tensor> {
-    nn::dense(arg("nn.dense", i, 0)?, arg("nn.dense", i, 1)?, i.get(2))
+fn dense(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+    let (data, weight) = (arg("nn.dense", i, 0)?, arg("nn.dense", i, 1)?);
+    if weight.ndim() == 3 {
+        let units = match a {
+            OpAttrs::Dense(u) => *u,
+            _ => None,
+        };
+        nn::dense_packed(data, weight, units, i.get(2))
+    } else {
+        nn::dense(data, weight, i.get(2))
+    }
 }
 
 fn matmul_attrs(a: &OpAttrs) -> nn::MatmulAttrs {

@@ -5,6 +5,7 @@ use super::{check_layout, padding4, pair};
 use crate::ir::Type;
 use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_topi::nn::conv2d_packed::packed_blocks;
 
 /// The conv2d attribute schema (shared with conv2d_transpose's layout attributes).
 pub(crate) fn conv_attrs() -> Vec<AttrSpec> {
@@ -57,8 +58,8 @@ pub fn kernel_block(layout: &str) -> Option<Option<i64>> {
 }
 
 /// The weight's shape as `[O, I, KH, KW]` whether it is `OIHW` or packed `OIHW{b}o`
-/// (`[ceil(O/b), I, KH, KW, b]`, `O` from the `channels` attribute when the last block is
-/// padded).
+/// (`[G * ceil(O/G/b), I, KH, KW, b]`: each group's filters padded to whole blocks, `O` from
+/// the `channels` attribute).
 fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
     let layout = ctx.attrs.str("kernel_layout")?;
     match kernel_block(&layout) {
@@ -72,9 +73,10 @@ fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
                 )));
             }
             let o = ctx.attrs.opt_int("channels")?.unwrap_or(w[0] * b);
-            if (o + b - 1) / b != w[0] {
+            let groups = ctx.attrs.int("groups")?.max(1);
+            if o % groups != 0 || packed_blocks(o, groups, b) != w[0] {
                 return Err(ctx.err(format!(
-                    "attribute `channels`={o} does not fit a packed weight of {} blocks of {b}",
+                    "attribute `channels`={o} in {groups} groups does not fit a packed weight of {} blocks of {b}",
                     w[0]
                 )));
             }

@@ -1,12 +1,33 @@
-//! `nn.dense(data, weight)`: `data [..., K] x weight [N, K]^T -> [..., N]`.
+//! `nn.dense(data, weight)`: `data [..., K] x weight [N, K]^T -> [..., N]`; the weight may be
+//! packed `[ceil(N/b), K, b]` (AlterOpLayout), `units` then giving `N`.
 
 use crate::ir::Type;
 use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
 
+/// The weight's `[N, K]`, whether plain or packed `[ceil(N/b), K, b]` (`N` = `units`).
+fn weight_nk(ctx: &RelCtx<'_>) -> Result<[i64; 2]> {
+    let (w, _) = ctx.tensor(1)?;
+    match *w {
+        [n, k] => Ok([n, k]),
+        [nb, k, b] => {
+            let n = ctx.attrs.opt_int("units")?.unwrap_or(nb * b);
+            if b < 1 || (n + b - 1) / b != nb {
+                return Err(ctx.err(format!(
+                    "packed `weight` [{nb}, {k}, {b}] does not hold `units`={n}"
+                )));
+            }
+            Ok([n, k])
+        }
+        _ => Err(ctx.err(format!(
+            "argument `weight` must be [units, in_features] or packed [blocks, in_features, block], got {w:?}"
+        ))),
+    }
+}
+
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (d, dt) = ctx.tensor(0)?;
-    let (w, _) = ctx.tensor_rank(1, 2)?;
+    let w = weight_nk(ctx)?;
     ctx.same_dtype(0, 1)?;
     if d.is_empty() {
         return Err(ctx.err("argument `data` must have rank >= 1"));

@@ -23,6 +23,9 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {
         return schedule_conv2d_nchwc(s, out, &conv);
     }
+    if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC_GROUP_PADDED]) {
+        return schedule_conv2d_nchwc_at_root(s, out, &conv);
+    }
     let tags = [
         tag::CONV2D_NCHW,
         tag::DEPTHWISE_CONV2D_NCHW,
@@ -157,5 +160,64 @@ fn schedule_conv2d_nchwc(s: &Schedule, out: &Tensor, conv: &Operation) -> Result
     if b > 1 {
         cs.vectorize(&data[4])?;
     }
+    Ok(())
+}
+
+/// Schedules a packed convolution whose groups pad their blocks: output tiles would straddle
+/// blocks, so the blocked product is computed whole at root (rows parallel, a register tile of
+/// [`register_columns`] x `b` accumulated in a local cache with the reduction outside), and the
+/// unpack with its epilogue runs after it as an injective loop nest.
+fn schedule_conv2d_nchwc_at_root(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<()> {
+    let conv_t = conv.output(0);
+    if out.ndim() != 4 || conv_t.ndim() != 5 {
+        return generic::schedule_generic(s, out);
+    }
+    let pad = conv
+        .input_tensors()
+        .into_iter()
+        .find(|t| t.op().name() == "pad_data");
+    let mut keep: Vec<_> = pad.iter().map(|p| p.op().clone()).collect();
+    keep.push(conv.clone());
+    inline_injective(s, out, &keep)?;
+    if let Some(p) = &pad {
+        let ps = s.stage(p);
+        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
+            ps.parallel(&f)?;
+        }
+    }
+    let b = extent(&conv_t, 4);
+    let cols = register_columns(extent(&conv_t, 3));
+    let local = s.cache_write(&conv_t, "local")?;
+    let cs = s.stage_op(conv);
+    let ax: Vec<_> = (0..5).map(|i| conv_t.axis(i)).collect();
+    let (xo, xi) = cs.split(&ax[3], cols)?;
+    cs.reorder(&[
+        ax[0].clone(),
+        ax[1].clone(),
+        ax[2].clone(),
+        xo.clone(),
+        xi,
+        ax[4].clone(),
+    ])?;
+    let fused = fuse_all(&cs, &ax[..3])?.expect("three loops");
+    cs.parallel(&fused)?;
+    if b > 1 {
+        cs.vectorize(&ax[4])?;
+    }
+    let ls = s.stage(&local);
+    ls.compute_at(&cs, &xo)?;
+    let leaf = ls.leaf_iter_vars();
+    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
+    let mut order = data[..3].to_vec();
+    order.extend(red);
+    order.extend([data[3].clone(), data[4].clone()]);
+    ls.reorder(&order)?;
+    ls.unroll(&data[3])?;
+    if b > 1 {
+        ls.vectorize(&data[4])?;
+    }
+    let main = s.stage(out);
+    let fused = fuse_all(&main, &[out.axis(0), out.axis(1), out.axis(2)])?.expect("three loops");
+    main.parallel(&fused)?;
     Ok(())
 }

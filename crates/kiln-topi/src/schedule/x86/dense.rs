@@ -28,7 +28,15 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor) -> Result<()> {
     let nd = mt.ndim();
     let (ax_m, ax_n) = (mt.axis(nd - 2), mt.axis(nd - 1));
     let mb = dividing_factor(extent(&mt, nd - 2), &[8, 4, 2]);
-    let nb = vector_factor(extent(&mt, nd - 1));
+    // A packed weight `[N/b, K, b]` sets the column tile to its block.
+    let packed = op
+        .input_tensors()
+        .into_iter()
+        .find(|t| t.ndim() == 3 && nd == 2);
+    let nb = match packed {
+        Some(w) => extent(&w, 2),
+        None => vector_factor(extent(&mt, nd - 1)),
+    };
     let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mb, nb)?;
     let mut outer = Vec::new();
     if nd == 3 {
