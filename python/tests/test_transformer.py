@@ -5,9 +5,8 @@ compared with onnxruntime on fresh random inputs, plus its parts on their own.
 Outputs are compared after dividing both sides by the reference's largest magnitude, with rtol
 1e-4 and atol 1e-5; Kiln's output is poisoned with NaN before each run.
 
-The variants with 3-D and 4-D MatMuls (``transformer``, ``transformer_decomposed``) are
-expected failures while Kiln's ``nn.matmul`` kernel is 2-D only: the test xfails on exactly that
-error and runs the full comparison once it is gone.
+The ``transformer`` and ``transformer_decomposed`` variants use 3-D and 4-D MatMuls (batched
+attention heads); ``transformer_2d`` splits the heads with 2-D MatMuls only.
 """
 
 import os
@@ -29,7 +28,6 @@ import make_transformer as mt  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5
 #: The error of Kiln's 2-D-only matmul kernel on N-D MatMuls (see the module docstring).
-ND_MATMUL_ERROR = "must be 2-D"
 
 
 def fresh_input(shape):
@@ -40,15 +38,6 @@ def fresh_input(shape):
 def reference(model, x):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, {"x": x})[0]
-
-
-def compile_or_xfail(model):
-    try:
-        return kiln.onnx.compile(model)
-    except ValueError as e:
-        if ND_MATMUL_ERROR in str(e):
-            pytest.xfail(f"N-D MatMul is not supported by Kiln's nn.matmul kernel: {e}")
-        raise
 
 
 def run_and_compare(lib, model, shape, runs=2):
@@ -71,7 +60,7 @@ def run_and_compare(lib, model, shape, runs=2):
 @pytest.mark.parametrize("name", mt.NAMES)
 def test_encoder_layer_matches_onnxruntime(name):
     model = mt.make_named(name, seed=int.from_bytes(os.urandom(4), "little"))
-    lib = compile_or_xfail(model)
+    lib = kiln.onnx.compile(model)
     run_and_compare(lib, model, mt.input_shape(name.endswith("_2d")))
 
 
@@ -118,5 +107,5 @@ PARTS = {
 def test_encoder_part_matches_onnxruntime(part):
     build, shape = PARTS[part]
     model = part_model(build, shape)
-    lib = compile_or_xfail(model)
+    lib = kiln.onnx.compile(model)
     run_and_compare(lib, model, shape)

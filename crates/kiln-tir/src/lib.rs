@@ -78,6 +78,7 @@ pub mod arith;
 pub mod buffer;
 pub mod dtype;
 pub mod expr;
+pub mod fast_math;
 pub mod function;
 mod globals;
 pub mod mutator;

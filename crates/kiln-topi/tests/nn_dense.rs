@@ -214,3 +214,75 @@ fn dense_packed_weights() {
         );
     }
 }
+
+#[test]
+fn matmul_nd_broadcast_batches() {
+    let seed = seed("matmul_nd");
+    // (a shape, b shape, transpose_b): attention-like 4-D products and a 3-D x 2-D weight.
+    let cases: [(&[i64], &[i64], bool); 3] = [
+        (&[1, 3, 5, 4], &[1, 3, 6, 4], true),
+        (&[2, 7, 8], &[8, 5], false),
+        (&[2, 1, 3, 4], &[3, 4, 2], false),
+    ];
+    for (case, (sa, sb, tb)) in cases.into_iter().enumerate() {
+        let a = input(sa, "a");
+        let b = input(sb, "b");
+        let attrs = MatmulAttrs {
+            transpose_a: false,
+            transpose_b: tb,
+        };
+        let out = nn::matmul(&a, &b, &attrs).unwrap();
+        let inputs = vec![a, b];
+        let vals = random_inputs(&inputs, seed + case as u64);
+        let oshape = shape_of(&out);
+        let nd = oshape.len();
+        let (m, n) = (oshape[nd - 2] as usize, oshape[nd - 1] as usize);
+        let k = sa[sa.len() - 1] as usize;
+        // Naive reference: unravel each output batch index and broadcast it to each operand.
+        let batch: Vec<i64> = oshape[..nd - 2].to_vec();
+        let nbatch: i64 = batch.iter().product();
+        let offset = |own: &[i64], flat: i64| -> usize {
+            let own_b = &own[..own.len() - 2];
+            let mut idx = vec![0i64; batch.len()];
+            let mut f = flat;
+            for d in (0..batch.len()).rev() {
+                idx[d] = f % batch[d];
+                f /= batch[d];
+            }
+            let off = batch.len() - own_b.len();
+            let mut lin = 0i64;
+            for (d, &e) in own_b.iter().enumerate() {
+                lin = lin * e + if e == 1 { 0 } else { idx[off + d] };
+            }
+            lin as usize * (own[own.len() - 2] * own[own.len() - 1]) as usize
+        };
+        let mut want = vec![0f32; nbatch as usize * m * n];
+        for bi in 0..nbatch {
+            let (oa, ob) = (offset(sa, bi), offset(sb, bi));
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = 0f32;
+                    for r in 0..k {
+                        let bv = if tb {
+                            vals[1][ob + j * k + r]
+                        } else {
+                            vals[1][ob + r * n + j]
+                        };
+                        acc += vals[0][oa + i * k + r] * bv;
+                    }
+                    want[(bi as usize * m + i) * n + j] = acc;
+                }
+            }
+        }
+        check(
+            &format!("matmul {sa:?} x {sb:?} tb={tb}"),
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_dense,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+}

@@ -6,6 +6,8 @@
 //! - libm calls (`tanhf`/`tanh`, ...; vectors lane by lane): `tan`, `sinh`, `cosh`, `tanh`,
 //!   `asin`, `acos`, `atan`, `atan2`, `erf`, `expm1`, `log1p`, `hypot`.
 //! - Expansions: `sigmoid(x) = 1 / (1 + exp(-x))`, `rsqrt(x) = 1 / sqrt(x)`, `fmod` as `frem`.
+//! - float32 `exp`, `erf`, `tanh` and `sigmoid` (scalars and vectors) are the polynomial
+//!   expansions of [`kiln_tir::fast_math`], which vectorize.
 //! - float16 goes through float32 for libm calls; bfloat16 through float32 for everything.
 //! - `tir.if_then_else` (only the chosen side runs), `tir.likely`, `tir.reinterpret`, bitwise
 //!   and/or/xor/not, shifts (arithmetic right shift for signed types).
@@ -20,7 +22,7 @@ use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::op::{self, builtin};
-use kiln_tir::{DataTypeExt, PrimExpr};
+use kiln_tir::{fast_math, DataTypeExt, PrimExpr};
 
 /// The LLVM intrinsic behind a TIR math op, when there is one.
 fn llvm_intrinsic(op: &str) -> Option<&'static str> {
@@ -72,6 +74,18 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         t: DataType,
         args: &[PrimExpr],
     ) -> Result<BasicValueEnum<'ctx>> {
+        if fast_math::is_f32(t) {
+            let expanded = match op {
+                "tir.exp" => Some(fast_math::exp(args[0].clone())),
+                "tir.erf" => Some(fast_math::erf(args[0].clone())),
+                "tir.tanh" => Some(fast_math::tanh(args[0].clone())),
+                "tir.sigmoid" => Some(fast_math::sigmoid(args[0].clone())),
+                _ => None,
+            };
+            if let Some(e) = expanded {
+                return self.expr(&e);
+            }
+        }
         if llvm_intrinsic(op).is_some()
             || libm_function(op).is_some()
             || matches!(op, "tir.sigmoid" | "tir.rsqrt" | "tir.fmod")

@@ -11,16 +11,17 @@ use kiln_te::{Schedule, Tensor};
 
 /// Schedules the product `out` depends on (tags [`tag::DENSE`], [`tag::MATMUL`],
 /// [`tag::BATCH_MATMUL`]), `out` being it or an injective epilogue of its shape (a bias
-/// add): output tiles of `mb` rows (8/4/2 dividing M) x `nb` columns
-/// ([`crate::schedule::vector_factor`]), the tile loops (and batch) fused and parallel, the
-/// product accumulated per tile in a local cache with `k` outermost, rows unrolled and columns
-/// vectorized.
+/// add): output tiles of `mb` rows (8/4/2 dividing M) x `nb` columns (a packed weight's
+/// block, else 32 when it divides N, else [`crate::schedule::vector_factor`]), batch, column
+/// tiles and row tiles fused and parallel in that order (a panel of B is reused by every row
+/// tile), the product accumulated per tile in a local cache with `k` outermost, rows unrolled
+/// and columns vectorized. Any number of batch dimensions.
 pub fn schedule_dense(s: &Schedule, out: &Tensor) -> Result<()> {
     let Some(op) = find_tagged(out, &[tag::DENSE, tag::MATMUL, tag::BATCH_MATMUL]) else {
         return generic::schedule_generic(s, out);
     };
     let t = op.output(0);
-    if !same_shape(out, &t) || !(2..=3).contains(&out.ndim()) {
+    if !same_shape(out, &t) || out.ndim() < 2 {
         return generic::schedule_generic(s, out);
     }
     inline_injective(s, out, &[])?;
@@ -35,14 +36,14 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor) -> Result<()> {
         .find(|t| t.ndim() == 3 && nd == 2);
     let nb = match packed {
         Some(w) => extent(&w, 2),
+        // Two vectors of columns when they divide N: 16 accumulators with 8 rows.
+        None if extent(&mt, nd - 1) % 32 == 0 => 32,
         None => vector_factor(extent(&mt, nd - 1)),
     };
     let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mb, nb)?;
-    let mut outer = Vec::new();
-    if nd == 3 {
-        outer.push(mt.axis(0));
-    }
-    outer.extend([mo, no.clone()]);
+    let mut outer: Vec<_> = (0..nd - 2).map(|i| mt.axis(i)).collect();
+    // Column tiles outside row tiles: one panel of B stays in cache across all rows.
+    outer.extend([no.clone(), mo]);
     let mut order = outer.clone();
     order.extend([mi, ni.clone()]);
     main.reorder(&order)?;
