@@ -1,10 +1,11 @@
 //! 2-D max and average pooling, NCHW: kernel, strides, dilation, 4-sided padding, ceil mode
 //! and `count_include_pad`.
 
-use super::pad::Padding2d;
+use super::pad::{pad_nchw, Padding2d};
 use super::{compute_tagged, consts, invalid, shape_nd, tag, window_out};
 use kiln_ffi::Result;
 use kiln_te::{max, min_value, reduce_axis_n, sum, Tensor};
+use kiln_tir::DataTypeExt;
 use kiln_tir::{floordiv, PrimExpr};
 
 /// Attributes of [`max_pool2d`] and [`avg_pool2d`].
@@ -138,13 +139,44 @@ fn window(
 }
 
 /// Max pooling: the largest input element under each window (padding never wins). Tagged
-/// [`tag::POOL2D`].
+/// [`tag::POOL2D`]. For floats the input is first padded with `-inf` (a stage named
+/// `pad_data`, also covering windows that hang over the end in ceil mode), so the window reads
+/// need no bounds test and rows vectorize.
 pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
     let ds = shape_nd(data, 4, "max_pool2d")?;
     let out = pool2d_out_shape(&ds, attrs)?;
     let ry = reduce_axis_n(attrs.pool_size.0, "ry");
     let rx = reduce_axis_n(attrs.pool_size.1, "rx");
     let dt = data.dtype();
+    if dt.is_floating() {
+        let (s, d, k, p) = (
+            attrs.strides,
+            attrs.dilation,
+            attrs.pool_size,
+            attrs.padding,
+        );
+        let span_h = (out[2] - 1) * s.0 + (k.0 - 1) * d.0 + 1;
+        let span_w = (out[3] - 1) * s.1 + (k.1 - 1) * d.1 + 1;
+        let pad = Padding2d {
+            bottom: (span_h - ds[2] - p.top).max(0),
+            right: (span_w - ds[3] - p.left).max(0),
+            ..p
+        };
+        let padded = pad_nchw(data, pad, f64::NEG_INFINITY, "pad_data")?;
+        return compute_tagged(
+            &consts(&out),
+            |i| {
+                let y = i[2].to_expr() * s.0 + ry.expr() * d.0;
+                let x = i[3].to_expr() * s.1 + rx.expr() * d.1;
+                max(
+                    padded.at(&[i[0].to_expr(), i[1].to_expr(), y, x]),
+                    &[ry.clone(), rx.clone()],
+                )
+            },
+            "max_pool2d",
+            tag::POOL2D,
+        );
+    }
     let d = data.clone();
     compute_tagged(
         &consts(&out),
