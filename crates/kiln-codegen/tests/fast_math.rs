@@ -54,7 +54,7 @@ fn check(
         xs.extend(
             random((n / 2) as usize, seed)
                 .iter()
-                .map(|r| r * (hi - lo) / 2.0),
+                .map(|r| lo + r.abs().min(1.0) * (hi - lo)),
         );
         let out = poisoned(&[n]);
         func.invoke::<()>((tensor(&xs, &[n]), out.clone())).unwrap();
@@ -99,4 +99,46 @@ fn fast_erf_tanh_sigmoid_are_accurate() {
         30.0,
         |_| 3e-7,
     );
+}
+
+#[test]
+fn fast_log_and_constant_pow_are_accurate() {
+    check("log", op::log, f64::ln, 1e-6, 1e4, |w| {
+        3e-7 * w.abs().max(1.0)
+    });
+    check("log_small", op::log, f64::ln, 1e-30, 1e-3, |w| {
+        3e-7 * w.abs()
+    });
+    check(
+        "pow075",
+        |x| op::pow(x, 0.75),
+        |x| x.powf(0.75),
+        0.0,
+        1e3,
+        |w| 1e-6 * w + 1e-30,
+    );
+}
+
+#[test]
+fn fast_log_special_inputs() {
+    let n = 16i64;
+    let x = placeholder(&[c(n)], f32t(), "x");
+    let y = compute(&[c(n)], |i| op::log(x.at(&[i[0].to_expr()])), "y");
+    let s = create_schedule(&[y.op().clone()]);
+    let (_o, inner) = s.stage(&y).split(&y.axis(0), 16).unwrap();
+    s.stage(&y).vectorize(&inner).unwrap();
+    let m = driver::build(&s, &[x.clone(), y.clone()], "llvm -mcpu=native", "logs").unwrap();
+    let mut xs = vec![0.0f32, -1.0, f32::INFINITY, f32::NAN, 1.0, 2.0];
+    xs.resize(n as usize, 1.0);
+    let out = poisoned(&[n]);
+    m.function("logs")
+        .unwrap()
+        .invoke::<()>((tensor(&xs, &[n]), out.clone()))
+        .unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    assert_eq!(got[0], f32::NEG_INFINITY);
+    assert!(got[1].is_nan() && got[3].is_nan(), "{got:?}");
+    assert_eq!(got[2], f32::INFINITY);
+    assert_eq!(got[4], 0.0);
+    assert!((got[5] - std::f32::consts::LN_2).abs() < 1e-7);
 }

@@ -9,6 +9,10 @@
 //! - `erf`: a rational approximation (odd degree-13 numerator, degree-8 denominator in `x^2`)
 //!   on `x` clamped to `[-4, 4]`. Absolute error below 1e-7.
 //! - `tanh(x) = 1 - 2 / (exp(2x) + 1)`, `sigmoid(x) = 1 / (1 + exp(-x))` over the fast `exp`.
+//! - `log`: exponent and mantissa split from the bits, mantissa in `[sqrt(1/2), sqrt(2))`, a
+//!   degree-9 polynomial; `log(0) = -inf`, negative inputs and NaN give NaN, `+inf` stays.
+//!   About 1 ulp for normal inputs.
+//! - `pow(x, c)` for a constant, non-integer `c` (LRN's `0.75`): `exp(c * log(x))`.
 
 use crate::expr::PrimExpr;
 use crate::op;
@@ -119,4 +123,67 @@ pub fn tanh(x: PrimExpr) -> PrimExpr {
 pub fn sigmoid(x: PrimExpr) -> PrimExpr {
     let t = x.dtype();
     c(t, 1.0) / (c(t, 1.0) + exp(-x))
+}
+
+/// `ln(x)` for float32 `x`.
+pub fn log(x: PrimExpr) -> PrimExpr {
+    let t = x.dtype();
+    let it = DataType::int(32).with_lanes(t.lanes());
+    let bits = op::reinterpret(it, x.clone());
+    let e = op::bitwise_and(op::shift_right(bits.clone(), ci(t, 23)), ci(t, 0xff)) - ci(t, 126);
+    // The mantissa as a float in [0.5, 1).
+    let m = op::reinterpret(
+        t,
+        op::bitwise_or(
+            op::bitwise_and(bits, ci(t, 0x807f_ffff)),
+            ci(t, 0x3f00_0000),
+        ),
+    );
+    let e = crate::cast(t, e);
+    let small = m.lt(c(t, std::f64::consts::FRAC_1_SQRT_2));
+    let e = crate::select(small.clone(), e.clone() - c(t, 1.0), e);
+    let m = crate::select(small, m.clone() + m.clone() - c(t, 1.0), m - c(t, 1.0));
+    let z = m.clone() * m.clone();
+    let p = horner(
+        &m,
+        &[
+            7.037_683_629_2e-2,
+            -1.151_461_031_0e-1,
+            1.167_699_874_0e-1,
+            -1.242_014_084_6e-1,
+            1.424_932_278_7e-1,
+            -1.666_805_766_5e-1,
+            2.000_071_476_5e-1,
+            -2.499_999_399_3e-1,
+            3.333_333_117_4e-1,
+        ],
+    ) * m.clone()
+        * z.clone();
+    let y = p + e.clone() * c(t, -2.121_944_400_546_905_8e-4) - z * c(t, 0.5);
+    let r = m + y + e * c(t, 0.693_359_375);
+    // Special inputs: 0 -> -inf, negative or NaN -> NaN, +inf -> +inf.
+    let r = crate::select(x.clone().equal(c(t, 0.0)), c(t, f64::NEG_INFINITY), r);
+    let r = crate::select(x.clone().lt(c(t, 0.0)), c(t, f64::NAN), r);
+    let r = crate::select(x.clone().not_equal(x.clone()), x.clone(), r);
+    crate::select(x.clone().equal(c(t, f64::INFINITY)), x, r)
+}
+
+/// The constant of `e` (a float literal or a broadcast of one).
+fn constant_of(e: &PrimExpr) -> Option<f64> {
+    match e.kind() {
+        crate::expr::ExprKind::Broadcast { value, .. } => value.as_float(),
+        _ => e.as_float(),
+    }
+}
+
+/// `x^y` for float32 when `y` is a constant that is not an integer (so a negative `x` has no
+/// real power either way): `exp(y * log(x))`. `None` for other exponents, which keep the exact
+/// function (LLVM turns small integer powers into multiplications).
+pub fn pow(x: PrimExpr, y: &PrimExpr) -> Option<PrimExpr> {
+    let k = constant_of(y)?;
+    if k.fract() == 0.0 || !k.is_finite() {
+        return None;
+    }
+    let t = x.dtype();
+    Some(exp(log(x) * c(t, k)))
 }

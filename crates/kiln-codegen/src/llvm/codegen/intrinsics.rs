@@ -6,8 +6,9 @@
 //! - libm calls (`tanhf`/`tanh`, ...; vectors lane by lane): `tan`, `sinh`, `cosh`, `tanh`,
 //!   `asin`, `acos`, `atan`, `atan2`, `erf`, `expm1`, `log1p`, `hypot`.
 //! - Expansions: `sigmoid(x) = 1 / (1 + exp(-x))`, `rsqrt(x) = 1 / sqrt(x)`, `fmod` as `frem`.
-//! - float32 `exp`, `erf`, `tanh` and `sigmoid` (scalars and vectors) are the polynomial
-//!   expansions of [`kiln_tir::fast_math`], which vectorize.
+//! - float32 `exp`, `erf`, `tanh`, `sigmoid`, `log` and `pow` by a non-integer constant
+//!   (scalars and vectors) are the polynomial expansions of [`kiln_tir::fast_math`], which
+//!   vectorize.
 //! - float16 goes through float32 for libm calls; bfloat16 through float32 for everything.
 //! - `tir.if_then_else` (only the chosen side runs), `tir.likely`, `tir.reinterpret`, bitwise
 //!   and/or/xor/not, shifts (arithmetic right shift for signed types).
@@ -80,6 +81,8 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                 "tir.erf" => Some(fast_math::erf(args[0].clone())),
                 "tir.tanh" => Some(fast_math::tanh(args[0].clone())),
                 "tir.sigmoid" => Some(fast_math::sigmoid(args[0].clone())),
+                "tir.log" => Some(fast_math::log(args[0].clone())),
+                "tir.pow" => fast_math::pow(args[0].clone(), &args[1]),
                 _ => None,
             };
             if let Some(e) = expanded {
