@@ -419,3 +419,41 @@ fn conv2d_packed_kernel_shapes() {
         "a block spanning two groups is refused"
     );
 }
+
+#[test]
+fn conv2d_1x1_over_flattened_rows() {
+    let seed = seed("conv2d_1x1");
+    let base = Conv2dAttrs::default();
+    for (case, (ds, ws)) in [
+        ([1i64, 8, 6, 8], [4i64, 8, 1, 1]),
+        ([2, 5, 4, 28], [6, 5, 1, 1]),
+        ([1, 3, 2, 56], [16, 3, 1, 1]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(nn::conv2d_1x1::applies(&ds, &ws, &base), "{ds:?}");
+        let data = input(&ds, "data");
+        let weight = input(&ws, "weight");
+        let out = nn::conv2d_1x1(&data, &weight, &base).unwrap();
+        let inputs = [data, weight];
+        let vals = random_inputs(&inputs, seed + case as u64);
+        let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &base);
+        assert_eq!(shape_of(&out), oshape.to_vec());
+        check(
+            &format!("1x1 spatial {ds:?}"),
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_conv2d_nchw,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
+    assert!(!nn::conv2d_1x1::applies(
+        &[1, 8, 7, 7],
+        &[4, 8, 1, 1],
+        &base
+    ));
+}

@@ -6,7 +6,8 @@
 //! 16), `channels` keeping the true count. With groups that padding is no layout, so constant
 //! weights are packed by this pass itself.
 //! Constant weights are packed at compile time by the `FoldConstant` that follows; depthwise
-//! convolutions (one output channel per group) keep `OIHW`. Likewise `nn.dense` weights
+//! convolutions (one output channel per group) and 1x1 convolutions that
+//! `kiln_topi::nn::conv2d_1x1` computes over flattened rows keep `OIHW`. Likewise `nn.dense` weights
 //! `[N, K]` become `NK16n` (`[ceil(N/16), K, 16]`), one vector load per 16 outputs.
 
 use super::infer_type::infer_function;
@@ -88,6 +89,15 @@ fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     let groups = e.attrs().int("groups")?;
     if w.len() != 4 || groups < 1 || w[0] % groups != 0 {
         return Ok(None);
+    }
+    // 1x1 convolutions over whole vector rows compute over flattened positions instead.
+    let d_ty = orig.args()[0].ty()?;
+    if let kiln_topi::schedule::strategy::OpAttrs::Conv2d(a) =
+        crate::build::compute::strategy_attrs("nn.conv2d", &e.attrs())?
+    {
+        if kiln_topi::nn::conv2d_1x1::applies(d_ty.shape(), w, &a) {
+            return Ok(None);
+        }
     }
     let opg = w[0] / groups;
     let Some(b) = block(opg) else {

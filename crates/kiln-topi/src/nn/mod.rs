@@ -7,6 +7,7 @@
 pub mod batch_matmul;
 pub mod batch_norm;
 pub mod conv2d;
+pub mod conv2d_1x1;
 pub mod conv2d_packed;
 pub mod conv2d_transpose;
 pub mod dense;
@@ -21,6 +22,7 @@ pub mod softmax;
 pub use batch_matmul::batch_matmul;
 pub use batch_norm::{batch_norm_inference, BatchNormAttrs};
 pub use conv2d::{conv2d, Conv2dAttrs};
+pub use conv2d_1x1::conv2d_1x1;
 pub use conv2d_packed::conv2d_packed;
 pub use conv2d_transpose::{conv2d_transpose, Conv2dTransposeAttrs};
 pub use dense::{dense, dense_packed};
@@ -54,6 +56,8 @@ pub mod tag {
     /// [`CONV2D_NCHWC`] whose groups are padded to whole blocks (blocks do not line up with
     /// output channels).
     pub const CONV2D_NCHWC_GROUP_PADDED: &str = "conv2d_nchwc_group_padded";
+    /// A 1x1 convolution as a product over flattened spatial positions (`[N, O, H*W]`).
+    pub const CONV2D_1X1_SPATIAL: &str = "conv2d_1x1_spatial";
     /// Depthwise 2-D convolution, NCHW.
     pub const DEPTHWISE_CONV2D_NCHW: &str = "depthwise_conv2d_nchw";
     /// Transposed 2-D convolution, NCHW.

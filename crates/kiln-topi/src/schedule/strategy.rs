@@ -63,7 +63,12 @@ fn conv2d(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
     };
     let (data, weight) = (arg("nn.conv2d", i, 0)?, arg("nn.conv2d", i, 1)?);
     if weight.ndim() == 5 {
-        nn::conv2d_packed(data, weight, a)
+        return nn::conv2d_packed(data, weight, a);
+    }
+    let ds = nn::const_shape(data, "nn.conv2d")?;
+    let ws = nn::const_shape(weight, "nn.conv2d")?;
+    if nn::conv2d_1x1::applies(&ds, &ws, a) {
+        nn::conv2d_1x1(data, weight, a)
     } else {
         nn::conv2d(data, weight, a)
     }

@@ -23,6 +23,9 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {
         return schedule_conv2d_nchwc(s, out, &conv);
     }
+    if let Some(conv) = find_tagged(out, &[tag::CONV2D_1X1_SPATIAL]) {
+        return schedule_conv2d_1x1(s, out, &conv);
+    }
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC_GROUP_PADDED]) {
         return schedule_conv2d_nchwc_at_root(s, out, &conv);
     }
@@ -219,5 +222,53 @@ fn schedule_conv2d_nchwc_at_root(s: &Schedule, out: &Tensor, conv: &Operation) -
     let main = s.stage(out);
     let fused = fuse_all(&main, &[out.axis(0), out.axis(1), out.axis(2)])?.expect("three loops");
     main.parallel(&fused)?;
+    Ok(())
+}
+
+/// Schedules a 1x1 convolution computed over flattened positions ([`crate::nn::conv2d_1x1`]):
+/// the NCHW output (and fused epilogue) in tiles of `mb` channels x
+/// [`crate::nn::conv2d_1x1::spatial_rows`] whole rows, row tiles outside channel tiles (one
+/// panel of input rows serves every channel tile), fused and parallel; the product computed at
+/// each tile into `mb x rows*W` accumulators (whole vectors), input channels outermost,
+/// channels and vectors unrolled. Rows are contiguous, so the epilogue is plain vector code.
+fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<()> {
+    use crate::nn::conv2d_1x1::{spatial_rows, LANES};
+    let g = conv.output(0);
+    let (h, w) = (extent(out, 2), extent(out, 3));
+    let fits = out.ndim() == 4
+        && g.ndim() == 3
+        && extent(&g, 0) == extent(out, 0)
+        && extent(&g, 1) == extent(out, 1)
+        && extent(&g, 2) == h * w;
+    if !fits {
+        return generic::schedule_generic(s, out);
+    }
+    let Some(rows) = spatial_rows(h, w) else {
+        return generic::schedule_generic(s, out);
+    };
+    let vectors = rows * w / LANES;
+    let mb = [8, 4, 2]
+        .into_iter()
+        .find(|&m| extent(out, 1) % m == 0 && m * vectors <= 16)
+        .unwrap_or(1);
+    inline_injective(s, out, &[conv.clone()])?;
+    let main = s.stage(out);
+    let (yo, yi) = main.split(&out.axis(2), rows)?;
+    let (oo, oi) = main.split(&out.axis(1), mb)?;
+    main.reorder(&[out.axis(0), yo.clone(), oo.clone(), oi, yi, out.axis(3)])?;
+    let fused = fuse_all(&main, &[out.axis(0), yo, oo])?.expect("three loops");
+    main.parallel(&fused)?;
+    let cs = s.stage_op(conv);
+    cs.compute_at(&main, &fused)?;
+    let leaf = cs.leaf_iter_vars();
+    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
+    let (fo, fi) = cs.split(&data[2], LANES)?;
+    let mut order = vec![data[0].clone()];
+    order.extend(red);
+    order.extend([data[1].clone(), fo.clone(), fi.clone()]);
+    cs.reorder(&order)?;
+    cs.unroll(&data[1])?;
+    cs.unroll(&fo)?;
+    cs.vectorize(&fi)?;
     Ok(())
 }

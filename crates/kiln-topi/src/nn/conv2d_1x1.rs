@@ -1,0 +1,84 @@
+//! 1x1 convolutions with stride 1 and no padding as a product over flattened spatial positions:
+//! `gemm[n, o, f] = sum_c data[n, c, f / W, f % W] * weight[o, c, 0, 0]`, so the input rows are
+//! read as contiguous vectors and the output (with its fused epilogue) is written row by row,
+//! vectorized. Chosen where whole output rows make up whole vectors ([`spatial_rows`]): the
+//! early, wide layers of CNNs, whose few input channels leave little work per output for a
+//! channel-blocked kernel ([`super::conv2d_packed`]) to hide its write-back.
+
+use super::conv2d::{conv2d_out_shape, Conv2dAttrs};
+use super::{compute_tagged, consts, invalid, shape_nd, tag};
+use kiln_ffi::Result;
+use kiln_te::{reduce_axis_n, sum, Tensor};
+use kiln_tir::{floordiv, floormod};
+
+/// The vector width (float32 lanes) of the spatial tiles.
+pub const LANES: i64 = 16;
+
+/// The number of output rows per tile for an `h x w` output: the fewest rows making whole
+/// vectors of [`LANES`] that divide `h`, as long as a tile is at most 8 vectors; `None` when
+/// there is none.
+pub fn spatial_rows(h: i64, w: i64) -> Option<i64> {
+    (1..=h)
+        .filter(|r| h % r == 0 && (r * w) % LANES == 0)
+        .find(|r| r * w / LANES <= 8)
+}
+
+/// The most input channels for which [`conv2d_1x1`] is chosen: a tile's panel of input rows
+/// (`C x 7 vectors`) must stay in the L1 cache while every channel tile reads it. Measured on
+/// resnet50's layers: 1.6-2.4x faster than the channel-blocked kernel at 64 input channels,
+/// 1.1-1.8x slower from 128 on.
+pub const MAX_CHANNELS: i64 = 64;
+
+/// Whether [`conv2d_1x1`] computes this convolution (`data` `[N, C, H, W]`, OIHW `weight`).
+pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs) -> bool {
+    data.len() == 4
+        && weight.len() == 4
+        && weight[1] <= MAX_CHANNELS
+        && weight[2] == 1
+        && weight[3] == 1
+        && a.strides == (1, 1)
+        && a.padding.is_zero()
+        && a.groups == 1
+        && spatial_rows(data[2], data[3]).is_some()
+}
+
+/// The convolution as a spatial product (tag [`tag::CONV2D_1X1_SPATIAL`], named
+/// `conv2d_1x1_gemm`, shape `[N, O, H*W]`) and an injective stage giving it NCHW shape.
+pub fn conv2d_1x1(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
+    const WHAT: &str = "conv2d (1x1 spatial)";
+    let ds = shape_nd(data, 4, WHAT)?;
+    let ws = shape_nd(weight, 4, WHAT)?;
+    if !applies(&ds, &ws, attrs) {
+        return Err(invalid(WHAT, format!("does not apply to {ds:?} x {ws:?}")));
+    }
+    let out = conv2d_out_shape(&ds, &ws, attrs)?;
+    let w = ds[3];
+    let rc = reduce_axis_n(ws[1], "rc");
+    let (d, wt) = (data.clone(), weight.clone());
+    let zero = || kiln_tir::PrimExpr::i32(0);
+    let gemm = compute_tagged(
+        &consts(&[out[0], out[1], out[2] * out[3]]),
+        |i| {
+            let f = i[2].to_expr();
+            sum(
+                d.at(&[i[0].to_expr(), rc.expr(), floordiv(&f, w), floormod(&f, w)])
+                    * wt.at(&[i[1].to_expr(), rc.expr(), zero(), zero()]),
+                std::slice::from_ref(&rc),
+            )
+        },
+        "conv2d_1x1_gemm",
+        tag::CONV2D_1X1_SPATIAL,
+    )?;
+    compute_tagged(
+        &consts(&out),
+        |i| {
+            gemm.at(&[
+                i[0].to_expr(),
+                i[1].to_expr(),
+                i[2].to_expr() * w + i[3].to_expr(),
+            ])
+        },
+        "conv2d_1x1_unflatten",
+        tag::INJECTIVE,
+    )
+}
