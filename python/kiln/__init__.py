@@ -10,7 +10,8 @@ Main entry points: :func:`get_global_func`, :func:`register_func`,
 and the error mapping (:class:`FFIError`, :func:`register_error`). The tensor compiler:
 :mod:`kiln.tir` (the IR), :mod:`kiln.te` (tensor expressions and schedules), :func:`lower`
 and :func:`build`. The graph compiler: :mod:`kiln.onnx` (ONNX import, one-call
-:func:`kiln.onnx.compile`) and :func:`kiln.graph.build`.
+:func:`kiln.onnx.compile`) and :func:`kiln.graph.build`. Remote sessions, servers and trackers
+(wire-compatible with Apache TVM's): :mod:`kiln.rpc`.
 """
 
 from ._lib import LIB_PATH, LibraryNotFoundError, ffi_version, find_library
@@ -36,6 +37,7 @@ from . import runtime
 from . import graph_executor
 from . import tir, te
 from . import graph, onnx
+from . import rpc
 from .driver import build, lower
 
 __version__ = "0.1.0"
@@ -86,6 +88,7 @@ __all__ = [
     "te",
     "graph",
     "onnx",
+    "rpc",
     "lower",
     "build",
 ]

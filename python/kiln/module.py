@@ -217,49 +217,16 @@ class BenchmarkResult:
         )
 
 
-def _check_elf(path):
-    """Raise ``ValueError`` when ``path`` is a 64-bit little-endian ELF file whose loadable
-    segments reach past its end: ``dlopen`` maps such a truncated file anyway, and touching the
-    missing pages kills the process with SIGBUS."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-            if len(head) < 6 or head[:4] != b"\x7fELF" or head[4:6] != b"\x02\x01":
-                return
-            size = os.fstat(f.fileno()).st_size
-            if len(head) < 64:
-                raise ValueError(f"cannot load {path}: it is truncated (an ELF header needs 64 bytes)")
-            e_type, = struct.unpack_from("<H", head, 0x10)
-            if e_type not in (2, 3):  # object files (.o) have no segments; they are linked first
-                return
-            phoff, = struct.unpack_from("<Q", head, 0x20)
-            phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
-            if phentsize < 56 or phoff + phentsize * phnum > size:
-                raise ValueError(f"cannot load {path}: it is truncated or corrupt (its program "
-                                 f"headers end past its {size} bytes)")
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-    except OSError:
-        return  # the loader reports unreadable files
-    for i in range(phnum):
-        p_type, = struct.unpack_from("<I", table, i * phentsize)
-        offset, = struct.unpack_from("<Q", table, i * phentsize + 8)
-        filesz, = struct.unpack_from("<Q", table, i * phentsize + 32)
-        if p_type == 1 and offset + filesz > size:  # PT_LOAD
-            raise ValueError(f"cannot load {path}: it is truncated: its loadable segment #{i} "
-                             f"ends at byte {offset + filesz} but the file has {size} bytes")
-
-
 def load_module(path):
     """Load a module from a file: ``.so`` (``.dylib``, ``.dll``) libraries compiled by Kiln
     or Apache TVM; ``.o`` and ``.tar`` files are linked into a shared library first; other
     suffixes use the loader registered as ``ffi.Module.load_from_file.<suffix>``.
 
-    Raises ``ValueError`` for a missing or truncated file and the runtime's error (naming the
-    path) for a file that is not a loadable module.
+    Raises ``ValueError`` for a missing, truncated or corrupt file (the runtime checks a
+    library's headers before mapping it) and the runtime's error (naming the path) for a file
+    that is not a loadable module.
     """
     path = os.fspath(path)
-    _check_elf(path)
     return _call("ffi.ModuleLoadFromFile", path)
 
 

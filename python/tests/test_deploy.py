@@ -56,8 +56,7 @@ def build_c_example(out_dir):
     exe = os.path.join(out_dir, "run_model")
     cmd = ["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
            os.path.join(ROOT, "examples", "c", "run_model.c"), "-I", os.path.join(ROOT, "include"),
-           "-L", LIB_DIR, "-lkiln_runtime", "-Wl,--no-as-needed", "-lm", "-Wl,--as-needed",
-           f"-Wl,-rpath,{LIB_DIR}", "-o", exe]
+           "-L", LIB_DIR, "-lkiln_runtime", f"-Wl,-rpath,{LIB_DIR}", "-o", exe]
     subprocess.run(cmd, check=True)
     return exe
 

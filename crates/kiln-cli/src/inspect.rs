@@ -19,8 +19,7 @@ pub fn run(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(), St
     {
         inspect_onnx(path, input_shapes, opt_level)
     } else {
-        crate::libcheck::check_library(path)?;
-        let m = load_module(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+        let m = load_module(path).map_err(|e| crate::load_error(path, &e))?;
         println!("{}", path.display());
         print_module(&m, 0);
         Ok(())

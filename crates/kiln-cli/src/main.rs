@@ -4,7 +4,6 @@ mod bench;
 mod compile;
 mod demo;
 mod inspect;
-mod libcheck;
 mod npy;
 mod rpc;
 mod run;
@@ -188,5 +187,17 @@ fn main() -> ExitCode {
             eprintln!("kiln: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The message for a library that failed to load: the runtime's own, which names the file,
+/// or that message prefixed with the path when it does not.
+pub(crate) fn load_error(path: &std::path::Path, e: &kiln_ffi::Error) -> String {
+    let msg = e.to_string();
+    let shown = path.display().to_string();
+    if msg.contains(&shown) {
+        msg
+    } else {
+        format!("cannot load {shown}: {msg}")
     }
 }

@@ -28,8 +28,7 @@ pub fn load_factory(path: &Path) -> Result<Module, String> {
     if !path.exists() {
         return Err(format!("{} does not exist", path.display()));
     }
-    crate::libcheck::check_library(path)?;
-    let m = load_module(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+    let m = load_module(path).map_err(|e| crate::load_error(path, &e))?;
     find_factory(&m).ok_or_else(|| {
         format!(
             "{} holds no graph executor factory (its root module is {:?}); was it made by \

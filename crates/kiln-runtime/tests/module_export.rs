@@ -93,6 +93,34 @@ fn single_library_without_imports_needs_no_blob_and_tar_works() {
 }
 
 #[test]
+fn exported_library_records_libm() {
+    let dir = Scratch::new("export-libm");
+    let root = Module::new(CSourceNode {
+        name: "exp_of_one".into(),
+        value: 0,
+        source_override: Some(
+            "#include <math.h>\n#include <stdint.h>\n\
+             typedef struct { int32_t t; uint32_t s; double v; } Any;\n\
+             volatile float one = 1.0f;\n\
+             int __tvm_ffi_exp_of_one(void* self, const Any* a, int32_t n, Any* r) {\n\
+             r->t = 3; r->s = 0; r->v = expf(one); return 0; }\n"
+                .into(),
+        ),
+    });
+    let so = dir.path("uses_expf.so");
+    export_library(&root, &so, &ExportOptions::default()).unwrap();
+    let needed = kiln_runtime::module::elf::needed_libraries_of_file(&so).unwrap();
+    assert!(
+        needed.iter().any(|n| n.starts_with("libm.so")),
+        "{} does not record libm: NEEDED {needed:?}",
+        so.display()
+    );
+    let m = load_module(&so).unwrap();
+    let e = m.function("exp_of_one").unwrap().invoke::<f64>(()).unwrap();
+    assert!((e - std::f64::consts::E).abs() < 1e-6, "{e}");
+}
+
+#[test]
 fn export_errors_are_clear() {
     register_test_kind();
     let dir = Scratch::new("export-bad");

@@ -193,6 +193,74 @@ fn bad_files_give_errors_that_name_the_path() {
     assert!(e.message().contains("not a file"), "{e}");
 }
 
+/// A small deterministic generator (xorshift64) for garbage bytes.
+fn garbage(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+#[test]
+fn truncated_and_garbage_libraries_are_errors_not_crashes() {
+    let dir = Scratch::new("truncated");
+    // A table in read-only data makes the loaded segments span most of the file.
+    let whole = fake_tvm_library(
+        &dir,
+        "whole.so",
+        "const char kiln_test_table[1 << 16] = {1};",
+    );
+    let bytes = std::fs::read(&whole).unwrap();
+    load_module(&whole).unwrap();
+    // Without the check, dlopen maps these and the process dies with SIGBUS.
+    for k in 0..16 {
+        let cut = bytes.len() * k / 16;
+        let name = format!("cut{k}.so");
+        let path = dir.path(&name);
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let e = load_module(&path).unwrap_err();
+        assert!(e.message().contains(&name), "{e}");
+        if cut >= 64 {
+            let has = format!("but the file has {cut} bytes");
+            assert!(e.message().contains(&has), "{e}");
+            assert_eq!(e.kind(), "ValueError", "{e}");
+        }
+    }
+    let e = load_module(dir.path("cut1.so")).unwrap_err();
+    assert!(e.message().contains("truncated"), "{e}");
+    assert!(e.message().contains("segment #"), "{e}");
+    // Garbage after an ELF magic, after a whole ELF64 identification, after the real header.
+    for seed in 1..=16u64 {
+        let mut after_magic = b"\x7fELF".to_vec();
+        after_magic.extend(garbage(bytes.len(), seed));
+        let mut after_ident = b"\x7fELF\x02\x01\x01".to_vec();
+        after_ident.extend(garbage(bytes.len(), seed));
+        let mut after_header = bytes[..64].to_vec();
+        after_header.extend(garbage(bytes.len() - 64, seed));
+        for (kind, image) in [
+            ("magic", after_magic),
+            ("ident", after_ident),
+            ("header", after_header),
+        ] {
+            let name = format!("garbage-{kind}-{seed}.so");
+            let path = dir.path(&name);
+            std::fs::write(&path, &image).unwrap();
+            let e = load_module(&path).unwrap_err();
+            assert!(e.message().contains(&name), "{e}");
+        }
+    }
+    // The C entry point goes the same way.
+    let load = kiln_ffi::registry::get_required("ffi.ModuleLoadFromFile").unwrap();
+    let path = dir.path("cut8.so").display().to_string();
+    let e = load.invoke::<Module>((path,)).unwrap_err();
+    assert!(e.message().contains("cut8.so"), "{e}");
+}
+
 #[test]
 fn lookup_from_imports_rejects_bad_arguments() {
     use kiln_runtime::module::TVMFFIEnvModLookupFromImports;

@@ -73,7 +73,8 @@ fn dlerror_text() -> String {
 }
 
 impl DsoLibrary {
-    /// Opens `path` (RTLD_NOW | RTLD_LOCAL), or returns the library already open for it.
+    /// Opens `path` (RTLD_NOW | RTLD_LOCAL), or returns the library already open for it. The
+    /// file is checked first ([`elf::check_file`]): a truncated or corrupt library is an error.
     pub fn open(path: &Path) -> Result<Arc<DsoLibrary>> {
         let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
             Error::value_error(format!(
@@ -81,6 +82,8 @@ impl DsoLibrary {
                 path.display()
             ))
         })?;
+        // A truncated file would be mapped anyway and fault (SIGBUS) when touched.
+        elf::check_file(path)?;
         let symbols = elf::dynamic_symbols_of_file(path);
         // SAFETY: dlopen with a valid C string; library initialisers run here, as in any loader.
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };

@@ -7,7 +7,9 @@
 //!   imports and a cache of looked-up functions. Its layout after the object header is Kiln's own:
 //!   code compiled by Apache TVM only hands the pointer back to Kiln (as its library context).
 //! - [`blob`]: the `__tvm_ffi__library_bin` format; [`library`]: `dlopen`ed libraries;
-//!   [`loader`]: `load_module` and the loader registry; [`export`]: `export_library`.
+//!   [`elf`]: a library file's check before `dlopen` (truncated or corrupt files are errors, not
+//!   SIGBUS) and its symbol table; [`loader`]: `load_module` and the loader registry;
+//!   [`export`]: `export_library`.
 //!
 //! Global functions use TVM-FFI's names (`ffi.ModuleGetFunction`, `ffi.ModuleLoadFromFile`, ...),
 //! see [`globals`].

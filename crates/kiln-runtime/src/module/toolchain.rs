@@ -257,12 +257,16 @@ mod spawn {
 }
 
 /// Links `inputs` (objects, C sources) into the shared library `output` with
-/// `cc -shared -fPIC`, plus `options`.
+/// `cc -shared -fPIC`, plus `options`, then `-lm`.
 pub(crate) fn link_shared(output: &Path, inputs: &[PathBuf], options: &[String]) -> Result<()> {
     let mut args: Vec<String> = vec!["-shared".into(), "-fPIC".into(), "-o".into()];
     args.push(output.display().to_string());
     args.extend(inputs.iter().map(|p| p.display().to_string()));
     args.extend(options.iter().cloned());
+    // Generated kernels call `expf` and friends: the library must record libm as NEEDED (after
+    // the inputs, so `--as-needed` keeps it), or a program that links only the runtime fails
+    // with "undefined symbol: expf" when it loads the library.
+    args.push("-lm".into());
     run(
         &format!("linking {}", output.display()),
         &c_compiler(),

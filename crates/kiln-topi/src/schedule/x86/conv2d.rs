@@ -60,7 +60,14 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
     } else {
         dividing_factor(extent(&mt, 1), &[8, 4, 2])
     };
-    let vf = vector_factor(extent(&mt, 3));
+    // Depthwise rows of up to 32 columns are one (split) vector: 28 or 14 wide rows would
+    // otherwise get 4- or 2-wide vectors.
+    let ow = extent(&mt, 3);
+    let vf = if depthwise && (1..=32).contains(&ow) {
+        ow
+    } else {
+        vector_factor(ow)
+    };
     let (oo, oi) = main.split(&mt.axis(1), ob)?;
     let (xo, xi) = main.split(&mt.axis(3), vf)?;
     main.reorder(&[
@@ -251,7 +258,7 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<(
         .into_iter()
         .find(|&m| extent(out, 1) % m == 0 && m * vectors <= 16)
         .unwrap_or(1);
-    inline_injective(s, out, &[conv.clone()])?;
+    inline_injective(s, out, std::slice::from_ref(conv))?;
     let main = s.stage(out);
     let (yo, yi) = main.split(&out.axis(2), rows)?;
     let (oo, oi) = main.split(&out.axis(1), mb)?;
