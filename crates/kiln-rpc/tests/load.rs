@@ -32,6 +32,7 @@ fn fifty_clients_and_killed_clients() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let fds_before = open_fds();
+    let held_before = kiln_rpc::server::held_device_bytes();
 
     let workers: Vec<_> = (0..50)
         .map(|w| {
@@ -94,4 +95,9 @@ fn fifty_clients_and_killed_clients() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(open_fds(), fds_before, "file descriptors leaked");
+    assert_eq!(
+        kiln_rpc::server::held_device_bytes(),
+        held_before,
+        "device memory held for gone clients"
+    );
 }

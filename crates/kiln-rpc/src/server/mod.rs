@@ -7,7 +7,7 @@ mod session;
 
 pub use env::checked_name;
 pub(crate) use session::to_wire_pod;
-pub use session::{ServerSession, SessionEnd};
+pub use session::{held_device_bytes, ServerSession, SessionEnd};
 
 use crate::protocol::{DEFAULT_MAX_PACKET_BYTES, RPC_CODE_MISMATCH, RPC_CODE_SUCCESS, RPC_MAGIC};
 use crate::transport::{key_bytes, read_i32, read_key};

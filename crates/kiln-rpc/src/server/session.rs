@@ -32,6 +32,15 @@ struct Allocation {
     size: u64,
 }
 
+/// Device bytes that sessions of this process hold for their clients.
+static HELD_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Device memory (bytes) held for clients by every session of this process: what a server's
+/// sessions allocated and their clients have not freed yet. Zero once all sessions ended.
+pub fn held_device_bytes() -> u64 {
+    HELD_BYTES.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// The state of one served connection.
 pub struct ServerSession {
     /// Objects given to the client, by address, with how many times each was given.
@@ -282,10 +291,11 @@ impl ServerSession {
                 let dev = device(0)?;
                 let p = ptr(1)?;
                 match self.allocs.remove(&p) {
-                    // SAFETY: the pointer came from this device's allocator, once.
-                    Some(a) => unsafe {
-                        device_api(a.device)?.free_data_space(dev, p as *mut c_void)?
-                    },
+                    Some(a) => {
+                        HELD_BYTES.fetch_sub(a.size, std::sync::atomic::Ordering::SeqCst);
+                        // SAFETY: the pointer came from this device's allocator, once.
+                        unsafe { device_api(a.device)?.free_data_space(dev, p as *mut c_void)? }
+                    }
                     None => return Err(Error::value_error(format!("unknown data pointer {p:#x}"))),
                 }
                 Ok(WireValue::None)
@@ -337,6 +347,7 @@ impl ServerSession {
     fn alloc(&mut self, dev: Device, nbytes: u64, align: usize, dtype: DataType) -> Result<u64> {
         let size = usize::try_from(nbytes).map_err(|_| Error::value_error("size too large"))?;
         let p = device_api(dev)?.alloc_data_space(dev, size, align, dtype)? as u64;
+        HELD_BYTES.fetch_add(nbytes, std::sync::atomic::Ordering::SeqCst);
         self.allocs.insert(
             p,
             Allocation {
@@ -472,6 +483,7 @@ impl Drop for ServerSession {
     fn drop(&mut self) {
         self.handles.clear();
         for (p, a) in std::mem::take(&mut self.allocs) {
+            HELD_BYTES.fetch_sub(a.size, std::sync::atomic::Ordering::SeqCst);
             if let Ok(api) = device_api(a.device) {
                 // SAFETY: each pointer came from this allocator and is freed once.
                 let _ = unsafe { api.free_data_space(a.device, p as *mut c_void) };
