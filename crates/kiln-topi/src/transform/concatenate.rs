@@ -4,7 +4,6 @@ use super::util::{
     compute_tagged, const_shape, index_dtype, normalize_axis, shape_exprs, tag, value_error,
 };
 use kiln_ffi::{Error, Result};
-use kiln_te::if_then_else;
 use kiln_te::Tensor;
 use kiln_tir::{PrimExpr, Var};
 
@@ -51,15 +50,27 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
     let mut out = s0.clone();
     out[a] = total;
     let dt = index_dtype(first);
+    let lens: Vec<i64> = xs
+        .iter()
+        .map(|x| const_shape(x, "concatenate").map(|s| s[a]))
+        .collect::<Result<_>>()?;
     compute_tagged(
         &shape_exprs(&out, dt),
         |i: &[Var]| {
+            // Input k's index along the axis, clamped into its range: every read is in
+            // bounds, so the choice is a branch-free select that vectorizes (a branch per
+            // element would not, and would hide which buffer each load reads).
             let idx_of = |k: usize| -> Vec<PrimExpr> {
                 i.iter()
                     .enumerate()
                     .map(|(d, v)| {
                         if d == a {
-                            v.to_expr() - PrimExpr::const_int(v.dtype(), offsets[k])
+                            let t = v.dtype();
+                            let local = v.to_expr() - PrimExpr::const_int(t, offsets[k]);
+                            kiln_tir::min(
+                                kiln_tir::max(local, PrimExpr::const_int(t, 0)),
+                                PrimExpr::const_int(t, lens[k] - 1),
+                            )
                         } else {
                             v.to_expr()
                         }
@@ -71,7 +82,7 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
             let mut e = xs[last].at(&idx_of(last));
             for k in (0..last).rev() {
                 let bound = PrimExpr::const_int(i[a].dtype(), offsets[k + 1]);
-                e = if_then_else(i[a].to_expr().lt(bound), xs[k].at(&idx_of(k)), e);
+                e = kiln_tir::select(i[a].to_expr().lt(bound), xs[k].at(&idx_of(k)), e);
             }
             e
         },
