@@ -3,7 +3,7 @@
 //! inputs, outputs, op counts, and the graph IR after the default pipeline, fusion included).
 
 use crate::compile::human_size;
-use kiln_graph::transform::{default_pipeline, PassContext};
+use kiln_graph::transform::{bind_params, default_pipeline, PassContext};
 use kiln_runtime::graph_executor::GraphExecutorFactory;
 use kiln_runtime::module::{load_module, LibraryModule, Module};
 use std::path::Path;
@@ -135,13 +135,17 @@ fn inspect_onnx(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(
         .map_err(|e| format!("bad --input-shape: {e}"))?;
     let converted = kiln_onnx::from_onnx(&model, &shapes)
         .map_err(|e| e.to_string())
-        .and_then(|(m, _)| {
+        .and_then(|(m, params)| {
+            // As `kiln compile` does: weights bound as constants, then the pipeline.
+            let (bound, _) = bind_params(&m, params).map_err(|e| e.to_string())?;
             default_pipeline()
-                .run(m, &PassContext::with_opt_level(opt_level as i64))
+                .run(bound, &PassContext::with_opt_level(opt_level as i64))
                 .map_err(|e| e.to_string())
         });
     match converted {
-        Ok(m) => println!("\ngraph after the default pipeline (-O{opt_level}):\n{m}"),
+        Ok(m) => println!(
+            "\ngraph after the default pipeline (-O{opt_level}, weights bound as constants):\n{m}"
+        ),
         Err(e) => println!("\n(no Kiln graph: the conversion failed: {e})"),
     }
     Ok(())
