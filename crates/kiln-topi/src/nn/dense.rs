@@ -32,6 +32,12 @@ pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Te
         "dense",
         tag::DENSE,
     )?;
+    with_bias(prod, bias, m, n)
+}
+
+/// `prod` (`[m, n]`) plus `bias` (`[n]`) along the columns, when there is a bias: a broadcast
+/// stage named `dense_bias`.
+fn with_bias(prod: Tensor, bias: Option<&Tensor>, m: i64, n: i64) -> Result<Tensor> {
     let Some(bias) = bias else {
         return Ok(prod);
     };
@@ -88,14 +94,5 @@ pub fn dense_packed(
         "dense",
         tag::DENSE,
     )?;
-    let Some(bias) = bias else {
-        return Ok(prod);
-    };
-    let b_ = bias.clone();
-    compute_tagged(
-        &consts(&[m, n]),
-        |i| prod.at_vars(i) + b_.at(&[i[1].to_expr()]),
-        "dense_bias",
-        tag::BROADCAST,
-    )
+    with_bias(prod, bias, m, n)
 }

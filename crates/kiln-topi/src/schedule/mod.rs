@@ -58,6 +58,31 @@ pub fn inline_injective(s: &Schedule, out: &Tensor, keep: &[Operation]) -> Resul
     Ok(())
 }
 
+/// Inlines the injective producers of `out` except `op`'s padding stage (an input named
+/// `pad_data`) and `keep`; the padding stage stays at root with its `(n, c)` loops fused and
+/// parallel, so the reads of `op` need no bounds tests.
+pub fn inline_all_but_padding(
+    s: &Schedule,
+    out: &Tensor,
+    op: &Operation,
+    keep: &[Operation],
+) -> Result<()> {
+    let pad = op
+        .input_tensors()
+        .into_iter()
+        .find(|t| t.op().name() == "pad_data");
+    let mut kept: Vec<_> = keep.to_vec();
+    kept.extend(pad.iter().map(|p| p.op().clone()));
+    inline_injective(s, out, &kept)?;
+    if let Some(p) = &pad {
+        let ps = s.stage(p);
+        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
+            ps.parallel(&f)?;
+        }
+    }
+    Ok(())
+}
+
 /// Fuses `ivs` (adjacent, outermost first) into one loop; `None` when empty.
 pub fn fuse_all(stage: &Stage, ivs: &[IterVar]) -> Result<Option<IterVar>> {
     let mut it = ivs.iter();

@@ -3,8 +3,8 @@
 use super::main_and_compute;
 use crate::nn::tag;
 use crate::schedule::{
-    dividing_factor, extent, find_tagged, fuse_all, generic, inline_injective, same_shape,
-    vector_factor,
+    dividing_factor, extent, find_tagged, fuse_all, generic, inline_all_but_padding,
+    inline_injective, same_shape, vector_factor,
 };
 use kiln_ffi::Result;
 use kiln_te::{Operation, Schedule, Tensor};
@@ -41,18 +41,7 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
     if out.ndim() != 4 || !same_shape(out, &conv_t) {
         return generic::schedule_generic(s, out);
     }
-    let pad = conv
-        .input_tensors()
-        .into_iter()
-        .find(|t| t.op().name() == "pad_data");
-    let keep: Vec<_> = pad.iter().map(|p| p.op().clone()).collect();
-    inline_injective(s, out, &keep)?;
-    if let Some(p) = &pad {
-        let ps = s.stage(p);
-        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
-            ps.parallel(&f)?;
-        }
-    }
+    inline_all_but_padding(s, out, &conv, &[])?;
     let depthwise = conv.tag() == tag::DEPTHWISE_CONV2D_NCHW;
     let (main, mt, cs) = main_and_compute(s, out, &conv)?;
     let ob = if depthwise {
@@ -135,18 +124,7 @@ fn schedule_conv2d_nchwc(s: &Schedule, out: &Tensor, conv: &Operation) -> Result
     if out.ndim() != 4 || conv_t.ndim() != 5 {
         return generic::schedule_generic(s, out);
     }
-    let pad = conv
-        .input_tensors()
-        .into_iter()
-        .find(|t| t.op().name() == "pad_data");
-    let keep: Vec<_> = pad.iter().map(|p| p.op().clone()).collect();
-    inline_injective(s, out, &keep)?;
-    if let Some(p) = &pad {
-        let ps = s.stage(p);
-        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
-            ps.parallel(&f)?;
-        }
-    }
+    inline_all_but_padding(s, out, conv, &[])?;
     let b = extent(&conv_t, 4);
     let cols = register_columns(extent(out, 3));
     let tb = register_blocks(extent(&conv_t, 1), cols);
@@ -182,19 +160,7 @@ fn schedule_conv2d_nchwc_at_root(s: &Schedule, out: &Tensor, conv: &Operation) -
     if out.ndim() != 4 || conv_t.ndim() != 5 {
         return generic::schedule_generic(s, out);
     }
-    let pad = conv
-        .input_tensors()
-        .into_iter()
-        .find(|t| t.op().name() == "pad_data");
-    let mut keep: Vec<_> = pad.iter().map(|p| p.op().clone()).collect();
-    keep.push(conv.clone());
-    inline_injective(s, out, &keep)?;
-    if let Some(p) = &pad {
-        let ps = s.stage(p);
-        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
-            ps.parallel(&f)?;
-        }
-    }
+    inline_all_but_padding(s, out, conv, std::slice::from_ref(conv))?;
     let b = extent(&conv_t, 4);
     let cols = register_columns(extent(&conv_t, 3));
     let local = s.cache_write(&conv_t, "local")?;

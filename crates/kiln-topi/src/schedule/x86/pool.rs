@@ -2,7 +2,7 @@
 
 use crate::nn::tag;
 use crate::schedule::{
-    find_tagged, fuse_all, generic, inline_injective, is_injective_op, same_shape,
+    find_tagged, fuse_all, generic, inline_all_but_padding, is_injective_op, same_shape,
 };
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
@@ -19,18 +19,7 @@ pub fn schedule_pool(s: &Schedule, out: &Tensor) -> Result<()> {
     if out.ndim() != 4 || !same_shape(out, &pool.output(0)) {
         return generic::schedule_generic(s, out);
     }
-    let pad = pool
-        .input_tensors()
-        .into_iter()
-        .find(|t| t.op().name() == "pad_data");
-    let keep: Vec<_> = pad.iter().map(|p| p.op().clone()).collect();
-    inline_injective(s, out, &keep)?;
-    if let Some(p) = &pad {
-        let ps = s.stage(p);
-        if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
-            ps.parallel(&f)?;
-        }
-    }
+    inline_all_but_padding(s, out, &pool, &[])?;
     if pool.tag() == tag::POOL2D {
         let ps = s.stage_op(&pool);
         for iv in ps.leaf_iter_vars().into_iter().filter(|iv| iv.is_reduce()) {
