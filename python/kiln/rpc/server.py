@@ -36,7 +36,37 @@ def _spawn(args):
     return proc, int(m.group(1))
 
 
-class Server:
+class _Service:
+    """What servers and trackers share: an in-process module or a ``kiln`` subprocess, stopped
+    by :meth:`terminate`, by leaving a ``with`` block or when collected."""
+
+    _proc = None
+    _mod = None
+
+    def terminate(self):
+        """Stop the service."""
+        if self._mod is not None:
+            self._mod.get_function("stop")()
+            self._mod = None
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.terminate()
+
+    def __del__(self):
+        try:
+            self.terminate()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
+class Server(_Service):
     """An RPC server on ``host`` (127.0.0.1 by default), first free port of
     ``[port, port_end)`` (``port=0``: any free port), clients must present ``key``.
 
@@ -67,30 +97,8 @@ class Server:
         """Sessions being served now (in-process servers only)."""
         return self._mod.get_function("active_sessions")() if self._mod else None
 
-    def terminate(self):
-        """Stop the server."""
-        if self._mod is not None:
-            self._mod.get_function("stop")()
-            self._mod = None
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            self._proc = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.terminate()
-
-    def __del__(self):
-        try:
-            self.terminate()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
-            pass
-
-
-class Tracker:
+class Tracker(_Service):
     """An RPC tracker (TVM's protocol), in this process or as ``kiln rpc tracker``."""
 
     def __init__(self, host="127.0.0.1", port=9190, port_end=9199, use_subprocess=False):
@@ -103,18 +111,3 @@ class Tracker:
             self._mod = core.call_global("rpc.TrackerStart", host, port, port_end)
             self.port = self._mod.get_function("port")()
 
-    def terminate(self):
-        """Stop the tracker."""
-        if self._mod is not None:
-            self._mod.get_function("stop")()
-            self._mod = None
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            self._proc = None
-
-    def __del__(self):
-        try:
-            self.terminate()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
-            pass
