@@ -151,6 +151,18 @@ fn conv2d_groups_and_depthwise() {
         seed + 1,
     );
     check_conv(
+        "depthwise stride (1,2), 2x5 kernel, asymmetric padding, multiplier 2",
+        [1, 3, 7, 14],
+        [6, 1, 2, 5],
+        Conv2dAttrs {
+            groups: 3,
+            strides: (1, 2),
+            padding: Padding2d::from_array([1, 2, 0, 1]),
+            ..base
+        },
+        seed + 3,
+    );
+    check_conv(
         "depthwise multiplier 2, dilation 2",
         [2, 3, 10, 16],
         [6, 1, 3, 3],

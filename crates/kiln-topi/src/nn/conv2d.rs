@@ -92,6 +92,9 @@ pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Ten
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
     let weight = weight.clone();
+    if is_depthwise(ds[1], attrs) && sw == 2 && dw == 1 {
+        return depthwise_stride2(data, &weight, attrs, &ds, &out);
+    }
     if is_depthwise(ds[1], attrs) {
         return compute_tagged(
             &consts(&out),
@@ -136,5 +139,69 @@ pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Ten
         },
         "conv2d",
         tag::CONV2D_NCHW,
+    )
+}
+
+/// A depthwise convolution with horizontal stride 2: the padding stage (`pad_data`) also splits
+/// every row into its even and odd columns (`[N, C, H', 2, ceil(W'/2)]`), so the columns a
+/// row of outputs reads under one kernel tap are contiguous (`x + rx/2` in half `rx % 2`)
+/// instead of every other one (which vectorizes only with gathers).
+fn depthwise_stride2(
+    data: &Tensor,
+    weight: &Tensor,
+    attrs: &Conv2dAttrs,
+    ds: &[i64],
+    out: &[i64; 4],
+) -> Result<Tensor> {
+    let [n, c, h, w] = [ds[0], ds[1], ds[2], ds[3]];
+    let p = attrs.padding;
+    let (hp, wp) = (h + p.top + p.bottom, w + p.left + p.right);
+    let data = data.clone();
+    let split = compute_tagged(
+        &consts(&[n, c, hp, 2, (wp + 1) / 2]),
+        |i| {
+            let y = i[2].to_expr() - p.top;
+            let x = i[4].to_expr() * 2 + i[3].to_expr() - p.left;
+            let inside = y
+                .ge(0)
+                .logical_and(y.lt(h))
+                .logical_and(x.ge(0))
+                .logical_and(x.lt(w));
+            let v = data.at(&[i[0].to_expr(), i[1].to_expr(), y, x]);
+            let zero = kiln_tir::PrimExpr::const_float(v.dtype(), 0.0);
+            kiln_te::if_then_else(inside, v, zero)
+        },
+        "pad_data",
+        tag::INJECTIVE,
+    )?;
+    let (sh, dh) = (attrs.strides.0, attrs.dilation.0);
+    let opg = out[1] / attrs.groups;
+    let ry = reduce_axis_n(weight.shape()[2].as_int().unwrap_or(1), "ry");
+    let rx = reduce_axis_n(weight.shape()[3].as_int().unwrap_or(1), "rx");
+    let weight = weight.clone();
+    compute_tagged(
+        &consts(out),
+        |i| {
+            let (b, o, y, x) = (
+                i[0].to_expr(),
+                i[1].to_expr(),
+                i[2].to_expr(),
+                i[3].to_expr(),
+            );
+            let ch = floordiv(&o, opg);
+            let r = rx.expr();
+            sum(
+                split.at(&[
+                    b,
+                    ch,
+                    y * sh + ry.expr() * dh,
+                    kiln_tir::floormod(&r, 2),
+                    x + floordiv(&r, 2),
+                ]) * weight.at(&[o, kiln_tir::PrimExpr::i32(0), ry.expr(), rx.expr()]),
+                &[ry.clone(), rx.clone()],
+            )
+        },
+        "depthwise_conv2d",
+        tag::DEPTHWISE_CONV2D_NCHW,
     )
 }
