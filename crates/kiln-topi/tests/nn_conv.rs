@@ -463,8 +463,38 @@ fn conv2d_1x1_over_flattened_rows() {
             seed,
         );
     }
+    // Groups: each output channel reads its group's input channels.
+    for (case, (ds, ws, groups)) in [
+        ([1i64, 12, 6, 8], [20i64, 3, 1, 1], 4i64),
+        ([1, 8, 4, 28], [6, 4, 1, 1], 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let a = Conv2dAttrs { groups, ..base };
+        assert!(
+            nn::conv2d_1x1::applies(&ds, &ws, &a),
+            "{ds:?} groups {groups}"
+        );
+        let data = input(&ds, "data");
+        let weight = input(&ws, "weight");
+        let out = nn::conv2d_1x1(&data, &weight, &a).unwrap();
+        let inputs = [data, weight];
+        let vals = random_inputs(&inputs, seed + 10 + case as u64);
+        let (want, _) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
+        check(
+            &format!("1x1 spatial grouped {ds:?}"),
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_conv2d_nchw,
+            &want,
+            1e-4,
+            seed,
+        );
+    }
     assert!(!nn::conv2d_1x1::applies(
-        &[1, 8, 7, 7],
+        &[1, 8, 14, 14],
         &[4, 8, 1, 1],
         &base
     ));

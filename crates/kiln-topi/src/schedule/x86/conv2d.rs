@@ -219,7 +219,7 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<(
     let Some(rows) = spatial_rows(h, w) else {
         return generic::schedule_generic(s, out);
     };
-    let vectors = rows * w / LANES;
+    let vectors = (rows * w + LANES - 1) / LANES;
     let mb = [8, 4, 2]
         .into_iter()
         .find(|&m| extent(out, 1) % m == 0 && m * vectors <= 16)
