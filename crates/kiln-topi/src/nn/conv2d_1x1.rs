@@ -77,7 +77,7 @@ pub fn conv2d_1x1(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result
         |i| {
             let f = i[2].to_expr();
             let ch = if grouped {
-                floordiv(&i[1].to_expr(), opg) * cpg + rc.expr()
+                floordiv(i[1].to_expr(), opg) * cpg + rc.expr()
             } else {
                 rc.expr()
             };
