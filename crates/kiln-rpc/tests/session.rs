@@ -180,3 +180,31 @@ fn remote_memory_is_checked_against_the_session() {
     }
     let _ = Device::cpu(0);
 }
+
+#[test]
+fn sessions_end_at_the_timeout_their_client_asked_for() {
+    let srv = common::server("");
+    assert_eq!(
+        kiln_rpc::server::session_timeout("client: -timeout=1.5"),
+        Some(std::time::Duration::from_millis(1500))
+    );
+    assert_eq!(kiln_rpc::server::session_timeout("client:k"), None);
+    assert_eq!(
+        kiln_rpc::server::session_timeout("client: -timeout=-3"),
+        None
+    );
+    // TVM's client appends ` -timeout=S` to the key; the key proper is still empty here.
+    let sess = connect("127.0.0.1", srv.port(), " -timeout=0.5").unwrap();
+    let add = sess.function("testing.add_one").unwrap();
+    assert_eq!(add.invoke::<i64>((1i64,)).unwrap(), 2);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert!(
+        add.invoke::<i64>((1i64,)).is_err(),
+        "the server ended the session after its time limit"
+    );
+    // Sessions without a limit are untouched, and the server keeps serving.
+    let other = connect("127.0.0.1", srv.port(), "").unwrap();
+    let f = other.function("testing.add_one").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert_eq!(f.invoke::<i64>((2i64,)).unwrap(), 3);
+}

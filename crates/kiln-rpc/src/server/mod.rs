@@ -194,6 +194,16 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// The session time limit a client asks for with `-timeout=S` (seconds) in its key, if any.
+pub fn session_timeout(client_key: &str) -> Option<Duration> {
+    client_key
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("-timeout="))
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(1e9)))
+}
+
 /// Whether a client's key (first word of what it sent) is acceptable.
 fn key_matches(shared: &Shared, client_key: &str) -> bool {
     let word = client_key.split_whitespace().next().unwrap_or("");
@@ -227,12 +237,35 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<()> {
     stream.write_all(&reply).map_err(io)?;
     stream.set_read_timeout(None).map_err(io)?;
     let dir = make_session_dir(shared)?;
+    // `-timeout=S` in the client's key (TVM's `session_timeout`): the connection is shut down
+    // after S seconds, which ends the session at its next read.
+    let watchdog = session_timeout(&key)
+        .map(|limit| {
+            let (done, wait) = std::sync::mpsc::channel::<()>();
+            let socket = stream.try_clone().map_err(io)?;
+            let thread = std::thread::Builder::new()
+                .name("kiln-rpc-timeout".into())
+                .spawn(move || {
+                    if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                        wait.recv_timeout(limit)
+                    {
+                        let _ = socket.shutdown(std::net::Shutdown::Both);
+                    }
+                })
+                .map_err(|e| Error::runtime_error(format!("RPC timeout thread: {e}")))?;
+            Ok::<_, Error>((done, thread))
+        })
+        .transpose()?;
     let end = {
         let mut session = ServerSession::new(&dir, shared.config.max_packet_bytes);
         let mut buffered = BufStream::new(&stream);
         session.serve(&mut buffered)
         // The session (handles, modules, memory) is released here, before its folder goes.
     };
+    if let Some((done, thread)) = watchdog {
+        drop(done);
+        let _ = thread.join();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     match end {
         SessionEnd::Clean => Ok(()),
