@@ -8,15 +8,14 @@
 //! `export_library`, through the `o` write format) produces one `.so` that Kiln and Apache TVM
 //! 0.27 load; `inspect_source("ll" | "asm")` shows the optimized IR or the assembly.
 
+use crate::lazy_library::LazyLibrary;
 use crate::link::{link_shared, LinkOptions};
 use crate::llvm::{codegen, CompiledModule, LlvmTarget};
 use crate::target::{Target, TargetKind};
 use kiln_ffi::{Error, Function, Result};
-use kiln_runtime::module::{load_module, Module, ModuleNode};
+use kiln_runtime::module::{Module, ModuleNode};
 use kiln_tir::IRModule;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::path::Path;
 
 /// Compiles `module` for `target` (an `llvm` target) and wraps the result in a runtime module
 /// of kind `"llvm"` whose functions run in this process.
@@ -55,27 +54,15 @@ pub fn default_link_options() -> LinkOptions {
 /// A compiled LLVM module as a runtime module node (kind `"llvm"`).
 pub struct LlvmModule {
     compiled: CompiledModule,
-    functions: Vec<String>,
-    dir: PathBuf,
-    loaded: OnceLock<std::result::Result<Module, Error>>,
+    lib: LazyLibrary,
 }
 
 impl LlvmModule {
     /// Wraps `compiled`; the exported functions are read from its IR.
     pub fn new(compiled: CompiledModule) -> Result<LlvmModule> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "kiln-llvm-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
         let functions = exported_functions(&compiled.ir);
-        Ok(LlvmModule {
-            compiled,
-            functions,
-            dir,
-            loaded: OnceLock::new(),
-        })
+        let lib = LazyLibrary::new("llvm", format!("lib{}.so", compiled.name), functions);
+        Ok(LlvmModule { compiled, lib })
     }
 
     /// The compiled module (object file, IR).
@@ -85,48 +72,21 @@ impl LlvmModule {
 
     /// The names of the exported functions (without the `__tvm_ffi_` prefix).
     pub fn function_names(&self) -> &[String] {
-        &self.functions
+        self.lib.functions()
     }
 
     /// Links the module into the shared library `path` (with libm).
     pub fn export_library(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let dir = self.dir.join(format!(
-            "export-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::runtime_error(format!("cannot create {}: {e}", dir.display())))?;
-        let obj = dir.join("lib0.o");
-        self.compiled.write_object(&obj)?;
-        let r = link_shared(&[obj], path, &default_link_options());
-        let _ = std::fs::remove_dir_all(&dir);
-        r
+        self.lib.with_scratch(|dir| {
+            let obj = dir.join("lib0.o");
+            self.compiled.write_object(&obj)?;
+            link_shared(&[obj], path.as_ref(), &default_link_options())
+        })
     }
 
     /// The module loaded in this process (linked and loaded on first use).
     pub fn loaded(&self) -> Result<&Module> {
-        self.loaded
-            .get_or_init(|| {
-                std::fs::create_dir_all(&self.dir).map_err(|e| {
-                    Error::runtime_error(format!("cannot create {}: {e}", self.dir.display()))
-                })?;
-                let so = self.dir.join(format!("lib{}.so", self.compiled.name));
-                self.export_library(&so)?;
-                load_module(&so)
-            })
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-}
-
-impl Drop for LlvmModule {
-    fn drop(&mut self) {
-        // The loaded library stays mapped after its file is removed.
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.lib.loaded(|so| self.export_library(so))
     }
 }
 
@@ -136,16 +96,11 @@ impl ModuleNode for LlvmModule {
     }
 
     fn get_function(&self, name: &str) -> Result<Option<Function>> {
-        let known = self.functions.iter().any(|f| f == name)
-            || (name == "main" && self.functions.len() == 1);
-        if !known {
-            return Ok(None);
-        }
-        self.loaded()?.get_function(name, false)
+        self.lib.get_function(name, |so| self.export_library(so))
     }
 
     fn implements_function(&self, name: &str) -> bool {
-        self.functions.iter().any(|f| f == name)
+        self.lib.implements(name)
     }
 
     fn write_formats(&self) -> Vec<String> {

@@ -20,6 +20,7 @@
 pub mod build;
 pub mod c;
 pub mod driver;
+mod lazy_library;
 pub mod link;
 pub mod llvm;
 pub mod target;

@@ -9,14 +9,13 @@
 //! module's own options.
 
 use super::generate_c;
+use crate::lazy_library::LazyLibrary;
 use crate::link::{link_shared, LinkOptions};
 use crate::target::{Target, TargetKind};
 use kiln_ffi::{Error, Function, Result};
-use kiln_runtime::module::{load_module, Module, ModuleNode};
+use kiln_runtime::module::{Module, ModuleNode};
 use kiln_tir::IRModule;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::path::Path;
 
 /// The C compiler options for `target`: `-O2` (`-O0`/`-O1` at lower opt levels),
 /// `-fno-math-errno` (libm calls may become instructions), `-ffast-math` with `-fast-math`,
@@ -60,28 +59,18 @@ pub fn build_c(module: &IRModule, target: &Target) -> Result<Module> {
 /// `write_to_file(path, "c")` writes it, functions are compiled and loaded on first use.
 pub struct CSourceModule {
     source: String,
-    functions: Vec<String>,
     cc_options: Vec<String>,
-    dir: PathBuf,
-    loaded: OnceLock<std::result::Result<Module, Error>>,
+    lib: LazyLibrary,
 }
 
 impl CSourceModule {
     /// A module of `source` defining `functions` (names without the `__tvm_ffi_` prefix),
     /// compiled with `cc_options` (after the source, e.g. from [`c_compile_options`]).
     pub fn new(source: String, functions: Vec<String>, cc_options: Vec<String>) -> CSourceModule {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "kiln-c-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
         CSourceModule {
             source,
-            functions,
             cc_options,
-            dir,
-            loaded: OnceLock::new(),
+            lib: LazyLibrary::new("c", "libkiln_c.so".to_string(), functions),
         }
     }
 
@@ -92,7 +81,7 @@ impl CSourceModule {
 
     /// The names of the exported functions (without the `__tvm_ffi_` prefix).
     pub fn function_names(&self) -> &[String] {
-        &self.functions
+        self.lib.functions()
     }
 
     /// The compiler options used for in-process loading and [`export_library`](Self::export_library).
@@ -103,51 +92,23 @@ impl CSourceModule {
     /// Compiles the source into the shared library `path` (`cc -shared -fPIC`, the module's
     /// options).
     pub fn export_library(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let dir = self.dir.join(format!(
-            "export-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::runtime_error(format!("cannot create {}: {e}", dir.display())))?;
-        let src = dir.join("lib0.c");
-        let r = std::fs::write(&src, &self.source)
-            .map_err(|e| Error::runtime_error(format!("cannot write {}: {e}", src.display())))
-            .and_then(|_| {
-                let opts = LinkOptions {
-                    sources: vec![src.clone()],
-                    cc_options: self.cc_options.clone(),
-                    ..Default::default()
-                };
-                link_shared(&[], path, &opts)
-            });
-        let _ = std::fs::remove_dir_all(&dir);
-        r
+        self.lib.with_scratch(|dir| {
+            let src = dir.join("lib0.c");
+            std::fs::write(&src, &self.source).map_err(|e| {
+                Error::runtime_error(format!("cannot write {}: {e}", src.display()))
+            })?;
+            let opts = LinkOptions {
+                sources: vec![src],
+                cc_options: self.cc_options.clone(),
+                ..Default::default()
+            };
+            link_shared(&[], path.as_ref(), &opts)
+        })
     }
 
     /// The module loaded in this process (compiled and loaded on first use).
     pub fn loaded(&self) -> Result<&Module> {
-        self.loaded
-            .get_or_init(|| {
-                std::fs::create_dir_all(&self.dir).map_err(|e| {
-                    Error::runtime_error(format!("cannot create {}: {e}", self.dir.display()))
-                })?;
-                let so = self.dir.join("libkiln_c.so");
-                self.export_library(&so)?;
-                load_module(&so)
-            })
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-}
-
-impl Drop for CSourceModule {
-    fn drop(&mut self) {
-        // The loaded library stays mapped after its file is removed.
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.lib.loaded(|so| self.export_library(so))
     }
 }
 
@@ -157,16 +118,11 @@ impl ModuleNode for CSourceModule {
     }
 
     fn get_function(&self, name: &str) -> Result<Option<Function>> {
-        let known = self.functions.iter().any(|f| f == name)
-            || (name == "main" && self.functions.len() == 1);
-        if !known {
-            return Ok(None);
-        }
-        self.loaded()?.get_function(name, false)
+        self.lib.get_function(name, |so| self.export_library(so))
     }
 
     fn implements_function(&self, name: &str) -> bool {
-        self.functions.iter().any(|f| f == name)
+        self.lib.implements(name)
     }
 
     fn write_formats(&self) -> Vec<String> {
