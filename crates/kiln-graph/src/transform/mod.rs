@@ -52,20 +52,11 @@ use kiln_tir::node::IrString;
 use std::fmt;
 use std::sync::Arc;
 
-/// The function a pass runs.
-pub type PassFn = Arc<dyn Fn(IRModule, &PassContext) -> Result<IRModule> + Send + Sync>;
+/// The function a graph pass runs.
+pub type PassFn = kiln_tir::transform::PassFn<IRModule>;
 
-/// What a pass does when run (not reflected).
-#[derive(Clone, Default)]
-pub enum PassBody {
-    /// Returns the module unchanged.
-    #[default]
-    Identity,
-    /// A module-to-module function.
-    Func(PassFn),
-    /// Other passes in order, each checked against the context.
-    Sequential(Vec<Pass>),
-}
+/// What a graph pass does when run (not reflected): kiln-tir's pass body over graph modules.
+pub type PassBody = kiln_tir::transform::PassBody<IRModule, Pass>;
 
 /// The pass node (`graph.transform.Pass`).
 #[derive(Object)]
@@ -92,6 +83,11 @@ impl Pass {
         opt_level: i64,
         f: impl Fn(IRModule, &PassContext) -> Result<IRModule> + Send + Sync + 'static,
     ) -> Pass {
+        // A failing pass names itself in the error.
+        let pass_name = name.to_string();
+        let f = move |m, ctx: &PassContext| {
+            f(m, ctx).map_err(|e| e.context(format!("in pass {pass_name}")))
+        };
         Pass(ObjectRef::new(PassObj {
             name: name.into(),
             opt_level,
@@ -112,26 +108,11 @@ impl Pass {
     /// Runs the pass on `module` if `ctx` enables it (else returns `module`), then prints the
     /// IR if asked. A sequential pass checks each of its passes.
     pub fn run(&self, module: IRModule, ctx: &PassContext) -> Result<IRModule> {
-        if !ctx.runs(self.name(), self.opt_level()) {
-            return Ok(module);
-        }
-        let out = match &self.0.body {
-            PassBody::Identity => module,
-            PassBody::Func(f) => {
-                f(module, ctx).map_err(|e| e.context(format!("in pass {}", self.name())))?
-            }
-            PassBody::Sequential(passes) => {
-                let mut m = module;
-                for p in passes {
-                    m = p.run(m, ctx)?;
-                }
-                m
-            }
-        };
-        if !matches!(self.0.body, PassBody::Sequential(_)) {
-            ctx.after_pass(self.name(), &out);
-        }
-        Ok(out)
+        self.0
+            .body
+            .run(self.name(), self.opt_level(), module, ctx, |p, m, c| {
+                p.run(m, c)
+            })
     }
 
     /// Runs the pass with a default context.

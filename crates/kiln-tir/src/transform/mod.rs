@@ -61,19 +61,53 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-/// The function a pass runs.
-pub type PassFn = Arc<dyn Fn(IRModule, &PassContext) -> Result<IRModule> + Send + Sync>;
+/// The function a pass over modules of type `M` runs (TIR modules by default).
+pub type PassFn<M = IRModule> = Arc<dyn Fn(M, &PassContext) -> Result<M> + Send + Sync>;
 
-/// What a pass does when run (not reflected).
+/// What a pass does when run (not reflected), for modules of type `M` and passes of type `P`
+/// (the TIR's passes and the graph's share it).
 #[derive(Clone, Default)]
-pub enum PassBody {
+pub enum PassBody<M = IRModule, P = Pass> {
     /// Returns the module unchanged (what a pass made field by field from C gets).
     #[default]
     Identity,
     /// A module-to-module function.
-    Func(PassFn),
+    Func(PassFn<M>),
     /// Other passes in order, each checked against the context.
-    Sequential(Vec<Pass>),
+    Sequential(Vec<P>),
+}
+
+impl<M: fmt::Display, P> PassBody<M, P> {
+    /// Runs the pass called `name` with this body on `module` if `ctx` enables it (else
+    /// returns `module`), then prints the IR if asked; `run` runs each member of a sequential
+    /// pass (which checks itself against the context).
+    pub fn run(
+        &self,
+        name: &str,
+        opt_level: i64,
+        module: M,
+        ctx: &PassContext,
+        run: impl Fn(&P, M, &PassContext) -> Result<M>,
+    ) -> Result<M> {
+        if !ctx.runs(name, opt_level) {
+            return Ok(module);
+        }
+        let out = match self {
+            PassBody::Identity => module,
+            PassBody::Func(f) => f(module, ctx)?,
+            PassBody::Sequential(passes) => {
+                let mut m = module;
+                for p in passes {
+                    m = run(p, m, ctx)?;
+                }
+                m
+            }
+        };
+        if !matches!(self, PassBody::Sequential(_)) {
+            ctx.after_pass(name, &out);
+        }
+        Ok(out)
+    }
 }
 
 /// The pass node (`transform.Pass`).
@@ -129,24 +163,11 @@ impl Pass {
     /// Runs the pass on `module` if `ctx` enables it (else returns `module`), then prints the
     /// IR if asked. A sequential pass checks each of its passes.
     pub fn run(&self, module: IRModule, ctx: &PassContext) -> Result<IRModule> {
-        if !ctx.enabled(self) {
-            return Ok(module);
-        }
-        let out = match &self.0.body {
-            PassBody::Identity => module,
-            PassBody::Func(f) => f(module, ctx)?,
-            PassBody::Sequential(passes) => {
-                let mut m = module;
-                for p in passes {
-                    m = p.run(m, ctx)?;
-                }
-                m
-            }
-        };
-        if !matches!(self.0.body, PassBody::Sequential(_)) {
-            ctx.after_pass(self.name(), &out);
-        }
-        Ok(out)
+        self.0
+            .body
+            .run(self.name(), self.opt_level(), module, ctx, |p, m, c| {
+                p.run(m, c)
+            })
     }
 
     /// Runs the pass with a default context.
