@@ -2,7 +2,7 @@
 //! link), with a progress bar over the steps and a summary line at the end.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use kiln_graph::transform::{bind_params, default_pipeline, PassContext};
+use kiln_graph::transform::PassContext;
 use kiln_runtime::module::{export_library, ExportOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -89,11 +89,7 @@ pub fn build_library(
     })?;
     let ctx = PassContext::with_opt_level(args.opt_level as i64);
     let (module, params) = step(pb, 2, || {
-        let (bound, rest) = bind_params(&module, params).map_err(|e| e.to_string())?;
-        let optimized = default_pipeline()
-            .run(bound, &ctx)
-            .map_err(|e| e.to_string())?;
-        Ok((optimized, rest))
+        kiln_graph::build::optimize_with(&module, params, &ctx).map_err(|e| e.to_string())
     })?;
     let factory = step(pb, 3, || {
         kiln_graph::build::build_with(&module, &args.target, params, &ctx)

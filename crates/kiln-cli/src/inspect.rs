@@ -3,7 +3,7 @@
 //! inputs, outputs, op counts, and the graph IR after the default pipeline, fusion included).
 
 use crate::compile::human_size;
-use kiln_graph::transform::{bind_params, default_pipeline, PassContext};
+use kiln_graph::transform::PassContext;
 use kiln_runtime::graph_executor::GraphExecutorFactory;
 use kiln_runtime::module::{load_module, LibraryModule, Module};
 use std::path::Path;
@@ -137,9 +137,9 @@ fn inspect_onnx(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(
         .map_err(|e| e.to_string())
         .and_then(|(m, params)| {
             // As `kiln compile` does: weights bound as constants, then the pipeline.
-            let (bound, _) = bind_params(&m, params).map_err(|e| e.to_string())?;
-            default_pipeline()
-                .run(bound, &PassContext::with_opt_level(opt_level as i64))
+            let ctx = PassContext::with_opt_level(opt_level as i64);
+            kiln_graph::build::optimize_with(&m, params, &ctx)
+                .map(|(m, _)| m)
                 .map_err(|e| e.to_string())
         });
     match converted {

@@ -43,13 +43,24 @@ fn is_fused(module: &IRModule) -> Result<bool> {
 }
 
 /// The module after the default pipeline at opt level 3 (unchanged when `main` is already
-/// fused); weights stay parameters (see [`build`] for binding them).
+/// fused); weights stay parameters (see [`optimize_with`] for binding them).
 pub fn optimize(module: &IRModule) -> Result<IRModule> {
+    Ok(optimize_with(module, Vec::new(), &PassContext::with_opt_level(3))?.0)
+}
+
+/// `params` bound as constants of `main` ([`crate::transform::bind_params`]) and the default
+/// pipeline run under `ctx`, unless `main` is already fused: the optimized module and the
+/// params that name no parameter of `main` (left for the executor).
+pub fn optimize_with(
+    module: &IRModule,
+    params: Vec<(String, Tensor)>,
+    ctx: &PassContext,
+) -> Result<(IRModule, Vec<(String, Tensor)>)> {
     if is_fused(module)? {
-        Ok(module.clone())
-    } else {
-        crate::transform::default_pipeline().run(module.clone(), &PassContext::with_opt_level(3))
+        return Ok((module.clone(), params));
     }
+    let (bound, rest) = crate::transform::bind_params(module, params)?;
+    Ok((crate::transform::default_pipeline().run(bound, ctx)?, rest))
 }
 
 /// Compiles every primitive function of a codegen result for `target` into one library.
@@ -82,12 +93,7 @@ pub fn build_with(
     params: impl IntoIterator<Item = (String, Tensor)>,
     ctx: &PassContext,
 ) -> Result<Module> {
-    let (module, params) = if is_fused(module)? {
-        (module.clone(), params.into_iter().collect())
-    } else {
-        let (bound, rest) = crate::transform::bind_params(module, params.into_iter().collect())?;
-        (crate::transform::default_pipeline().run(bound, ctx)?, rest)
-    };
+    let (module, params) = optimize_with(module, params.into_iter().collect(), ctx)?;
     let cg = graph_codegen(&module)?;
     let lib = build_lib(&cg, target)?;
     let mut all = cg.params.clone();
