@@ -53,9 +53,25 @@ fn conv_ref(
 }
 
 fn check_conv(what: &str, ds: [i64; 4], ws: [i64; 4], a: Conv2dAttrs, seed: u64) {
+    check_conv_with(what, ds, ws, a, seed, nn::conv2d);
+}
+
+/// A convolution compute on OIHW weights.
+type ConvFn = fn(&Tensor, &Tensor, &Conv2dAttrs) -> kiln_ffi::Result<Tensor>;
+
+/// Builds `compute` for `ds` x `ws`, runs it under the x86 schedule on fresh inputs and
+/// compares with [`conv_ref`].
+fn check_conv_with(
+    what: &str,
+    ds: [i64; 4],
+    ws: [i64; 4],
+    a: Conv2dAttrs,
+    seed: u64,
+    compute: ConvFn,
+) {
     let data = input(&ds, "data");
     let weight = input(&ws, "weight");
-    let out = nn::conv2d(&data, &weight, &a).unwrap();
+    let out = compute(&data, &weight, &a).unwrap();
     let inputs = [data, weight];
     let vals = random_inputs(&inputs, seed);
     let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
@@ -436,36 +452,12 @@ fn conv2d_packed_kernel_shapes() {
 fn conv2d_1x1_over_flattened_rows() {
     let seed = seed("conv2d_1x1");
     let base = Conv2dAttrs::default();
-    for (case, (ds, ws)) in [
-        ([1i64, 8, 6, 8], [4i64, 8, 1, 1]),
-        ([2, 5, 4, 28], [6, 5, 1, 1]),
-        ([1, 3, 2, 56], [16, 3, 1, 1]),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        assert!(nn::conv2d_1x1::applies(&ds, &ws, &base), "{ds:?}");
-        let data = input(&ds, "data");
-        let weight = input(&ws, "weight");
-        let out = nn::conv2d_1x1(&data, &weight, &base).unwrap();
-        let inputs = [data, weight];
-        let vals = random_inputs(&inputs, seed + case as u64);
-        let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &base);
-        assert_eq!(shape_of(&out), oshape.to_vec());
-        check(
-            &format!("1x1 spatial {ds:?}"),
-            &out,
-            &inputs,
-            &vals,
-            x86::schedule_conv2d_nchw,
-            &want,
-            1e-4,
-            seed,
-        );
-    }
-    // Groups: each output channel reads its group's input channels.
+    // The last two have groups: each output channel reads its group's input channels.
     for (case, (ds, ws, groups)) in [
-        ([1i64, 12, 6, 8], [20i64, 3, 1, 1], 4i64),
+        ([1i64, 8, 6, 8], [4i64, 8, 1, 1], 1i64),
+        ([2, 5, 4, 28], [6, 5, 1, 1], 1),
+        ([1, 3, 2, 56], [16, 3, 1, 1], 1),
+        ([1, 12, 6, 8], [20, 3, 1, 1], 4),
         ([1, 8, 4, 28], [6, 4, 1, 1], 2),
     ]
     .into_iter()
@@ -476,22 +468,8 @@ fn conv2d_1x1_over_flattened_rows() {
             nn::conv2d_1x1::applies(&ds, &ws, &a),
             "{ds:?} groups {groups}"
         );
-        let data = input(&ds, "data");
-        let weight = input(&ws, "weight");
-        let out = nn::conv2d_1x1(&data, &weight, &a).unwrap();
-        let inputs = [data, weight];
-        let vals = random_inputs(&inputs, seed + 10 + case as u64);
-        let (want, _) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
-        check(
-            &format!("1x1 spatial grouped {ds:?}"),
-            &out,
-            &inputs,
-            &vals,
-            x86::schedule_conv2d_nchw,
-            &want,
-            1e-4,
-            seed,
-        );
+        let what = format!("1x1 spatial {ds:?} groups {groups}");
+        check_conv_with(&what, ds, ws, a, seed + case as u64, nn::conv2d_1x1);
     }
     assert!(!nn::conv2d_1x1::applies(
         &[1, 8, 14, 14],
