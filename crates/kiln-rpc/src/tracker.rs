@@ -4,15 +4,14 @@
 
 use crate::protocol::{tracker_code as tc, RPC_TRACKER_MAGIC};
 use crate::server::Shared;
-use crate::transport::read_i32;
+use crate::transport::{bind, read_i32, AcceptThread};
 use kiln_ffi::{Error, Result};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Largest tracker message accepted (as TVM's tracker).
@@ -181,26 +180,18 @@ struct Conn {
 
 /// A running tracker.
 pub struct Tracker {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    accept: Option<JoinHandle<()>>,
+    accept: AcceptThread,
 }
 
 impl Tracker {
     /// Binds the first free port of `[port, port_end)` (0: any) on `host` and starts.
     pub fn start(host: &str, port: u16, port_end: u16) -> Result<Tracker> {
-        let listener = if port == 0 {
-            TcpListener::bind((host, 0)).map_err(|e| err("bind", e))?
-        } else {
-            (port..port_end.max(port + 1))
-                .find_map(|p| TcpListener::bind((host, p)).ok())
-                .ok_or_else(|| err("bind", format!("no free port in [{port}, {port_end})")))?
-        };
+        let listener = bind(host, port, port_end)?;
         let addr = listener.local_addr().map_err(|e| err("address", e))?;
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(Mutex::new(State::default()));
         let st = stop.clone();
-        let accept = std::thread::spawn(move || {
+        let accept = AcceptThread::spawn("kiln-rpc-tracker", addr, stop, move || {
             let ids = AtomicU64::new(1);
             for conn in listener.incoming() {
                 if st.load(Ordering::SeqCst) {
@@ -214,39 +205,23 @@ impl Tracker {
                     drop_conn(&state, id);
                 });
             }
-        });
-        Ok(Tracker {
-            addr,
-            stop,
-            accept: Some(accept),
-        })
+        })?;
+        Ok(Tracker { accept })
     }
 
     /// The bound port.
     pub fn port(&self) -> u16 {
-        self.addr.port()
+        self.accept.addr().port()
     }
 
     /// Stops accepting.
     pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
+        self.accept.stop();
     }
 
     /// Blocks until the tracker stops.
     pub fn wait(mut self) {
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-impl Drop for Tracker {
-    fn drop(&mut self) {
-        self.stop();
+        self.accept.wait();
     }
 }
 

@@ -91,3 +91,78 @@ pub fn read_packet(s: &mut impl Read, max: u64) -> Result<Option<Vec<u8>>> {
     }
     Ok(Some(body))
 }
+
+/// Binds a listener on `host` at the first free port of `[port, port_end)` (`port` 0: any).
+pub(crate) fn bind(host: &str, port: u16, port_end: u16) -> Result<std::net::TcpListener> {
+    use std::net::TcpListener;
+    if port == 0 {
+        return TcpListener::bind((host, 0))
+            .map_err(|e| Error::runtime_error(format!("cannot bind {host}:0: {e}")));
+    }
+    let mut last = None;
+    for p in port..port_end.max(port + 1) {
+        match TcpListener::bind((host, p)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Error::runtime_error(format!(
+        "cannot bind to any port in [{port}, {port_end}) on {host}: {}",
+        last.map_or_else(String::new, |e| e.to_string())
+    )))
+}
+
+/// A thread accepting connections on `addr` until its stop flag is set: what the RPC server
+/// and the tracker share. Stopping sets the flag, wakes the blocking accept with a connection
+/// of its own and joins the thread; dropping stops.
+pub(crate) struct AcceptThread {
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AcceptThread {
+    /// Runs `accept` (which must return once `stop` is set and a connection arrives) in a
+    /// thread named `name`.
+    pub(crate) fn spawn(
+        name: &str,
+        addr: std::net::SocketAddr,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        accept: impl FnOnce() + Send + 'static,
+    ) -> Result<AcceptThread> {
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(accept)
+            .map_err(|e| Error::runtime_error(format!("{name} thread: {e}")))?;
+        Ok(AcceptThread {
+            addr,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// The bound address.
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting and joins the thread.
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, std::time::Duration::from_secs(1));
+        self.wait();
+    }
+
+    /// Blocks until the thread ends.
+    pub(crate) fn wait(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for AcceptThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -10,7 +10,7 @@ pub(crate) use session::to_wire_pod;
 pub use session::{held_device_bytes, ServerSession, SessionEnd};
 
 use crate::protocol::{DEFAULT_MAX_PACKET_BYTES, RPC_CODE_MISMATCH, RPC_CODE_SUCCESS, RPC_MAGIC};
-use crate::transport::{key_bytes, read_i32, read_key};
+use crate::transport::{bind, key_bytes, read_i32, read_key, AcceptThread};
 use kiln_ffi::{Error, Result};
 use std::collections::VecDeque;
 use std::io::Write;
@@ -18,7 +18,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How a server is set up.
@@ -61,7 +60,7 @@ impl Default for ServerConfig {
 pub(crate) struct Shared {
     pub(crate) config: ServerConfig,
     pub(crate) port: u16,
-    pub(crate) stop: AtomicBool,
+    pub(crate) stop: Arc<AtomicBool>,
     pub(crate) active: AtomicUsize,
     pub(crate) served: AtomicU64,
     /// Match keys handed out through the tracker (newest last).
@@ -71,8 +70,7 @@ pub(crate) struct Shared {
 /// A running server; [`Server::stop`] (or dropping it) stops accepting and joins the loop.
 pub struct Server {
     shared: Arc<Shared>,
-    addr: SocketAddr,
-    accept: Option<JoinHandle<()>>,
+    accept: AcceptThread,
 }
 
 impl Server {
@@ -85,7 +83,7 @@ impl Server {
         let shared = Arc::new(Shared {
             port: addr.port(),
             config,
-            stop: AtomicBool::new(false),
+            stop: Arc::new(AtomicBool::new(false)),
             active: AtomicUsize::new(0),
             served: AtomicU64::new(0),
             match_keys: Mutex::new(VecDeque::new()),
@@ -94,25 +92,21 @@ impl Server {
             crate::tracker::register_server(shared.clone(), t);
         }
         let s = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("kiln-rpc-accept".into())
-            .spawn(move || accept_loop(listener, s))
-            .map_err(|e| Error::runtime_error(format!("RPC server thread: {e}")))?;
-        Ok(Server {
-            shared,
-            addr,
-            accept: Some(accept),
-        })
+        let accept =
+            AcceptThread::spawn("kiln-rpc-accept", addr, shared.stop.clone(), move || {
+                accept_loop(listener, s)
+            })?;
+        Ok(Server { shared, accept })
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.accept.addr()
     }
 
     /// The bound port.
     pub fn port(&self) -> u16 {
-        self.addr.port()
+        self.addr().port()
     }
 
     /// Sessions being served now.
@@ -127,44 +121,13 @@ impl Server {
 
     /// Stops accepting connections (sessions in progress run to their end).
     pub fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
+        self.accept.stop();
     }
 
     /// Blocks until the server stops (for the command line).
     pub fn wait(mut self) {
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
+        self.accept.wait();
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn bind(host: &str, port: u16, port_end: u16) -> Result<TcpListener> {
-    if port == 0 {
-        return TcpListener::bind((host, 0))
-            .map_err(|e| Error::runtime_error(format!("cannot bind {host}:0: {e}")));
-    }
-    let mut last = None;
-    for p in port..port_end.max(port + 1) {
-        match TcpListener::bind((host, p)) {
-            Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(Error::runtime_error(format!(
-        "cannot bind to any port in [{port}, {port_end}) on {host}: {}",
-        last.map_or_else(String::new, |e| e.to_string())
-    )))
 }
 
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
