@@ -82,33 +82,36 @@ pub fn exp(x: PrimExpr) -> PrimExpr {
     y * op::reinterpret(t, bits)
 }
 
+/// The input range of [`erf`]: inputs are clamped to `[-ERF_LIMIT, ERF_LIMIT]`.
+pub const ERF_LIMIT: f64 = 4.0;
+
+/// [`erf`]'s numerator `P` (`erf(x) ~ x P(x^2) / Q(x^2)`), highest power of `x^2` first.
+pub const ERF_NUMERATOR: [f64; 7] = [
+    -2.726_142_258_013_06e-10,
+    2.770_681_424_959_02e-08,
+    -2.101_024_020_825_08e-06,
+    -5.692_506_394_623_46e-05,
+    -7.349_906_303_268_55e-04,
+    -2.954_599_808_540_25e-03,
+    -1.609_603_332_624_15e-02,
+];
+
+/// [`erf`]'s denominator `Q`, highest power of `x^2` first.
+pub const ERF_DENOMINATOR: [f64; 5] = [
+    -1.456_607_184_649_96e-05,
+    -2.133_740_552_789_05e-04,
+    -1.682_826_974_382_03e-03,
+    -7.373_329_167_204_68e-03,
+    -1.426_473_905_141_89e-02,
+];
+
 /// `erf(x)` for float32 `x`.
 pub fn erf(x: PrimExpr) -> PrimExpr {
     let t = x.dtype();
-    let x = crate::max(crate::min(x, c(t, 4.0)), c(t, -4.0));
+    let x = crate::max(crate::min(x, c(t, ERF_LIMIT)), c(t, -ERF_LIMIT));
     let x2 = x.clone() * x.clone();
-    let p = horner(
-        &x2,
-        &[
-            -2.726_142_258_013_06e-10,
-            2.770_681_424_959_02e-08,
-            -2.101_024_020_825_08e-06,
-            -5.692_506_394_623_46e-05,
-            -7.349_906_303_268_55e-04,
-            -2.954_599_808_540_25e-03,
-            -1.609_603_332_624_15e-02,
-        ],
-    ) * x;
-    let q = horner(
-        &x2,
-        &[
-            -1.456_607_184_649_96e-05,
-            -2.133_740_552_789_05e-04,
-            -1.682_826_974_382_03e-03,
-            -7.373_329_167_204_68e-03,
-            -1.426_473_905_141_89e-02,
-        ],
-    );
+    let p = horner(&x2, &ERF_NUMERATOR) * x;
+    let q = horner(&x2, &ERF_DENOMINATOR);
     p / q
 }
 

@@ -10,6 +10,7 @@
 //! | [`expr`] | [`PrimExpr`] (constants, [`Var`], arithmetic, comparisons, logic, cast, select, let, buffer loads, ramp, broadcast, calls), [`ExprKind`], builders and operators |
 //! | [`stmt`] | [`Stmt`] (for, buffer store, allocate, decl buffer, if, let, sequence, attribute, assert, evaluate), [`StmtKind`], [`ForKind`] |
 //! | [`buffer`] | [`Buffer`] |
+//! | [`cpu`] | [`CpuDesc`]: the CPU a program is compiled for (vector width, registers, FMA, caches), read by schedules and layout passes |
 //! | [`function`] | [`Range`], [`PrimFunc`], [`IRModule`] |
 //! | [`op`] | intrinsics and builtins called by name (`tir.exp`, `tir.call_packed`, ...) |
 //! | [`printer`] | the TVMScript-like text form (`Display` of every handle) |
@@ -76,6 +77,7 @@
 
 pub mod arith;
 pub mod buffer;
+pub mod cpu;
 pub mod dtype;
 pub mod expr;
 pub mod fast_math;
@@ -92,6 +94,7 @@ pub mod visitor;
 
 pub use arith::{Analyzer, ConstIntBound};
 pub use buffer::Buffer;
+pub use cpu::{CacheSizes, CpuDesc};
 pub use dtype::DataTypeExt;
 pub use expr::{
     cast, floordiv, floormod, let_expr, logical_and, logical_not, logical_or, max, min, select,

@@ -90,7 +90,7 @@ fn unary_operators() {
             }
             let x = ph(&shape, f32t(), "X");
             let y = op(&x).unwrap();
-            let s = create_injective_schedule(std::slice::from_ref(&y)).unwrap();
+            let s = create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
             let got = run_with(&s, &[x], &[y], vec![rt_f32(&xv, &shape)], name);
             let want: Vec<f64> = xv.iter().map(|&v| reference(v as f64)).collect();
             assert_close(&got[0], &want, 2e-5, name, seed);
@@ -228,7 +228,7 @@ fn binary_broadcasting() {
             let b = ph(sb, f32t(), "B");
             let y = op(&a, &b).unwrap();
             assert_eq!(shape_of(&y), out, "{name} {sa:?} {sb:?}");
-            let s = create_injective_schedule(std::slice::from_ref(&y)).unwrap();
+            let s = create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
             let got = run_with(
                 &s,
                 &[a, b],
@@ -291,7 +291,7 @@ fn where_three_way_broadcast() {
     let cv: Vec<bool> = rng.ints(12, 0, 2).iter().map(|&v| v == 1).collect();
     let xv = rng.f32s(5);
     let yv = rng.f32s(1);
-    let s = create_injective_schedule(std::slice::from_ref(&w)).unwrap();
+    let s = create_injective_schedule(std::slice::from_ref(&w), &cpu()).unwrap();
     let got = run_with(
         &s,
         &[c, x, y],
@@ -329,7 +329,7 @@ fn broadcast_to_and_expand() {
     let x = ph(&[3, 1], f32t(), "X");
     let xv = rng.f32s(3);
     let y = bc::broadcast_to(&x, &[2, 3, 4]).unwrap();
-    let mut s = create_injective_schedule(std::slice::from_ref(&y)).unwrap();
+    let mut s = create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
     let got = run_with(
         &s,
         std::slice::from_ref(&x),
@@ -342,7 +342,7 @@ fn broadcast_to_and_expand() {
     // ONNX Expand is bidirectional: a 1 in the target keeps the input's size.
     let y = bc::expand(&x, &[2, 1, 5]).unwrap();
     assert_eq!(shape_of(&y), vec![2, 3, 5]);
-    s = create_injective_schedule(std::slice::from_ref(&y)).unwrap();
+    s = create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
     let got = run_with(
         &s,
         std::slice::from_ref(&x),
@@ -369,7 +369,7 @@ fn schedule_injective_shapes() {
         let x = ph(&shape, f32t(), "X");
         let y = ew::neg(&x).unwrap();
         let s = kiln_te::create_schedule(&[y.op().clone()]);
-        schedule_injective(&s, &y).unwrap();
+        schedule_injective(&s, &y, &cpu()).unwrap();
         let xv = rng.f32s(numel(&shape));
         let got = run_with(&s, &[x], &[y], vec![rt_f32(&xv, &shape)], "neg");
         let want: Vec<f64> = xv.iter().map(|&v| -v as f64).collect();

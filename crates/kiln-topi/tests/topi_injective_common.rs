@@ -12,6 +12,13 @@ use kiln_tir::PrimExpr;
 /// The native LLVM target.
 pub const NATIVE: &str = "llvm -mcpu=native";
 
+/// The description of the native target's CPU, which the schedules tile for.
+pub fn cpu() -> kiln_tir::CpuDesc {
+    kiln_codegen::target::Target::parse(NATIVE)
+        .unwrap()
+        .cpu_desc()
+}
+
 /// The seed of this test: `KILN_TEST_SEED` or the clock, printed for replay.
 pub fn seed(tag: &str) -> u64 {
     let s = std::env::var("KILN_TEST_SEED")

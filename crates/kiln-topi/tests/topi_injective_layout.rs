@@ -10,7 +10,7 @@ use kiln_te::Tensor;
 use kiln_topi::transform as tf;
 
 fn run1(x: &Tensor, y: &Tensor, xv: &[f32], name: &str) -> Vec<f64> {
-    let s = tf::create_injective_schedule(std::slice::from_ref(y)).unwrap();
+    let s = tf::create_injective_schedule(std::slice::from_ref(y), &cpu()).unwrap();
     run_with(
         &s,
         std::slice::from_ref(x),
@@ -116,7 +116,7 @@ fn concatenate_and_split() {
         let y = tf::concatenate(&xs, axis).unwrap();
         let out = [2i64, 7, 3];
         assert_eq!(shape_of(&y), out);
-        let s = tf::create_injective_schedule(std::slice::from_ref(&y)).unwrap();
+        let s = tf::create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
         let ins = vals
             .iter()
             .zip(&shapes)
@@ -151,7 +151,7 @@ fn concatenate_and_split() {
             .filter(|t| shape_of(t)[1] > 0)
             .cloned()
             .collect();
-        let s = tf::create_injective_schedule(&nonempty).unwrap();
+        let s = tf::create_injective_schedule(&nonempty, &cpu()).unwrap();
         let got = run_with(
             &s,
             std::slice::from_ref(&x),
@@ -319,7 +319,7 @@ fn take_gather_wraps_negative() {
         out.extend(ish);
         out.extend(&s[a + 1..]);
         assert_eq!(shape_of(&y), out);
-        let sch = tf::create_injective_schedule(std::slice::from_ref(&y)).unwrap();
+        let sch = tf::create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
         let ins = vec![
             rt_f32(&xv, &s),
             kiln_runtime::tensor::Tensor::from_slice(&iv, &ish).unwrap(),

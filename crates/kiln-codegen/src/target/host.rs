@@ -34,3 +34,37 @@ pub(crate) fn is_host_triple(triple: &str) -> bool {
     let arch = |t: &str| t.split('-').next().unwrap_or_default().to_string();
     arch(triple) == arch(&host_triple())
 }
+
+/// The host's cache sizes as Linux reports them (`/sys/devices/system/cpu/cpu0/cache`), or
+/// `None` where they cannot be read.
+pub fn host_cache_sizes() -> Option<kiln_tir::CacheSizes> {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let mut sizes = kiln_tir::CacheSizes {
+        l1d: 0,
+        l2: 0,
+        l3: 0,
+    };
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).ok();
+        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
+        else {
+            continue;
+        };
+        let size = size.trim();
+        let bytes = match size.strip_suffix('K') {
+            Some(k) => k.parse::<u64>().ok().map(|k| k * 1024),
+            None => match size.strip_suffix('M') {
+                Some(m) => m.parse::<u64>().ok().map(|m| m * 1024 * 1024),
+                None => size.parse::<u64>().ok(),
+            },
+        };
+        let Some(bytes) = bytes else { continue };
+        match (level.trim(), kind.trim()) {
+            ("1", "Data") => sizes.l1d = bytes,
+            ("2", _) => sizes.l2 = bytes,
+            ("3", _) => sizes.l3 = bytes,
+            _ => {}
+        }
+    }
+    (sizes.l1d > 0 && sizes.l2 > 0).then_some(sizes)
+}

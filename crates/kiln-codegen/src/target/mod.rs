@@ -18,9 +18,10 @@
 pub mod cpu;
 mod host;
 
-pub use host::{host_cpu_features, host_cpu_name, host_triple};
+pub use host::{host_cache_sizes, host_cpu_features, host_cpu_name, host_triple};
 
 use kiln_ffi::{Error, Result};
+use kiln_tir::CpuDesc;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
@@ -383,22 +384,24 @@ impl Target {
         self.has_feature("avx512vnni")
     }
 
-    /// The width of the widest vector register in bits: 512 with AVX-512, 256 with AVX, 128 for
-    /// SSE, NEON and anything else.
+    /// The width of the widest vector register in bits (see [`CpuDesc`]).
     pub fn vector_width_bits(&self) -> u32 {
-        let f = self.features();
-        if f.contains("avx512f") {
-            512
-        } else if f.contains("avx") {
-            256
-        } else {
-            128
-        }
+        self.cpu_desc().vector_bits
     }
 
     /// How many elements of `element_bits` bits one vector register holds (at least 1).
     pub fn vector_lanes(&self, element_bits: u32) -> u32 {
-        (self.vector_width_bits() / element_bits.max(1)).max(1)
+        self.cpu_desc().lanes_of_bits(element_bits) as u32
+    }
+
+    /// The description of the CPU this target generates code for, which schedules and layout
+    /// passes read: vector width and registers from the features, the host's caches for
+    /// `-mcpu=native` (the CPU family's typical ones otherwise). Device targets describe the
+    /// host baseline.
+    pub fn cpu_desc(&self) -> CpuDesc {
+        let native = !self.host_features.is_empty();
+        let caches = if native { host_cache_sizes() } else { None };
+        CpuDesc::new(&self.triple(), self.cpu_name(), self.features(), caches)
     }
 }
 

@@ -10,6 +10,7 @@
 use crate::ir::Attrs;
 use kiln_ffi::{DataType, Error, Result};
 use kiln_te::Tensor;
+use kiln_tir::CpuDesc;
 use kiln_topi::nn::{self, Conv2dAttrs, MatmulAttrs, Padding2d, Pool2dAttrs};
 use kiln_topi::schedule::strategy::OpAttrs;
 use kiln_topi::{broadcast as bc, elemwise as ew, reduce, transform as tf};
@@ -118,14 +119,15 @@ fn bias_add(data: &Tensor, bias: &Tensor, axis: i64) -> Result<Tensor> {
     bc::add(data, &b)
 }
 
-/// The output tensor(s) of operator `op` on `inputs` with attributes `a`.
-pub fn compute(op: &str, inputs: &[Tensor], a: &Attrs<'_>) -> Result<Vec<Tensor>> {
+/// The output tensor(s) of operator `op` on `inputs` with attributes `a`, for code that runs
+/// on `cpu`.
+pub fn compute(op: &str, inputs: &[Tensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<Tensor>> {
     let x = || arg(op, inputs, 0);
     let y = || arg(op, inputs, 1);
     if let Some(s) = kiln_topi::schedule::strategy::lookup(op) {
         // batch_norm is a tuple-valued graph op that SimplifyInference rewrites away.
         if op != "nn.batch_norm" {
-            return one((s.compute)(inputs, &strategy_attrs(op, a)?));
+            return one((s.compute)(inputs, &strategy_attrs(op, a)?, cpu));
         }
     }
     match op {

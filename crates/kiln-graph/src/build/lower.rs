@@ -14,7 +14,7 @@ use crate::ir::{Expr, Function, Type};
 use crate::op::{self, OpPattern};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_te::{create_schedule, placeholder, Schedule, Tensor};
-use kiln_tir::{PrimExpr, PrimFunc};
+use kiln_tir::{CpuDesc, PrimExpr, PrimFunc};
 use kiln_topi::schedule::{inline_injective, strategy};
 use std::collections::HashMap;
 
@@ -79,8 +79,8 @@ pub struct FusedCompute {
     pub master: Option<&'static str>,
 }
 
-/// Builds the TOPI computes of the primitive function `f` (typed).
-pub fn fused_compute(f: &Function) -> Result<FusedCompute> {
+/// Builds the TOPI computes of the primitive function `f` (typed) for code that runs on `cpu`.
+pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
     let mut memo: HashMap<usize, Vec<Tensor>> = HashMap::new();
     let mut inputs = Vec::new();
     for (i, p) in f.params().iter().enumerate() {
@@ -133,7 +133,7 @@ pub fn fused_compute(f: &Function) -> Result<FusedCompute> {
                 for a in c.args.iter() {
                     args.extend(memo[&a.key()].iter().cloned());
                 }
-                compute(name, &args, &e.attrs())
+                compute(name, &args, &e.attrs(), cpu)
                     .map_err(|err| err.context(format!("in `{name}`")))?
             }
             Expr::Function(_) => {
@@ -155,14 +155,14 @@ pub fn fused_compute(f: &Function) -> Result<FusedCompute> {
     })
 }
 
-/// Applies the master op's schedule (see the module docs) for `target`.
-fn schedule(fc: &FusedCompute, target: &str) -> Result<Schedule> {
+/// Applies the master op's schedule (see the module docs) for `target` on `cpu`.
+fn schedule(fc: &FusedCompute, target: &str, cpu: &CpuDesc) -> Result<Schedule> {
     let ops: Vec<_> = fc.outputs.iter().map(|t| t.op().clone()).collect();
     let s = create_schedule(&ops);
     if fc.outputs.len() > 1 {
         for out in &fc.outputs {
             inline_injective(&s, out, &ops)?;
-            kiln_topi::transform::schedule_injective(&s, out)?;
+            kiln_topi::transform::schedule_injective(&s, out, cpu)?;
         }
         return Ok(s);
     }
@@ -176,24 +176,25 @@ fn schedule(fc: &FusedCompute, target: &str) -> Result<Schedule> {
         .and_then(strategy::lookup)
         .filter(|s| s.name != "nn.batch_norm");
     match (strat, pattern) {
-        (Some(st), _) => strategy::schedule_for(st, target)(&s, out)?,
+        (Some(st), _) => strategy::schedule_for(st, target)(&s, out, cpu)?,
         (None, Some(OpPattern::CommReduce)) => {
             inline_injective(&s, out, &[])?;
             kiln_topi::reduce::schedule_reduce(&s, out)?;
         }
         _ => {
             inline_injective(&s, out, &[])?;
-            kiln_topi::transform::schedule_injective(&s, out)?;
+            kiln_topi::transform::schedule_injective(&s, out, cpu)?;
         }
     }
     Ok(s)
 }
 
-/// Lowers the primitive function `f` to one `PrimFunc` called `name` for `target`: its
-/// arguments are the parameters then the outputs.
-pub fn lower_primitive(f: &Function, name: &str, target: &str) -> Result<PrimFunc> {
-    let fc = fused_compute(f).map_err(|e| e.context(format!("computing `{name}`")))?;
-    let s = schedule(&fc, target).map_err(|e| e.context(format!("scheduling `{name}`")))?;
+/// Lowers the primitive function `f` to one `PrimFunc` called `name` for `target`, tiled for
+/// `cpu` (the target's [`kiln_codegen::target::Target::cpu_desc`]): its arguments are the
+/// parameters then the outputs.
+pub fn lower_primitive(f: &Function, name: &str, target: &str, cpu: &CpuDesc) -> Result<PrimFunc> {
+    let fc = fused_compute(f, cpu).map_err(|e| e.context(format!("computing `{name}`")))?;
+    let s = schedule(&fc, target, cpu).map_err(|e| e.context(format!("scheduling `{name}`")))?;
     let mut args = fc.inputs.clone();
     args.extend(fc.outputs.iter().cloned());
     let m = kiln_codegen::driver::lower(&s, &args, name, false)?;

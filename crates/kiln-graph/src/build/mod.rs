@@ -26,10 +26,12 @@ pub use graph_codegen::{graph_codegen, GraphCodegenResult};
 
 use crate::ir::{Expr, IRModule};
 use crate::transform::PassContext;
+use kiln_codegen::target::Target;
 use kiln_ffi::{register_global, Error, Map, Result};
 use kiln_runtime::graph_executor::GraphExecutorFactory;
 use kiln_runtime::module::Module;
 use kiln_runtime::tensor::Tensor;
+use kiln_tir::CpuDesc;
 
 /// True when every call in `main` calls a primitive function (FuseOps has run).
 fn is_fused(module: &IRModule) -> Result<bool> {
@@ -63,11 +65,18 @@ pub fn optimize_with(
     Ok((crate::transform::default_pipeline().run(bound, ctx)?, rest))
 }
 
-/// Compiles every primitive function of a codegen result for `target` into one library.
+/// Compiles every primitive function of a codegen result for `target` into one library,
+/// tiled for the target's CPU.
 pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
+    build_lib_for(cg, target, &Target::parse(target)?.cpu_desc())
+}
+
+/// [`build_lib`] with schedules tiled for `cpu` instead of the target's own description (a
+/// description made by hand, for exploring tilings and testing that schedules follow it).
+pub fn build_lib_for(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<Module> {
     let mut funcs = Vec::new();
     for (name, f) in &cg.functions {
-        funcs.push((name.clone(), lower::lower_primitive(f, name, target)?));
+        funcs.push((name.clone(), lower::lower_primitive(f, name, target, cpu)?));
     }
     let m = kiln_tir::IRModule::new(funcs)?;
     kiln_codegen::driver::codegen_build(&m, target)
@@ -86,16 +95,31 @@ pub fn build(
     build_with(module, target, params, &PassContext::with_opt_level(3))
 }
 
-/// [`build`] under the pass context `ctx` (opt level, disabled passes, IR printing).
+/// [`build`] under the pass context `ctx` (opt level, disabled passes, IR printing); layouts
+/// and tiles follow the target's CPU description.
 pub fn build_with(
     module: &IRModule,
     target: &str,
     params: impl IntoIterator<Item = (String, Tensor)>,
     ctx: &PassContext,
 ) -> Result<Module> {
-    let (module, params) = optimize_with(module, params.into_iter().collect(), ctx)?;
+    let cpu = Target::parse(target)?.cpu_desc();
+    build_for(module, target, &cpu, params, ctx)
+}
+
+/// [`build_with`] with layouts and tiles following `cpu` instead of the target's own
+/// description (see [`build_lib_for`]).
+pub fn build_for(
+    module: &IRModule,
+    target: &str,
+    cpu: &CpuDesc,
+    params: impl IntoIterator<Item = (String, Tensor)>,
+    ctx: &PassContext,
+) -> Result<Module> {
+    let ctx = ctx.clone().with_cpu(cpu.clone());
+    let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
     let cg = graph_codegen(&module)?;
-    let lib = build_lib(&cg, target)?;
+    let lib = build_lib_for(&cg, target, cpu)?;
     let mut all = cg.params.clone();
     for (name, t) in params {
         if all.iter().any(|(n, _)| *n == name) {

@@ -1,14 +1,14 @@
 //! `AlterOpLayout`: operators whose schedules want another layout get it. On CPUs a
 //! convolution loads a vector of output channels per weight read, so `nn.conv2d` with an `OIHW`
 //! kernel gets `layout_transform(weight, "OIHW", "OIHW{b}o")` and `kernel_layout="OIHW{b}o"`,
-//! `b` being 16 (one AVX-512 vector) or 8 when that divides the output channels per group;
-//! otherwise each group's last block is padded with zero filters (1000 classes: 63 blocks of
-//! 16), `channels` keeping the true count. With groups that padding is no layout, so constant
-//! weights are packed by this pass itself.
+//! `b` being the float32 lanes `L` of the pass context's CPU (16 with AVX-512, 8 with AVX2) or
+//! `L/2` when that divides the output channels per group; otherwise each group's last block is
+//! padded with zero filters (1000 classes: 63 blocks of 16), `channels` keeping the true count.
+//! With groups that padding is no layout, so constant weights are packed by this pass itself.
 //! Constant weights are packed at compile time by the `FoldConstant` that follows; depthwise
 //! convolutions (one output channel per group) and 1x1 convolutions that
-//! `kiln_topi::nn::conv2d_1x1` computes over flattened rows keep `OIHW`. Likewise `nn.dense` weights
-//! `[N, K]` become `NK16n` (`[ceil(N/16), K, 16]`), one vector load per 16 outputs.
+//! `kiln_topi::nn::conv2d_1x1` computes over flattened rows keep `OIHW`. Likewise `nn.dense`
+//! weights `[N, K]` become `NK{L}n` (`[ceil(N/L), K, L]`), one vector load per `L` outputs.
 
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
@@ -18,15 +18,18 @@ use crate::ir::{AttrValue, Expr, Type};
 use crate::op::{attr, eval, mk};
 use kiln_ffi::Result;
 use kiln_runtime::tensor::Tensor;
+use kiln_tir::CpuDesc;
 
-/// The block for a convolution with `opg` output channels per group, if any: 16 or 8 when it
-/// divides them (8 only up to 32 channels), else 16 (8 below 12 channels) with each group's
+/// The block for a convolution with `opg` output channels per group on a CPU of `lanes`
+/// float32 lanes, if any: `lanes` or half of it when it divides them (the half only up to
+/// `2 * lanes` channels), else `lanes` (the half below `3/4 lanes` channels) with each group's
 /// last block padded; none below 4 channels per group (depthwise convolutions).
-fn block(opg: i64) -> Option<i64> {
-    match [16, 8].into_iter().find(|b| opg % b == 0) {
-        Some(b) if b == 16 || opg <= 32 => Some(b),
-        _ if opg >= 12 => Some(16),
-        _ if opg >= 4 => Some(8),
+fn block(opg: i64, lanes: i64) -> Option<i64> {
+    let half = (lanes / 2).max(4).min(lanes);
+    match [lanes, half].into_iter().find(|b| opg % b == 0) {
+        Some(b) if b == lanes || opg <= 2 * lanes => Some(b),
+        _ if opg >= lanes * 3 / 4 => Some(lanes),
+        _ if opg >= 4 => Some(half),
         _ => None,
     }
 }
@@ -53,17 +56,22 @@ fn pack_grouped(w: &Tensor, groups: i64, b: i64) -> Result<Tensor> {
     )
 }
 
-/// `nn.dense` with a `[N, K]` weight (2-D data, 12 or more units): the weight as `NK16n`.
-fn alter_dense(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
+/// `nn.dense` with a `[N, K]` weight (2-D data, at least `3/4 lanes` units): the weight as
+/// `NK{lanes}n`.
+fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     let (d_ty, w_ty) = (orig.args()[0].ty()?, orig.args()[1].ty()?);
     let w = w_ty.shape();
-    if d_ty.shape().len() != 2 || w.len() != 2 || w[0] < 12 {
+    if d_ty.shape().len() != 2 || w.len() != 2 || w[0] < lanes * 3 / 4 {
         return Ok(None);
     }
+    let layout = format!("NK{lanes}n");
     let packed = mk(
         "layout_transform",
         vec![e.args()[1].clone()],
-        &[("src_layout", attr("NK")), ("dst_layout", attr("NK16n"))],
+        &[
+            ("src_layout", attr("NK")),
+            ("dst_layout", attr(layout.as_str())),
+        ],
     );
     let attrs = with_attr(
         &e.as_call().expect("a call").attrs,
@@ -77,9 +85,10 @@ fn alter_dense(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     )))
 }
 
-fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
+fn alter(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
+    let lanes = cpu.f32_lanes();
     if e.op_name() == Some("nn.dense") {
-        return alter_dense(orig, e);
+        return alter_dense(orig, e, lanes);
     }
     if e.op_name() != Some("nn.conv2d") || e.attrs().str("kernel_layout")? != "OIHW" {
         return Ok(None);
@@ -95,12 +104,12 @@ fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     if let kiln_topi::schedule::strategy::OpAttrs::Conv2d(a) =
         crate::build::compute::strategy_attrs("nn.conv2d", &e.attrs())?
     {
-        if kiln_topi::nn::conv2d_1x1::applies(d_ty.shape(), w, &a) {
+        if kiln_topi::nn::conv2d_1x1::applies(d_ty.shape(), w, &a, cpu) {
             return Ok(None);
         }
     }
     let opg = w[0] / groups;
-    let Some(b) = block(opg) else {
+    let Some(b) = block(opg, lanes) else {
         return Ok(None);
     };
     let layout = format!("OIHW{b}o");
@@ -130,12 +139,12 @@ fn alter(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     )))
 }
 
-/// The pass (opt level 3, as in TVM).
+/// The pass (opt level 3, as in TVM); blocks follow the pass context's CPU.
 pub fn alter_op_layout() -> Pass {
-    function_pass("AlterOpLayout", 3, |f, _| {
+    function_pass("AlterOpLayout", 3, |f, ctx| {
         let f = infer_function(&f)?;
         let out = rewrite_function_orig(&f, |orig, e| {
-            Ok(alter(orig, e)?.unwrap_or_else(|| e.clone()))
+            Ok(alter(orig, e, &ctx.cpu)?.unwrap_or_else(|| e.clone()))
         })?;
         infer_function(&out)
     })
@@ -147,26 +156,55 @@ mod tests {
     use crate::ir::{Function, IRModule, Type, Var};
     use crate::transform::{fold_constant, PassContext};
 
+    /// A CPU description with `lanes` float32 lanes (AVX2's 8, AVX-512's 16).
+    fn cpu_with_lanes(lanes: u32) -> CpuDesc {
+        CpuDesc::custom(lanes * 32, if lanes >= 16 { 32 } else { 16 })
+    }
+
     #[test]
-    fn packs_conv_kernels_and_folds_them() {
-        let x = Var::new("x", Type::f32(&[1, 4, 8, 8]));
-        let vals: Vec<f32> = (0..32 * 4 * 9).map(|v| v as f32).collect();
-        let w = Expr::const_f32(&vals, &[32, 4, 3, 3]);
-        let dw = Expr::const_f32(&vals[..36], &[4, 1, 3, 3]);
-        let conv = mk("nn.conv2d", vec![x.expr(), w], &[]);
-        let depthwise = mk("nn.conv2d", vec![x.expr(), dw], &[("groups", attr(4))]);
-        let body = Expr::tuple(vec![conv, depthwise]);
-        let m = IRModule::from_main(Function::new(vec![x], body));
-        let ctx = PassContext::with_opt_level(3);
-        let m = alter_op_layout().run(m, &ctx).unwrap();
-        let m = fold_constant().run(m, &ctx).unwrap();
-        let main = m.main().unwrap();
-        let fields = crate::ir::visit::children(main.body());
-        let packed = &fields[0];
-        assert_eq!(packed.attrs().str("kernel_layout").unwrap(), "OIHW16o");
-        let pw = packed.args()[1].as_constant().expect("folded weight");
-        assert_eq!(pw.shape(), &[2, 4, 3, 3, 16]);
-        assert_eq!(packed.ty().unwrap(), Type::f32(&[1, 32, 6, 6]));
-        assert_eq!(fields[1].attrs().str("kernel_layout").unwrap(), "OIHW");
+    fn packs_conv_kernels_in_the_cpus_lanes_and_folds_them() {
+        for lanes in [16i64, 8, 4] {
+            let x = Var::new("x", Type::f32(&[1, 4, 8, 8]));
+            let vals: Vec<f32> = (0..32 * 4 * 9).map(|v| v as f32).collect();
+            let w = Expr::const_f32(&vals, &[32, 4, 3, 3]);
+            let dw = Expr::const_f32(&vals[..36], &[4, 1, 3, 3]);
+            let conv = mk("nn.conv2d", vec![x.expr(), w], &[]);
+            let depthwise = mk("nn.conv2d", vec![x.expr(), dw], &[("groups", attr(4))]);
+            let body = Expr::tuple(vec![conv, depthwise]);
+            let m = IRModule::from_main(Function::new(vec![x], body));
+            let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(lanes as u32));
+            let m = alter_op_layout().run(m, &ctx).unwrap();
+            let m = fold_constant().run(m, &ctx).unwrap();
+            let main = m.main().unwrap();
+            let fields = crate::ir::visit::children(main.body());
+            let packed = &fields[0];
+            assert_eq!(
+                packed.attrs().str("kernel_layout").unwrap(),
+                format!("OIHW{lanes}o")
+            );
+            let pw = packed.args()[1].as_constant().expect("folded weight");
+            assert_eq!(pw.shape(), &[32 / lanes, 4, 3, 3, lanes]);
+            // Packing kept every filter value in its place.
+            let got = eval::values(pw).unwrap();
+            for (k, v) in got.iter().enumerate() {
+                let k = k as i64;
+                let (ob, inner, oi) = (k / (36 * lanes), (k / lanes) % 36, k % lanes);
+                assert_eq!(*v, vals[((ob * lanes + oi) * 36 + inner) as usize] as f64);
+            }
+            assert_eq!(packed.ty().unwrap(), Type::f32(&[1, 32, 6, 6]));
+            assert_eq!(fields[1].attrs().str("kernel_layout").unwrap(), "OIHW");
+        }
+    }
+
+    #[test]
+    fn blocks_follow_the_lanes() {
+        assert_eq!(block(64, 16), Some(16));
+        assert_eq!(block(24, 16), Some(8));
+        assert_eq!(block(1000, 16), Some(16));
+        assert_eq!(block(3, 16), None);
+        assert_eq!(block(64, 8), Some(8));
+        assert_eq!(block(12, 8), Some(4));
+        assert_eq!(block(1000, 8), Some(8));
+        assert_eq!(block(3, 8), None);
     }
 }

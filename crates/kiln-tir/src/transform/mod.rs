@@ -52,6 +52,7 @@ pub use storage_rewrite::storage_rewrite;
 pub use unroll_loop::unroll_loop;
 pub use vectorize_loop::vectorize_loop;
 
+use crate::cpu::CpuDesc;
 use crate::function::{IRModule, PrimFunc};
 use crate::node::IrString;
 use kiln_ffi::{
@@ -257,6 +258,9 @@ pub struct PassContext {
     pub hook: Option<PrintHook>,
     /// Configuration values by key (see the module docs).
     pub config: HashMap<String, Any>,
+    /// The CPU the module is compiled for: what layout and tiling decisions read (default: the
+    /// x86-64 baseline; a build sets its target's).
+    pub cpu: CpuDesc,
 }
 
 impl Default for PassContext {
@@ -268,6 +272,7 @@ impl Default for PassContext {
             print_ir_after: PrintIr::Off,
             hook: None,
             config: HashMap::new(),
+            cpu: CpuDesc::default(),
         }
     }
 }
@@ -279,6 +284,12 @@ impl PassContext {
             opt_level,
             ..Default::default()
         }
+    }
+
+    /// The same context compiling for `cpu`.
+    pub fn with_cpu(mut self, cpu: CpuDesc) -> Self {
+        self.cpu = cpu;
+        self
     }
 
     /// Disables the pass called `name`.

@@ -10,19 +10,19 @@ use super::conv2d::{conv2d_out_shape, Conv2dAttrs};
 use super::{compute_tagged, consts, invalid, shape_nd, tag};
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
-use kiln_tir::{floordiv, floormod};
+use kiln_tir::{floordiv, floormod, CpuDesc};
 
-/// The vector width (float32 lanes) of the spatial tiles.
-pub const LANES: i64 = 16;
-
-/// The number of output rows per tile for an `h x w` output: the fewest rows making whole
-/// vectors of [`LANES`] that divide `h`, as long as a tile is at most 8 vectors; `None` when
-/// there is none. (Whole 14x14 planes as 13 vectors, the last partial, measured 1.3-1.6x
-/// slower than the channel-blocked kernel on shufflenet's layers.)
-pub fn spatial_rows(h: i64, w: i64) -> Option<i64> {
+/// The number of output rows per tile for an `h x w` output on `cpu`: the fewest rows making
+/// whole float32 vectors that divide `h`, as long as a tile is at most a quarter of the vector
+/// registers (8 vectors on AVX-512, 4 on AVX2); `None` when there is none. (Whole 14x14 planes
+/// as 13 vectors, the last partial, measured 1.3-1.6x slower than the channel-blocked kernel on
+/// shufflenet's layers.)
+pub fn spatial_rows(h: i64, w: i64, cpu: &CpuDesc) -> Option<i64> {
+    let lanes = cpu.f32_lanes();
+    let max_vectors = (cpu.vector_registers as i64 / 4).max(1);
     (1..=h)
-        .filter(|r| h % r == 0 && (r * w) % LANES == 0)
-        .find(|r| r * w / LANES <= 8)
+        .filter(|r| h % r == 0 && (r * w) % lanes == 0)
+        .find(|r| r * w / lanes <= max_vectors)
 }
 
 /// The most input channels (per group) for which [`conv2d_1x1`] is chosen: a tile's panel of
@@ -35,8 +35,9 @@ pub const MAX_CHANNELS: i64 = 64;
 /// [`MAX_CHANNELS`] for grouped convolutions.
 pub const MAX_GROUP_CHANNELS: i64 = 96;
 
-/// Whether [`conv2d_1x1`] computes this convolution (`data` `[N, C, H, W]`, OIHW `weight`).
-pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs) -> bool {
+/// Whether [`conv2d_1x1`] computes this convolution (`data` `[N, C, H, W]`, OIHW `weight`) on
+/// `cpu`.
+pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> bool {
     data.len() == 4
         && weight.len() == 4
         && weight[1]
@@ -53,16 +54,21 @@ pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs) -> bool {
         && weight[0] % a.groups == 0
         && data[1] == weight[1] * a.groups
         && (a.groups == 1 || weight[0] / a.groups != 1)
-        && spatial_rows(data[2], data[3]).is_some()
+        && spatial_rows(data[2], data[3], cpu).is_some()
 }
 
 /// The convolution as a spatial product (tag [`tag::CONV2D_1X1_SPATIAL`], named
 /// `conv2d_1x1_gemm`, shape `[N, O, H*W]`) and an injective stage giving it NCHW shape.
-pub fn conv2d_1x1(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
+pub fn conv2d_1x1(
+    data: &Tensor,
+    weight: &Tensor,
+    attrs: &Conv2dAttrs,
+    cpu: &CpuDesc,
+) -> Result<Tensor> {
     const WHAT: &str = "conv2d (1x1 spatial)";
     let ds = shape_nd(data, 4, WHAT)?;
     let ws = shape_nd(weight, 4, WHAT)?;
-    if !applies(&ds, &ws, attrs) {
+    if !applies(&ds, &ws, attrs, cpu) {
         return Err(invalid(WHAT, format!("does not apply to {ds:?} x {ws:?}")));
     }
     let out = conv2d_out_shape(&ds, &ws, attrs)?;

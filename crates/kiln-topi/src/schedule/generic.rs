@@ -4,18 +4,19 @@
 use super::{fuse_all, inline_injective, is_injective_op, producers};
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
+use kiln_tir::CpuDesc;
 
 /// Injective ops (elementwise, broadcast, layout): producers inlined, then
 /// [`crate::transform::schedule_injective`] on the output.
-pub fn schedule_injective(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     inline_injective(s, out, &[])?;
-    crate::transform::schedule_injective(s, out)
+    crate::transform::schedule_injective(s, out, cpu)
 }
 
 /// Reductions: producers inlined, every reduction stage at root with its data-parallel loops
 /// fused and parallel; an injective output reading a reduction is parallel on its outer
 /// dimensions.
-pub fn schedule_reduce(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_reduce(s: &Schedule, out: &Tensor, _cpu: &CpuDesc) -> Result<()> {
     inline_injective(s, out, &[])?;
     for op in producers(out) {
         if !matches!(op.kind(), kiln_te::OpKind::Compute(_)) {
@@ -40,7 +41,7 @@ pub fn schedule_reduce(s: &Schedule, out: &Tensor) -> Result<()> {
 
 /// The fallback for any operator: injective producers inlined, the output's outermost loop
 /// parallel (reduction stages stay at root).
-pub fn schedule_generic(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_generic(s: &Schedule, out: &Tensor, _cpu: &CpuDesc) -> Result<()> {
     inline_injective(s, out, &[])?;
     if out.ndim() > 0 {
         s.stage(out).parallel(&out.axis(0))?;

@@ -17,9 +17,11 @@ pub use generic::{schedule_generic, schedule_injective, schedule_reduce};
 
 use kiln_ffi::Result;
 use kiln_te::{IterVar, OpKind, Operation, Schedule, Stage, Tensor};
+use kiln_tir::CpuDesc;
 
-/// A schedule function: applies primitives to `schedule` for the output `out`.
-pub type ScheduleFn = fn(&Schedule, &Tensor) -> Result<()>;
+/// A schedule function: applies primitives to `schedule` for the output `out`, tiled for the
+/// CPU described by the third argument.
+pub type ScheduleFn = fn(&Schedule, &Tensor, &CpuDesc) -> Result<()>;
 
 /// Whether `op` is a compute without reduction axes.
 pub fn is_injective_op(op: &Operation) -> bool {
@@ -96,17 +98,31 @@ pub fn fuse_all(stage: &Stage, ivs: &[IterVar]) -> Result<Option<IterVar>> {
     Ok(Some(fused))
 }
 
-/// The vector width for an innermost extent: 16 when it divides, the whole extent when at
-/// most 16, else the largest of 8, 4, 2 that divides (1: do not vectorize). Never a guarded
-/// split.
-pub fn vector_factor(extent: i64) -> i64 {
-    if extent % 16 == 0 {
-        16
-    } else if extent <= 16 {
+/// The vector width for an innermost extent of elements `lanes` to a vector register: `lanes`
+/// when it divides, the whole extent when at most `lanes`, else the largest power of two below
+/// `lanes` that divides (1: do not vectorize). Never a guarded split.
+pub fn vector_factor(extent: i64, lanes: i64) -> i64 {
+    if extent % lanes == 0 {
+        lanes
+    } else if extent <= lanes {
         extent
     } else {
-        [8, 4, 2].into_iter().find(|f| extent % f == 0).unwrap_or(1)
+        let mut f = lanes / 2;
+        while f >= 2 && extent % f != 0 {
+            f /= 2;
+        }
+        f.max(1)
     }
+}
+
+/// The largest power of two up to `max` that divides `extent` (1 if none): how many rows or
+/// channels an inner kernel unrolls.
+pub fn unroll_factor(extent: i64, max: i64) -> i64 {
+    let mut f = 1i64;
+    while f * 2 <= max && extent % (f * 2) == 0 {
+        f *= 2;
+    }
+    f
 }
 
 /// The largest of `candidates` (descending) that divides `extent` (1 if none).

@@ -7,6 +7,7 @@ use super::{generic, x86, ScheduleFn};
 use crate::nn;
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
+use kiln_tir::CpuDesc;
 
 /// The attributes of any operator in the table.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,8 +32,9 @@ pub enum OpAttrs {
     Dense(Option<i64>),
 }
 
-/// A compute function: inputs and attributes to the output tensor.
-pub type ComputeFn = fn(&[Tensor], &OpAttrs) -> Result<Tensor>;
+/// A compute function: inputs and attributes to the output tensor, for code that runs on the
+/// given CPU (which picks between computes of the same operator, as TVM's strategies do).
+pub type ComputeFn = fn(&[Tensor], &OpAttrs, &CpuDesc) -> Result<Tensor>;
 
 /// One row of the table.
 #[derive(Clone, Copy)]
@@ -57,7 +59,7 @@ fn arg<'a>(name: &str, inputs: &'a [Tensor], i: usize) -> Result<&'a Tensor> {
         .ok_or_else(|| Error::value_error(format!("{name}: missing input {i}")))
 }
 
-fn conv2d(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn conv2d(i: &[Tensor], a: &OpAttrs, cpu: &CpuDesc) -> Result<Tensor> {
     let OpAttrs::Conv2d(a) = a else {
         return Err(bad("nn.conv2d", a));
     };
@@ -67,14 +69,14 @@ fn conv2d(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
     }
     let ds = nn::const_shape(data, "nn.conv2d")?;
     let ws = nn::const_shape(weight, "nn.conv2d")?;
-    if nn::conv2d_1x1::applies(&ds, &ws, a) {
-        nn::conv2d_1x1(data, weight, a)
+    if nn::conv2d_1x1::applies(&ds, &ws, a, cpu) {
+        nn::conv2d_1x1(data, weight, a, cpu)
     } else {
         nn::conv2d(data, weight, a)
     }
 }
 
-fn conv2d_transpose(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn conv2d_transpose(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     let OpAttrs::Conv2dTranspose(a) = a else {
         return Err(bad("nn.conv2d_transpose", a));
     };
@@ -85,7 +87,7 @@ fn conv2d_transpose(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
     )
 }
 
-fn dense(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn dense(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     let (data, weight) = (arg("nn.dense", i, 0)?, arg("nn.dense", i, 1)?);
     if weight.ndim() == 3 {
         let units = match a {
@@ -105,7 +107,7 @@ fn matmul_attrs(a: &OpAttrs) -> nn::MatmulAttrs {
     }
 }
 
-fn matmul(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn matmul(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     nn::matmul(
         arg("nn.matmul", i, 0)?,
         arg("nn.matmul", i, 1)?,
@@ -113,7 +115,7 @@ fn matmul(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
     )
 }
 
-fn batch_matmul(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn batch_matmul(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     nn::batch_matmul(
         arg("nn.batch_matmul", i, 0)?,
         arg("nn.batch_matmul", i, 1)?,
@@ -121,25 +123,25 @@ fn batch_matmul(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
     )
 }
 
-fn max_pool2d(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn max_pool2d(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     let OpAttrs::Pool2d(a) = a else {
         return Err(bad("nn.max_pool2d", a));
     };
     nn::max_pool2d(arg("nn.max_pool2d", i, 0)?, a)
 }
 
-fn avg_pool2d(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn avg_pool2d(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     let OpAttrs::Pool2d(a) = a else {
         return Err(bad("nn.avg_pool2d", a));
     };
     nn::avg_pool2d(arg("nn.avg_pool2d", i, 0)?, a)
 }
 
-fn global_max_pool2d(i: &[Tensor], _: &OpAttrs) -> Result<Tensor> {
+fn global_max_pool2d(i: &[Tensor], _: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     nn::global_max_pool2d(arg("nn.global_max_pool2d", i, 0)?)
 }
 
-fn global_avg_pool2d(i: &[Tensor], _: &OpAttrs) -> Result<Tensor> {
+fn global_avg_pool2d(i: &[Tensor], _: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     nn::global_avg_pool2d(arg("nn.global_avg_pool2d", i, 0)?)
 }
 
@@ -150,22 +152,22 @@ fn axis(a: &OpAttrs) -> i64 {
     }
 }
 
-fn softmax(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn softmax(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     nn::softmax(arg("nn.softmax", i, 0)?, axis(a))
 }
 
-fn log_softmax(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn log_softmax(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     nn::log_softmax(arg("nn.log_softmax", i, 0)?, axis(a))
 }
 
-fn layer_norm(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn layer_norm(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     let OpAttrs::LayerNorm(a) = a else {
         return Err(bad("nn.layer_norm", a));
     };
     nn::layer_norm(arg("nn.layer_norm", i, 0)?, i.get(1), i.get(2), a)
 }
 
-fn batch_norm(i: &[Tensor], a: &OpAttrs) -> Result<Tensor> {
+fn batch_norm(i: &[Tensor], a: &OpAttrs, _: &CpuDesc) -> Result<Tensor> {
     let a = match a {
         OpAttrs::BatchNorm(b) => *b,
         _ => nn::BatchNormAttrs::default(),

@@ -2,17 +2,15 @@
 
 use kiln_ffi::Result;
 use kiln_te::{create_schedule, Schedule, Tensor};
-
-/// The vector width (in elements) the injective schedule splits by.
-pub const VECTOR_FACTOR: i64 = 16;
+use kiln_tir::CpuDesc;
 
 /// Schedules the injective output `out` in `s` row by row: every axis but the last fused
 /// into one parallel loop (so index arithmetic on the outer axes runs once per row), the last
-/// axis split by [`VECTOR_FACTOR`] or 8 and vectorized when one divides it, else left as a
-/// plain inner loop for LLVM's loop vectorizer (rows of 55 or 13 elements). A 1-D output is
-/// split by [`VECTOR_FACTOR`] with the outer part parallel. Rank-0 outputs, placeholders and
-/// symbolic last axes get only the parallel loop.
-pub fn schedule_injective(s: &Schedule, out: &Tensor) -> Result<()> {
+/// axis split by the output dtype's vector lanes on `cpu` (or half of them) and vectorized when
+/// one divides it, else left as a plain inner loop for LLVM's loop vectorizer (rows of 55 or 13
+/// elements). A 1-D output is split by the lanes with the outer part parallel. Rank-0 outputs,
+/// placeholders and symbolic last axes get only the parallel loop.
+pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let Some(c) = out.op().as_compute() else {
         return Ok(());
     };
@@ -23,7 +21,12 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor) -> Result<()> {
     let axes: Vec<_> = c.axis.iter().cloned().collect();
     let n = axes.len();
     let last = out.shape()[n - 1].as_int();
-    let vf = last.and_then(|l| [VECTOR_FACTOR, 8].into_iter().find(|v| l % v == 0));
+    let lanes = cpu.lanes(out.dtype());
+    let vf = last.and_then(|l| {
+        [lanes, lanes / 2]
+            .into_iter()
+            .find(|&v| v > 1 && l % v == 0)
+    });
     if n == 1 {
         match (last, vf) {
             (Some(l), _) if l <= 1 => {}
@@ -35,7 +38,7 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor) -> Result<()> {
                 }
             }
             _ => {
-                let (outer, _inner) = st.split(&axes[0], VECTOR_FACTOR)?;
+                let (outer, _inner) = st.split(&axes[0], lanes)?;
                 st.parallel(&outer)?;
             }
         }
@@ -54,10 +57,10 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor) -> Result<()> {
 }
 
 /// A schedule for `outs` (all injective) with [`schedule_injective`] applied to each output.
-pub fn create_injective_schedule(outs: &[Tensor]) -> Result<Schedule> {
+pub fn create_injective_schedule(outs: &[Tensor], cpu: &CpuDesc) -> Result<Schedule> {
     let s = create_schedule(&outs.iter().map(|t| t.op().clone()).collect::<Vec<_>>());
     for t in outs {
-        schedule_injective(&s, t)?;
+        schedule_injective(&s, t, cpu)?;
     }
     Ok(s)
 }

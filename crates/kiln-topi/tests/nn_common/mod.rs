@@ -4,10 +4,11 @@
 #![allow(dead_code)]
 
 use kiln_codegen::driver;
+use kiln_codegen::target::Target;
 use kiln_ffi::Any;
 use kiln_runtime::tensor::Tensor as RtTensor;
 use kiln_te::{create_schedule, placeholder, Tensor};
-use kiln_tir::{DataType, PrimExpr};
+use kiln_tir::{CpuDesc, DataType, PrimExpr};
 use kiln_topi::schedule::{generic, ScheduleFn};
 
 /// The native LLVM target.
@@ -64,14 +65,40 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str, seed: u64) 
     }
 }
 
-/// Schedules `out` with `sched`, builds it for the host, runs it on `data` (one vector per
+/// The targets the operator tests build for: the host, and where the host has AVX-512 also
+/// the AVX2 level (`x86-64-v3`), so that schedules tiled for 16 registers of 8 floats run on
+/// every machine that can run them.
+pub fn targets() -> Vec<(String, CpuDesc)> {
+    let native = Target::parse(NATIVE).unwrap();
+    let mut out = vec![(NATIVE.to_string(), native.cpu_desc())];
+    if native.has_avx512() {
+        let v3 = "llvm -mcpu=x86-64-v3";
+        out.push((v3.to_string(), Target::parse(v3).unwrap().cpu_desc()));
+    }
+    out
+}
+
+/// Schedules `out` with `sched` for the host, builds it, runs it on `data` (one vector per
 /// input, in order) with a NaN-poisoned output and returns the output.
 pub fn run(out: &Tensor, inputs: &[Tensor], data: &[Vec<f32>], sched: ScheduleFn) -> Vec<f32> {
+    let (target, cpu) = targets().swap_remove(0);
+    run_on(out, inputs, data, sched, &target, &cpu)
+}
+
+/// [`run`] for `target`, tiled for `cpu`.
+pub fn run_on(
+    out: &Tensor,
+    inputs: &[Tensor],
+    data: &[Vec<f32>],
+    sched: ScheduleFn,
+    target: &str,
+    cpu: &CpuDesc,
+) -> Vec<f32> {
     let s = create_schedule(&[out.op().clone()]);
-    sched(&s, out).unwrap();
+    sched(&s, out, cpu).unwrap();
     let mut args: Vec<Tensor> = inputs.to_vec();
     args.push(out.clone());
-    let module = driver::build(&s, &args, NATIVE, "op").unwrap();
+    let module = driver::build(&s, &args, target, "op").unwrap();
     let f = module.function("op").unwrap();
     let mut vals: Vec<Any> = inputs
         .iter()
@@ -86,8 +113,8 @@ pub fn run(out: &Tensor, inputs: &[Tensor], data: &[Vec<f32>], sched: ScheduleFn
     o.to_vec::<f32>().unwrap()
 }
 
-/// Runs `out` with the x86 schedule `sched` and with the generic fallback, checking both
-/// against `want`.
+/// Runs `out` with the x86 schedule `sched` for each of [`targets`] and with the generic
+/// fallback, checking all against `want`.
 #[allow(clippy::too_many_arguments)] // a test helper: every argument is one piece of the case
 pub fn check(
     what: &str,
@@ -99,8 +126,10 @@ pub fn check(
     tol: f32,
     seed: u64,
 ) {
-    let got = run(out, inputs, data, sched);
-    assert_close(&got, want, tol, &format!("{what} (x86)"), seed);
+    for (target, cpu) in targets() {
+        let got = run_on(out, inputs, data, sched, &target, &cpu);
+        assert_close(&got, want, tol, &format!("{what} (x86, {target})"), seed);
+    }
     let got = run(out, inputs, data, generic::schedule_generic);
     assert_close(&got, want, tol, &format!("{what} (generic)"), seed);
 }

@@ -3,31 +3,32 @@
 use super::main_and_compute;
 use crate::nn::tag;
 use crate::schedule::{
-    dividing_factor, extent, find_tagged, fuse_all, generic, inline_all_but_padding,
-    inline_injective, same_shape, vector_factor,
+    extent, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective, same_shape,
+    unroll_factor, vector_factor,
 };
 use kiln_ffi::Result;
 use kiln_te::{Operation, Schedule, Tensor};
+use kiln_tir::CpuDesc;
 
 /// Schedules the convolution `out` depends on (tags [`tag::CONV2D_NCHW`],
 /// [`tag::DEPTHWISE_CONV2D_NCHW`], [`tag::CONV2D_TRANSPOSE_NCHW`]), `out` being it or a 4-D
 /// injective epilogue of its shape:
 ///
 /// - the padding stage at root, its `(n, c)` loops parallel (so the inner loads are plain);
-/// - output tiles of `ob` channels x `vf` columns (`ob` in 8/4/2 dividing O, except for
-///   depthwise; `vf` from [`crate::schedule::vector_factor`]); `n`, the channel blocks and
-///   rows fused and parallel;
+/// - output tiles of `ob` channels x `vf` columns (`ob` a power of two dividing O within the
+///   CPU's accumulator budget, 1 for depthwise; `vf` from [`crate::schedule::vector_factor`]);
+///   `n`, the channel blocks and rows fused and parallel;
 /// - the convolution accumulated per tile in a local cache (or computed at the epilogue's
 ///   tile), reduction loops outside, channels unrolled and columns vectorized inside.
-pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {
-        return schedule_conv2d_nchwc(s, out, &conv);
+        return schedule_conv2d_nchwc(s, out, &conv, cpu);
     }
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_1X1_SPATIAL]) {
-        return schedule_conv2d_1x1(s, out, &conv);
+        return schedule_conv2d_1x1(s, out, &conv, cpu);
     }
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC_GROUP_PADDED]) {
-        return schedule_conv2d_nchwc_at_root(s, out, &conv);
+        return schedule_conv2d_nchwc_at_root(s, out, &conv, cpu);
     }
     let tags = [
         tag::CONV2D_NCHW,
@@ -35,27 +36,30 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
         tag::CONV2D_TRANSPOSE_NCHW,
     ];
     let Some(conv) = find_tagged(out, &tags) else {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     };
     let conv_t = conv.output(0);
     if out.ndim() != 4 || !same_shape(out, &conv_t) {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
     inline_all_but_padding(s, out, &conv, &[])?;
     let depthwise = conv.tag() == tag::DEPTHWISE_CONV2D_NCHW;
     let (main, mt, cs) = main_and_compute(s, out, &conv)?;
+    let lanes = cpu.lanes(mt.dtype());
+    // Depthwise rows of up to two vectors are one (split) vector: 28 or 14 wide rows would
+    // otherwise get 4- or 2-wide vectors.
+    let ow = extent(&mt, 3);
+    let vf = if depthwise && (1..=2 * lanes).contains(&ow) {
+        ow
+    } else {
+        vector_factor(ow, lanes)
+    };
+    let vectors = (vf + lanes - 1) / lanes;
     let ob = if depthwise {
         1
     } else {
-        dividing_factor(extent(&mt, 1), &[8, 4, 2])
-    };
-    // Depthwise rows of up to 32 columns are one (split) vector: 28 or 14 wide rows would
-    // otherwise get 4- or 2-wide vectors.
-    let ow = extent(&mt, 3);
-    let vf = if depthwise && (1..=32).contains(&ow) {
-        ow
-    } else {
-        vector_factor(ow)
+        let budget = cpu.accumulators_wide();
+        unroll_factor(extent(&mt, 1), (budget / 2).min(budget / vectors))
     };
     let (oo, oi) = main.split(&mt.axis(1), ob)?;
     let (xo, xi) = main.split(&mt.axis(3), vf)?;
@@ -89,27 +93,33 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// The number of output columns computed together by the packed convolution: the largest
-/// divisor of the output width up to 24 (each column holds one vector accumulator, and 32
-/// vector registers must also hold the weight vectors).
-pub fn register_columns(width: i64) -> i64 {
-    (1..=24.min(width.max(1)))
+/// The number of output columns computed together by the packed convolution on `cpu`, each
+/// column holding `vectors` accumulators (a channel block of that many vectors): the largest
+/// divisor of the output width within [`CpuDesc::accumulators`] (24 columns of one vector on
+/// AVX-512, 12 on AVX2; the other registers hold the weight vectors and the broadcast input).
+pub fn register_columns(width: i64, vectors: i64, cpu: &CpuDesc) -> i64 {
+    let max = (cpu.accumulators() / vectors.max(1)).max(1);
+    (1..=max.min(width.max(1)))
         .rev()
         .find(|r| width % r == 0)
         .unwrap_or(1)
 }
 
-/// How many channel blocks a register tile of `cols` columns spans: 1 when the columns alone
-/// give 8 or more independent accumulators; for narrow outputs (7 columns) the largest of 4, 3,
-/// 2 dividing `blocks` with at most 16 accumulators, so enough multiply-adds stay in flight.
-/// (Wider tiles measured slower on resnet50's layers, whose weights stream from memory.)
-pub fn register_blocks(blocks: i64, cols: i64) -> i64 {
-    if cols >= 8 {
+/// How many channel blocks a register tile of `cols` columns of `vectors` accumulators spans
+/// on `cpu`: 1 when the columns alone give half [`CpuDesc::accumulators_wide`] or more
+/// independent accumulators (8 on AVX-512); for narrow outputs (7 columns) the largest of 4,
+/// 3, 2 dividing `blocks` within [`CpuDesc::accumulators_wide`] accumulators (16 on AVX-512),
+/// so enough multiply-adds stay in flight. (Wider tiles measured slower on resnet50's layers,
+/// whose weights stream from memory.)
+pub fn register_blocks(blocks: i64, cols: i64, vectors: i64, cpu: &CpuDesc) -> i64 {
+    let per_block = cols * vectors.max(1);
+    let budget = cpu.accumulators_wide();
+    if per_block >= budget / 2 {
         return 1;
     }
     [4, 3, 2]
         .into_iter()
-        .find(|&t| blocks % t == 0 && t * cols <= 16)
+        .find(|&t| blocks % t == 0 && t * per_block <= budget)
         .unwrap_or(1)
 }
 
@@ -119,15 +129,21 @@ pub fn register_blocks(blocks: i64, cols: i64) -> i64 {
 /// tiles and rows fused and parallel; the blocked product computed at each tile into an
 /// accumulator of `blocks x columns` vectors, reduction loops outside, blocks and columns
 /// unrolled and the `b` channels of a block one vector.
-fn schedule_conv2d_nchwc(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<()> {
+fn schedule_conv2d_nchwc(
+    s: &Schedule,
+    out: &Tensor,
+    conv: &Operation,
+    cpu: &CpuDesc,
+) -> Result<()> {
     let conv_t = conv.output(0);
     if out.ndim() != 4 || conv_t.ndim() != 5 {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
     inline_all_but_padding(s, out, conv, &[])?;
     let b = extent(&conv_t, 4);
-    let cols = register_columns(extent(out, 3));
-    let tb = register_blocks(extent(&conv_t, 1), cols);
+    let vectors = block_vectors(b, &conv_t, cpu);
+    let cols = register_columns(extent(out, 3), vectors, cpu);
+    let tb = register_blocks(extent(&conv_t, 1), cols, vectors, cpu);
     let main = s.stage(out);
     let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
     let (om, oi) = main.split(&o_in, b)?;
@@ -151,18 +167,29 @@ fn schedule_conv2d_nchwc(s: &Schedule, out: &Tensor, conv: &Operation) -> Result
     Ok(())
 }
 
+/// How many vector registers one channel block of `b` elements of `t`'s dtype takes on `cpu`.
+fn block_vectors(b: i64, t: &Tensor, cpu: &CpuDesc) -> i64 {
+    let lanes = cpu.lanes(t.dtype());
+    (b + lanes - 1) / lanes
+}
+
 /// Schedules a packed convolution whose groups pad their blocks: output tiles would straddle
 /// blocks, so the blocked product is computed whole at root (rows parallel, a register tile of
 /// [`register_columns`] x `b` accumulated in a local cache with the reduction outside), and the
 /// unpack with its epilogue runs after it as an injective loop nest.
-fn schedule_conv2d_nchwc_at_root(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<()> {
+fn schedule_conv2d_nchwc_at_root(
+    s: &Schedule,
+    out: &Tensor,
+    conv: &Operation,
+    cpu: &CpuDesc,
+) -> Result<()> {
     let conv_t = conv.output(0);
     if out.ndim() != 4 || conv_t.ndim() != 5 {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
     inline_all_but_padding(s, out, conv, std::slice::from_ref(conv))?;
     let b = extent(&conv_t, 4);
-    let cols = register_columns(extent(&conv_t, 3));
+    let cols = register_columns(extent(&conv_t, 3), block_vectors(b, &conv_t, cpu), cpu);
     let local = s.cache_write(&conv_t, "local")?;
     let cs = s.stage_op(conv);
     let ax: Vec<_> = (0..5).map(|i| conv_t.axis(i)).collect();
@@ -204,8 +231,8 @@ fn schedule_conv2d_nchwc_at_root(s: &Schedule, out: &Tensor, conv: &Operation) -
 /// panel of input rows serves every channel tile), fused and parallel; the product computed at
 /// each tile into `mb x rows*W` accumulators (whole vectors), input channels outermost,
 /// channels and vectors unrolled. Rows are contiguous, so the epilogue is plain vector code.
-fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<()> {
-    use crate::nn::conv2d_1x1::{spatial_rows, LANES};
+fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDesc) -> Result<()> {
+    use crate::nn::conv2d_1x1::spatial_rows;
     let g = conv.output(0);
     let (h, w) = (extent(out, 2), extent(out, 3));
     let fits = out.ndim() == 4
@@ -214,16 +241,15 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<(
         && extent(&g, 1) == extent(out, 1)
         && extent(&g, 2) == h * w;
     if !fits {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
-    let Some(rows) = spatial_rows(h, w) else {
-        return generic::schedule_generic(s, out);
+    let Some(rows) = spatial_rows(h, w, cpu) else {
+        return generic::schedule_generic(s, out, cpu);
     };
-    let vectors = (rows * w + LANES - 1) / LANES;
-    let mb = [8, 4, 2]
-        .into_iter()
-        .find(|&m| extent(out, 1) % m == 0 && m * vectors <= 16)
-        .unwrap_or(1);
+    let lanes = cpu.f32_lanes();
+    let vectors = (rows * w + lanes - 1) / lanes;
+    let budget = cpu.accumulators_wide();
+    let mb = unroll_factor(extent(out, 1), (budget / 2).min(budget / vectors));
     inline_injective(s, out, std::slice::from_ref(conv))?;
     let main = s.stage(out);
     let (yo, yi) = main.split(&out.axis(2), rows)?;
@@ -235,7 +261,7 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation) -> Result<(
     cs.compute_at(&main, &fused)?;
     let leaf = cs.leaf_iter_vars();
     let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
-    let (fo, fi) = cs.split(&data[2], LANES)?;
+    let (fo, fi) = cs.split(&data[2], lanes)?;
     let mut order = vec![data[0].clone()];
     order.extend(red);
     order.extend([data[1].clone(), fo.clone(), fi.clone()]);

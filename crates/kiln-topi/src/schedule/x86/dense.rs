@@ -3,32 +3,34 @@
 use super::main_and_compute;
 use crate::nn::tag;
 use crate::schedule::{
-    dividing_factor, extent, find_tagged, fuse_all, generic, inline_injective, same_shape,
+    extent, find_tagged, fuse_all, generic, inline_injective, same_shape, unroll_factor,
     vector_factor,
 };
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
+use kiln_tir::CpuDesc;
 
 /// Schedules the product `out` depends on (tags [`tag::DENSE`], [`tag::MATMUL`],
 /// [`tag::BATCH_MATMUL`]), `out` being it or an injective epilogue of its shape (a bias
-/// add): output tiles of `mb` rows (8/4/2 dividing M) x `nb` columns (a packed weight's
-/// block, else 32 when it divides N, else [`crate::schedule::vector_factor`]), batch, column
+/// add): output tiles of `mb` rows x `nb` columns (a packed weight's block, else two vectors
+/// when they divide N, else [`crate::schedule::vector_factor`]; `mb` a power of two dividing M
+/// within [`CpuDesc::accumulators_wide`] accumulators, at most half that), batch, column
 /// tiles and row tiles fused and parallel in that order (a panel of B is reused by every row
 /// tile), the product accumulated per tile in a local cache with `k` outermost, rows unrolled
 /// and columns vectorized. Any number of batch dimensions.
-pub fn schedule_dense(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let Some(op) = find_tagged(out, &[tag::DENSE, tag::MATMUL, tag::BATCH_MATMUL]) else {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     };
     let t = op.output(0);
     if !same_shape(out, &t) || out.ndim() < 2 {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
     inline_injective(s, out, &[])?;
     let (main, mt, cs) = main_and_compute(s, out, &op)?;
     let nd = mt.ndim();
     let (ax_m, ax_n) = (mt.axis(nd - 2), mt.axis(nd - 1));
-    let mb = dividing_factor(extent(&mt, nd - 2), &[8, 4, 2]);
+    let lanes = cpu.lanes(mt.dtype());
     // A packed weight `[N/b, K, b]` sets the column tile to its block.
     let packed = op
         .input_tensors()
@@ -36,10 +38,13 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor) -> Result<()> {
         .find(|t| t.ndim() == 3 && nd == 2);
     let nb = match packed {
         Some(w) => extent(&w, 2),
-        // Two vectors of columns when they divide N: 16 accumulators with 8 rows.
-        None if extent(&mt, nd - 1) % 32 == 0 => 32,
-        None => vector_factor(extent(&mt, nd - 1)),
+        // Two vectors of columns when they divide N.
+        None if extent(&mt, nd - 1) % (2 * lanes) == 0 => 2 * lanes,
+        None => vector_factor(extent(&mt, nd - 1), lanes),
     };
+    let vectors = (nb + lanes - 1) / lanes;
+    let budget = cpu.accumulators_wide();
+    let mb = unroll_factor(extent(&mt, nd - 2), (budget / 2).min(budget / vectors));
     let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mb, nb)?;
     let mut outer: Vec<_> = (0..nd - 2).map(|i| mt.axis(i)).collect();
     // Column tiles outside row tiles: one panel of B stays in cache across all rows.

@@ -5,6 +5,7 @@ use crate::nn::tag;
 use crate::schedule::{fuse_all, generic, inline_injective, is_injective_op};
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
+use kiln_tir::CpuDesc;
 
 /// Fuses and parallelizes the output loops outside the reduced trailing dimensions and
 /// computes every reduction stage feeding `out` there; with `trailing == false` (reduced axes
@@ -46,16 +47,16 @@ pub fn schedule_softmax_axis(s: &Schedule, out: &Tensor, axis: usize) -> Result<
 
 /// Softmax / log-softmax, the axis found from the statistics' shape (the first dimension
 /// where they differ from the output); falls back to the generic schedule for other ops.
-pub fn schedule_softmax(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_softmax(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     if out.op().tag() != tag::SOFTMAX_OUTPUT {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
     let stat =
         out.op().input_tensors().into_iter().find(|t| {
             !is_injective_op(t.op()) && matches!(t.op().kind(), kiln_te::OpKind::Compute(_))
         });
     let Some(stat) = stat else {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     };
     let axis = (0..out.ndim())
         .find(|&d| d >= stat.ndim() || stat.shape()[d].as_int() != out.shape()[d].as_int())
@@ -65,9 +66,9 @@ pub fn schedule_softmax(s: &Schedule, out: &Tensor) -> Result<()> {
 
 /// Layer norm ([`tag::LAYER_NORM_OUTPUT`]): when the normalized axes are the trailing ones,
 /// mean and variance are computed per row inside the parallel row loop.
-pub fn schedule_layer_norm(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_layer_norm(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     if out.op().tag() != tag::LAYER_NORM_OUTPUT {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
     let mean = out
         .op()
@@ -75,7 +76,7 @@ pub fn schedule_layer_norm(s: &Schedule, out: &Tensor) -> Result<()> {
         .into_iter()
         .find(|t| t.op().name() == "layer_norm_mean");
     let Some(mean) = mean else {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     };
     let kept = mean.ndim();
     let trailing = (0..kept).all(|d| mean.shape()[d].as_int() == out.shape()[d].as_int());

@@ -6,18 +6,19 @@ use crate::schedule::{
 };
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
+use kiln_tir::CpuDesc;
 
 /// Schedules pooling (tags [`tag::POOL2D`], [`tag::GLOBAL_POOL2D`]): injective producers
 /// inlined except a padding stage (`pad_data`, at root with `(n, c)` parallel); the output's
 /// `(n, c, y)` loops fused and parallel; the window loops of a 2-D pooling unrolled (straight
 /// code per output column, which LLVM vectorizes along the row); when the output divides a
 /// pooled sum (average pooling) the sum is computed at that fused loop.
-pub fn schedule_pool(s: &Schedule, out: &Tensor) -> Result<()> {
+pub fn schedule_pool(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let Some(pool) = find_tagged(out, &[tag::POOL2D, tag::GLOBAL_POOL2D]) else {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     };
     if out.ndim() != 4 || !same_shape(out, &pool.output(0)) {
-        return generic::schedule_generic(s, out);
+        return generic::schedule_generic(s, out, cpu);
     }
     inline_all_but_padding(s, out, &pool, &[])?;
     if pool.tag() == tag::POOL2D {
