@@ -14,7 +14,7 @@ inception_v1, transformer_2d and transformer. For each:
 - onnxruntime: intra_op_num_threads = inter_op_num_threads = 1, same warm-up and repeats;
 - TVM 0.27 (unless --skip-tvm), in another child process (its libtvm_ffi exports the same C
   symbols as Kiln's library) with TVM_NUM_THREADS=1: `from_onnx`, `tvm.compile` with
-  `relax.get_default_pipeline` for llvm -mcpu=znver5 (untuned: no MetaSchedule), the Relax VM;
+  `relax.get_default_pipeline` for llvm -mcpu=<the host CPU> (untuned: no MetaSchedule), the Relax VM;
   one warm-up run and the median of --tvm-repeat single runs (untuned TVM is slow).
 
 Every engine's last output (the logits, for the zoo models) is compared with onnxruntime's
@@ -106,6 +106,8 @@ def tvm_worker(onnx_path, x_path, out_path, repeat, mcpu):
     t0 = time.perf_counter()
     model = onnx.load(onnx_path)
     mod = from_onnx(model, shape_dict={input_of(onnx_path): list(x.shape)})
+    if mcpu == "native":
+        mcpu = tvm.target.codegen.llvm_get_system_cpu()
     target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
     ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
     compile_s = time.perf_counter() - t0
@@ -217,7 +219,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=7, help="measurements (Kiln, ORT); >= 5")
     ap.add_argument("--number", type=int, default=5, help="runs per measurement (Kiln, ORT)")
     ap.add_argument("--tvm-repeat", type=int, default=3, help="single runs of TVM")
-    ap.add_argument("--tvm-mcpu", default="znver5")
+    ap.add_argument("--tvm-mcpu", default="native",
+                    help="TVM's -mcpu; native: the host CPU as TVM's LLVM names it")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_models"))
     ap.add_argument("--kiln", default=os.path.join(ROOT, "target", "release", "kiln"))
     ap.add_argument("--kiln-worker", nargs=5, help=argparse.SUPPRESS)

@@ -29,7 +29,10 @@ from tvm import te
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-TARGET = tvm.target.Target({"kind": "llvm", "mcpu": "znver5"})
+# The host CPU as TVM's LLVM names it: the libraries run on this machine, whatever its CPU.
+TARGET = tvm.target.Target(
+    {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
+)
 SLOTS = [
     "__TVMFFIFunctionCall",
     "__TVMFFIErrorSetRaisedFromCStr",
