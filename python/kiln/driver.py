@@ -62,7 +62,8 @@ def build(inp, args=None, target="llvm", name="default_function"):
 
     ``inp`` is a ``te.Schedule`` (lowered here with ``args``), a ``tir.PrimFunc`` or an
     ``IRModule`` (from :func:`lower`, either mode; the remaining passes are run). ``target`` is
-    a target string such as ``"llvm"``, ``"llvm -mcpu=native -opt-level=3"`` or ``"c"``. The
+    a target string such as ``"llvm"``, ``"llvm -mcpu=native -opt-level=3"`` or ``"c"``, or a
+    list of ``llvm`` target strings for one library with code for each CPU. The
     function takes ``kiln.Tensor`` arguments (numpy arrays are accepted too and written back).
     Raises ``NotImplementedError`` when the runtime library has no code generator.
     """
@@ -73,7 +74,7 @@ def build(inp, args=None, target="llvm", name="default_function"):
             "library does not provide; kiln.lower works without it" % CODEGEN_BUILD
         )
     mod = lower(inp, args, name) if not isinstance(inp, IRModule) else _finish_lowering(inp)
-    return codegen(mod, str(target))
+    return codegen(mod, str(target) if isinstance(target, str) else [str(t) for t in target])
 
 
 def _finish_lowering(mod):

@@ -29,10 +29,14 @@ def _params_map(params):
 
 def build(mod, target="llvm -mcpu=native", params=None):
     """Build the graph module ``mod`` for ``target`` (``"llvm"``, ``"llvm -mcpu=native"``, ...)
-    into a ``GraphExecutorFactory`` :class:`kiln.Module`.
+    into a ``GraphExecutorFactory`` :class:`kiln.Module`. A list of targets gives one library
+    with code for each CPU (``["llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"]``); the loader
+    runs the best one the host can.
 
     The default optimization pipeline (FuseOps last) runs first. ``params`` (a mapping of
     name to :class:`kiln.Tensor` or array, e.g. the params of :func:`kiln.onnx.from_onnx`)
     bind ``main`` parameters of the same names and are stored in the factory.
     """
+    if not isinstance(target, str):
+        target = [str(t) for t in target]
     return core.call_global(GRAPH_BUILD, mod, target, _params_map(params))

@@ -68,6 +68,7 @@ def from_onnx(model, shape_dict=None):
 
 def compile(model, shape_dict=None, target="llvm -mcpu=native"):
     """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a
-    ``GraphExecutorFactory`` :class:`kiln.Module` (what :func:`kiln.graph.build` returns)."""
+    ``GraphExecutorFactory`` :class:`kiln.Module` (what :func:`kiln.graph.build` returns);
+    ``target`` may be a list (one library with code for each CPU)."""
     mod, params = from_onnx(model, shape_dict)
     return _graph.build(mod, target, params)

@@ -13,8 +13,9 @@ pub struct CompileArgs {
     pub model: PathBuf,
     /// The library to write (`.so`, `.dylib`, `.dll` or `.tar`).
     pub output: PathBuf,
-    /// The target string (`llvm`, `llvm -mcpu=native`, ...).
-    pub target: String,
+    /// The target strings (`llvm`, `llvm -mcpu=native`, ...): one, or several for one library
+    /// with a code variant per target.
+    pub targets: Vec<String>,
     /// `--input-shape` flags (`name=1,3,224,224`).
     pub input_shapes: Vec<String>,
     /// The optimization level, 0 to 3.
@@ -62,11 +63,12 @@ pub fn run(args: &CompileArgs) -> Result<(), String> {
     let size = std::fs::metadata(&args.output)
         .map_err(|e| format!("cannot stat {}: {e}", args.output.display()))?
         .len();
+    let targets: Vec<String> = args.targets.iter().map(|t| format!("{t:?}")).collect();
     println!(
-        "{} ({}, target {:?}, -O{}) compiled in {:.2} s",
+        "{} ({}, target {}, -O{}) compiled in {:.2} s",
         args.output.display(),
         human_size(size),
-        args.target,
+        targets.join(" + "),
         args.opt_level,
         start.elapsed().as_secs_f64()
     );
@@ -87,13 +89,14 @@ pub fn build_library(
     let (module, params) = step(pb, 1, || {
         kiln_onnx::from_onnx(&model, shapes).map_err(|e| e.to_string())
     })?;
-    let ctx = PassContext::with_opt_level(args.opt_level as i64);
+    let targets: Vec<&str> = args.targets.iter().map(String::as_str).collect();
+    let ctx = PassContext::with_opt_level(args.opt_level as i64)
+        .with_cpu(kiln_graph::build::layout_cpu(&targets).map_err(|e| e.to_string())?);
     let (module, params) = step(pb, 2, || {
         kiln_graph::build::optimize_with(&module, params, &ctx).map_err(|e| e.to_string())
     })?;
     let factory = step(pb, 3, || {
-        kiln_graph::build::build_with(&module, &args.target, params, &ctx)
-            .map_err(|e| e.to_string())
+        kiln_graph::build::build_targets(&module, &targets, params, &ctx).map_err(|e| e.to_string())
     })?;
     step(pb, 4, || {
         write_atomically(&args.output, |tmp| {

@@ -225,7 +225,7 @@ fn compile_and_run_model(dir: &Path) -> std::result::Result<(), String> {
     let args = CompileArgs {
         model,
         output: tmp.0.join("deploy.so"),
-        target: target.to_string(),
+        targets: vec![target.to_string()],
         input_shapes: Vec::new(),
         opt_level: 3,
     };

@@ -136,15 +136,19 @@ fn inspect_onnx(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(
     let converted = kiln_onnx::from_onnx(&model, &shapes)
         .map_err(|e| e.to_string())
         .and_then(|(m, params)| {
-            // As `kiln compile` does: weights bound as constants, then the pipeline.
-            let ctx = PassContext::with_opt_level(opt_level as i64);
+            // As `kiln compile` does by default: weights bound as constants, then the pipeline
+            // with layouts for the host CPU.
+            let cpu =
+                kiln_graph::build::layout_cpu(&["llvm -mcpu=native"]).map_err(|e| e.to_string())?;
+            let ctx = PassContext::with_opt_level(opt_level as i64).with_cpu(cpu);
             kiln_graph::build::optimize_with(&m, params, &ctx)
                 .map(|(m, _)| m)
                 .map_err(|e| e.to_string())
         });
     match converted {
         Ok(m) => println!(
-            "\ngraph after the default pipeline (-O{opt_level}, weights bound as constants):\n{m}"
+            "\ngraph after the default pipeline (-O{opt_level}, host CPU, weights bound as \
+             constants):\n{m}"
         ),
         Err(e) => println!("\n(no Kiln graph: the conversion failed: {e})"),
     }

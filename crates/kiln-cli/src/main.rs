@@ -41,9 +41,11 @@ enum Command {
         /// The library to write (.so, .dylib, .dll or .tar).
         #[arg(short, long)]
         output: PathBuf,
-        /// The target (`llvm`, `llvm -mcpu=native`, ...).
-        #[arg(long, default_value = "llvm -mcpu=native")]
-        target: String,
+        /// The target (`llvm`, `llvm -mcpu=native`, `llvm -mcpu=x86-64-v3`, ...). Repeat it for one
+        /// library with code for each CPU, the loader running the best one the host can
+        /// (`--target "llvm -mcpu=x86-64-v3" --target "llvm -mcpu=x86-64-v4"`).
+        #[arg(long, default_values_t = ["llvm -mcpu=native".to_string()])]
+        target: Vec<String>,
         /// Static input shapes, `name=1,3,224,224` (repeatable; `a=1,3;b=2` also works).
         #[arg(long = "input-shape")]
         input_shape: Vec<String>,
@@ -139,7 +141,7 @@ fn main() -> ExitCode {
         } => compile::run(&compile::CompileArgs {
             model,
             output,
-            target,
+            targets: target,
             input_shapes: input_shape,
             opt_level,
         }),

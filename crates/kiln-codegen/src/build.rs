@@ -9,13 +9,14 @@
 //! 0.27 load; `inspect_source("ll" | "asm")` shows the optimized IR or the assembly.
 
 use crate::lazy_library::LazyLibrary;
-use crate::link::{link_shared, LinkOptions};
+use crate::link::{link_relocatable, link_shared, LinkOptions};
 use crate::llvm::{codegen, CompiledModule, LlvmTarget};
 use crate::target::{Target, TargetKind};
+use crate::variants::Variant;
 use kiln_ffi::{Error, Function, Result};
 use kiln_runtime::module::{Module, ModuleNode};
 use kiln_tir::IRModule;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Compiles `module` for `target` (an `llvm` target) and wraps the result in a runtime module
 /// of kind `"llvm"` whose functions run in this process.
@@ -25,9 +26,26 @@ pub fn build(module: &IRModule, target: &Target) -> Result<Module> {
     )?)?))
 }
 
+/// Compiles one module per code variant (`parts[i]` is the TIR tiled for `variants[i]`'s
+/// target; see [`crate::variants`]) into one runtime module of kind `"llvm"` whose library
+/// holds them all; the first variant is the default.
+pub fn build_variants(parts: &[(IRModule, Variant)]) -> Result<Module> {
+    let compiled = parts
+        .iter()
+        .map(|(m, v)| build_compiled_variant(m, v))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Module::new(LlvmModule::with_variants(compiled)?))
+}
+
 /// Compiles `module` for `target` into one optimized object file (and its IR), without
 /// loading it.
 pub fn build_compiled(module: &IRModule, target: &Target) -> Result<CompiledModule> {
+    build_compiled_variant(module, &Variant::single(target))
+}
+
+/// [`build_compiled`] as the code variant `variant` of a library.
+pub fn build_compiled_variant(module: &IRModule, variant: &Variant) -> Result<CompiledModule> {
+    let target = &variant.target;
     if target.kind != TargetKind::Llvm {
         return Err(Error::value_error(format!(
             "build: target `{target}` is not an LLVM target"
@@ -40,7 +58,7 @@ pub fn build_compiled(module: &IRModule, target: &Target) -> Result<CompiledModu
         .next()
         .map(|(k, f)| codegen::function_symbol(k, f))
         .unwrap_or_else(|| "default".to_string());
-    codegen::compile_module(&machine, module, &name)
+    codegen::compile_module(&machine, module, &name, variant)
 }
 
 /// The link options generated code needs (libm for the math functions it calls).
@@ -51,23 +69,43 @@ pub fn default_link_options() -> LinkOptions {
     }
 }
 
-/// A compiled LLVM module as a runtime module node (kind `"llvm"`).
+/// Compiled LLVM code as a runtime module node (kind `"llvm"`): one compiled module, or one per
+/// code variant of the library (the default first).
 pub struct LlvmModule {
-    compiled: CompiledModule,
+    variants: Vec<CompiledModule>,
     lib: LazyLibrary,
 }
 
 impl LlvmModule {
     /// Wraps `compiled`; the exported functions are read from its IR.
     pub fn new(compiled: CompiledModule) -> Result<LlvmModule> {
-        let functions = exported_functions(&compiled.ir);
-        let lib = LazyLibrary::new("llvm", format!("lib{}.so", compiled.name), functions);
-        Ok(LlvmModule { compiled, lib })
+        LlvmModule::with_variants(vec![compiled])
     }
 
-    /// The compiled module (object file, IR).
+    /// Wraps the code variants `variants` (the default first, with the same functions each).
+    pub fn with_variants(variants: Vec<CompiledModule>) -> Result<LlvmModule> {
+        let Some(first) = variants.first() else {
+            return Err(Error::value_error("an llvm module needs compiled code"));
+        };
+        if !first.variant.is_empty() || variants[1..].iter().any(|v| v.variant.is_empty()) {
+            return Err(Error::value_error(
+                "an llvm module's first code variant must be the (untagged) default one, and \
+                 only the first",
+            ));
+        }
+        let functions = exported_functions(&first.ir);
+        let lib = LazyLibrary::new("llvm", format!("lib{}.so", first.name), functions);
+        Ok(LlvmModule { variants, lib })
+    }
+
+    /// The compiled module (object file, IR) of the default variant.
     pub fn compiled(&self) -> &CompiledModule {
-        &self.compiled
+        &self.variants[0]
+    }
+
+    /// Every code variant, the default first.
+    pub fn variants(&self) -> &[CompiledModule] {
+        &self.variants
     }
 
     /// The names of the exported functions (without the `__tvm_ffi_` prefix).
@@ -75,12 +113,57 @@ impl LlvmModule {
         self.lib.functions()
     }
 
+    /// Writes each variant's object file into `dir`.
+    fn write_objects(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut objects = Vec::with_capacity(self.variants.len());
+        for (i, v) in self.variants.iter().enumerate() {
+            let obj = dir.join(format!("lib{i}.o"));
+            v.write_object(&obj)?;
+            objects.push(obj);
+        }
+        Ok(objects)
+    }
+
+    /// Writes one object file at `path` holding every variant (a relocatable link when there
+    /// are several).
+    pub fn write_object(&self, path: &Path) -> Result<()> {
+        if self.variants.len() == 1 {
+            return self.variants[0].write_object(path);
+        }
+        self.lib
+            .with_scratch(|dir| link_relocatable(&self.write_objects(dir)?, path))
+    }
+
+    /// Source text of every variant in `format` (`ll`, `asm`), each after a comment line naming
+    /// its target when there are several.
+    fn sources(&self, format: &str) -> Result<String> {
+        if self.variants.len() == 1 {
+            return self.variants[0].source(format);
+        }
+        let comment = if matches!(format, "ll" | "llvm") {
+            ";"
+        } else {
+            "#"
+        };
+        let mut out = String::new();
+        for v in &self.variants {
+            let tag = if v.variant.is_empty() {
+                "default"
+            } else {
+                &v.variant
+            };
+            out.push_str(&format!("{comment} code variant `{tag}`: {}\n", v.target));
+            out.push_str(&v.source(format)?);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
     /// Links the module into the shared library `path` (with libm).
     pub fn export_library(&self, path: impl AsRef<Path>) -> Result<()> {
         self.lib.with_scratch(|dir| {
-            let obj = dir.join("lib0.o");
-            self.compiled.write_object(&obj)?;
-            link_shared(&[obj], path.as_ref(), &default_link_options())
+            let objects = self.write_objects(dir)?;
+            link_shared(&objects, path.as_ref(), &default_link_options())
         })
     }
 
@@ -118,9 +201,9 @@ impl ModuleNode for LlvmModule {
                 .map_err(|e| Error::runtime_error(format!("cannot write {}: {e}", path.display())))
         };
         match format {
-            "o" | "obj" => self.compiled.write_object(path),
-            "ll" => write(self.compiled.ir.clone()),
-            "s" | "asm" => write(self.compiled.assembly()?),
+            "o" | "obj" => self.write_object(path),
+            "ll" => write(self.sources("ll")?),
+            "s" | "asm" => write(self.sources("asm")?),
             _ => Err(Error::value_error(format!(
                 "an llvm module writes o, ll or s files, not `{format}`"
             ))),
@@ -128,7 +211,7 @@ impl ModuleNode for LlvmModule {
     }
 
     fn inspect_source(&self, format: &str) -> Result<String> {
-        self.compiled.source(format)
+        self.sources(format)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -99,17 +99,43 @@ fn is_packed(module: &IRModule) -> bool {
 /// unchanged).
 pub fn codegen_build(module: &IRModule, target: &str) -> Result<Module> {
     let target = Target::parse(target)?;
-    let module = if is_packed(module) {
-        module.clone()
-    } else {
-        let ctx = PassContext::default();
-        run_passes(
-            &host_passes(),
-            run_passes(&phase_passes(), module.clone(), &ctx)?,
-            &ctx,
-        )?
-    };
-    build_for(&module, &target)
+    build_for(&packed(module)?, &target)
+}
+
+/// `module` in packed form: as it is when it already is, else after the phase and host passes.
+fn packed(module: &IRModule) -> Result<IRModule> {
+    if is_packed(module) {
+        return Ok(module.clone());
+    }
+    let ctx = PassContext::default();
+    run_passes(
+        &host_passes(),
+        run_passes(&phase_passes(), module.clone(), &ctx)?,
+        &ctx,
+    )
+}
+
+/// Compiles one module per target (`parts[i]`: the TIR tiled for target string `parts[i].1`)
+/// into ONE library holding a code variant per target, the least demanding the default
+/// ([`crate::variants`]); the loader runs the best variant the host can. One part is
+/// [`codegen_build`].
+pub fn codegen_build_variants(parts: &[(IRModule, String)]) -> Result<Module> {
+    if let [(module, target)] = parts {
+        return codegen_build(module, target);
+    }
+    let targets = parts
+        .iter()
+        .map(|(_, t)| Target::parse(t))
+        .collect::<Result<Vec<_>>>()?;
+    let mut built = Vec::with_capacity(parts.len());
+    for v in crate::variants::variants(&targets)? {
+        let i = targets
+            .iter()
+            .position(|t| *t == v.target)
+            .expect("every variant comes from a target");
+        built.push((packed(&parts[i].0)?, v));
+    }
+    crate::build::build_variants(&built)
 }
 
 /// Dispatches a packed module to the back end of `target`'s kind.
@@ -138,12 +164,46 @@ pub enum BuildInput {
     Module(IRModule),
 }
 
-/// [`build`] on either a schedule or a module (what the `driver.Build` global does).
-pub fn build_any(input: &BuildInput, args: &[Tensor], target: &str, name: &str) -> Result<Module> {
-    match input {
-        BuildInput::Schedule(s) => build(s, args, target, name),
-        BuildInput::Module(m) => codegen_build(m, target),
+/// [`build`] on either a schedule or a module for one or more targets (what the
+/// `driver.Build` global does); several targets give one library with a code variant each
+/// ([`codegen_build_variants`]).
+pub fn build_any(
+    input: &BuildInput,
+    args: &[Tensor],
+    targets: &[String],
+    name: &str,
+) -> Result<Module> {
+    let module = match input {
+        BuildInput::Schedule(s) => lower(s, args, name, false)?,
+        BuildInput::Module(m) => m.clone(),
+    };
+    let parts: Vec<(IRModule, String)> = targets
+        .iter()
+        .map(|t| (module.clone(), t.clone()))
+        .collect();
+    codegen_build_variants(&parts)
+}
+
+/// The target strings of a `target` argument: a string, or a list of strings (one library
+/// with a code variant per target); `None` is `llvm`.
+pub fn target_list(target: Option<Any>) -> Result<Vec<String>> {
+    let Some(t) = target else {
+        return Ok(vec!["llvm".to_string()]);
+    };
+    if let Ok(s) = t.try_as::<String>() {
+        return Ok(vec![s]);
     }
+    let list = t.try_as::<kiln_ffi::Array>().map_err(|_| {
+        Error::type_error("a target must be a target string or a list of target strings")
+    })?;
+    let out = list
+        .iter()
+        .map(|v| v.try_as::<String>())
+        .collect::<Result<Vec<_>>>()?;
+    if out.is_empty() {
+        return Err(Error::value_error("an empty list of targets"));
+    }
+    Ok(out)
 }
 
 /// Links this module's registrations (call from a library's `link_all`).
@@ -167,7 +227,7 @@ register_global!("driver.Lower", |schedule: Schedule,
 
 register_global!("driver.Build", |input: Any,
                                   args: Option<NodeList<Tensor>>,
-                                  target: Option<String>,
+                                  target: Option<Any>,
                                   name: Option<String>|
  -> Result<Module> {
     let input = if let Ok(s) = input.try_as::<Schedule>() {
@@ -183,11 +243,15 @@ register_global!("driver.Build", |input: Any,
     build_any(
         &input,
         &args,
-        target.as_deref().unwrap_or("llvm"),
+        &target_list(target)?,
         name.as_deref().unwrap_or(DEFAULT_NAME),
     )
 });
 
-register_global!("codegen.Build", |module: IRModule, target: String| {
-    codegen_build(&module, &target)
+register_global!("codegen.Build", |module: IRModule, target: Any| {
+    let parts: Vec<(IRModule, String)> = target_list(Some(target))?
+        .into_iter()
+        .map(|t| (module.clone(), t))
+        .collect();
+    codegen_build_variants(&parts)
 });

@@ -9,6 +9,8 @@
 //! - [`c`]: the `c` target: TIR to self-contained C compiled by `cc` ([`build_c`],
 //!   [`CSourceModule`]), for machines without LLVM.
 //! - [`link`]: `cc -shared -fPIC` linking, with the library blob as an LLVM-made object.
+//! - [`variants`]: the target record every library carries, and code for several CPUs in one
+//!   library.
 //!
 //! - [`driver`]: `lower` (schedule to TIR through the passes) and `build` (schedule or module
 //!   to a runnable module for a target string), with the `driver.*` and `codegen.Build` globals.
@@ -24,6 +26,7 @@ mod lazy_library;
 pub mod link;
 pub mod llvm;
 pub mod target;
+pub mod variants;
 
 pub use build::{build, build_compiled, LlvmModule};
 pub use c::{build_c, CSourceModule};

@@ -120,12 +120,27 @@ pub fn link_shared(objects: &[PathBuf], out: &Path, options: &LinkOptions) -> Re
     args.push(out.display().to_string());
     args.extend(inputs.iter().map(|p| p.display().to_string()));
     args.extend(options.cc_options.iter().cloned());
-    let line = std::iter::once(cc.as_str())
+    run_compiler(&cc, &args, out)
+}
+
+/// Links the object files `objects` into ONE relocatable object `out` (`cc -r -nostdlib`): what
+/// a module holding several compiled objects writes as its `o` format.
+pub fn link_relocatable(objects: &[PathBuf], out: &Path) -> Result<()> {
+    let mut args: Vec<String> = vec!["-r".into(), "-nostdlib".into(), "-o".into()];
+    args.push(out.display().to_string());
+    args.extend(objects.iter().map(|p| p.display().to_string()));
+    run_compiler(&c_compiler(), &args, out)
+}
+
+/// Runs the compiler `cc` with `args` to make `out`; a compiler that cannot start or fails is
+/// an error showing the command line and everything the compiler printed.
+fn run_compiler(cc: &str, args: &[String], out: &Path) -> Result<()> {
+    let line = std::iter::once(cc)
         .chain(args.iter().map(String::as_str))
         .map(shell_quote)
         .collect::<Vec<_>>()
         .join(" ");
-    let output = Command::new(&cc).args(&args).output().map_err(|e| {
+    let output = Command::new(cc).args(args).output().map_err(|e| {
         Error::runtime_error(format!(
             "linking {} failed: cannot run `{line}`: {e}",
             out.display()

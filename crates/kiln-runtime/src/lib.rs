@@ -4,6 +4,7 @@
 
 pub use kiln_ffi as ffi;
 
+pub mod cpu;
 pub mod device;
 pub mod graph_executor;
 pub mod module;

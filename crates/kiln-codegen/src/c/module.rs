@@ -11,7 +11,9 @@
 use super::generate_c;
 use crate::lazy_library::LazyLibrary;
 use crate::link::{link_shared, LinkOptions};
+use crate::llvm::symbols::TARGET_RECORD_SECTION;
 use crate::target::{Target, TargetKind};
+use crate::variants::Variant;
 use kiln_ffi::{Error, Function, Result};
 use kiln_runtime::module::{Module, ModuleNode};
 use kiln_tir::IRModule;
@@ -19,7 +21,9 @@ use std::path::Path;
 
 /// The C compiler options for `target`: `-O2` (`-O0`/`-O1` at lower opt levels),
 /// `-fno-math-errno` (libm calls may become instructions), `-ffast-math` with `-fast-math`,
-/// `-march=native` when the target was written with `-mcpu=native`, and `-lm`.
+/// `-march=native` when the target was written with `-mcpu=native` (for a named x86 CPU, one
+/// `-m<feature>` per feature its target record names, which the C compiler knows whatever its
+/// age), and `-lm`.
 pub fn c_compile_options(target: &Target) -> Vec<String> {
     let mut v = vec![
         format!("-O{}", target.opt_level.min(2)),
@@ -31,6 +35,9 @@ pub fn c_compile_options(target: &Target) -> Vec<String> {
     }
     if !target.host_features.is_empty() {
         v.push("-march=native".to_string());
+    } else if target.mcpu.is_some() && target.is_x86() {
+        let record = Variant::single(target).record();
+        v.extend(record.features.iter().map(|f| format!("-m{f}")));
     }
     v.push("-lm".to_string());
     v
@@ -49,10 +56,25 @@ pub fn build_c(module: &IRModule, target: &Target) -> Result<Module> {
             "build_c: target `{target}` is not a `c` target"
         )));
     }
-    let (source, functions) = generate_c(module)?;
+    let (mut source, functions) = generate_c(module)?;
+    source.push_str(&c_target_record(&Variant::single(target)));
     let m = CSourceModule::new(source, functions, c_compile_options(target));
     m.loaded()?;
     Ok(Module::new(m))
+}
+
+/// The C definition of `variant`'s target record (see [`crate::variants`]): a byte array in the
+/// `.kiln_target` section, kept by `used`.
+pub fn c_target_record(variant: &Variant) -> String {
+    let bytes = variant.record().encode();
+    let body: Vec<String> = bytes.iter().map(|b| b.to_string()).collect();
+    format!(
+        "\n/* What this code needs of the CPU (read by Kiln's loader before loading). */\n\
+         __attribute__((section(\"{TARGET_RECORD_SECTION}\"), used, aligned(1))) static const \
+         unsigned char __kiln_target_record[{}] = {{{}}};\n",
+        bytes.len(),
+        body.join(",")
+    )
 }
 
 /// Generated C source as a runtime module (kind `"c"`): `inspect_source("c")` shows it,

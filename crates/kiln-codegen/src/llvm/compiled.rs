@@ -21,6 +21,9 @@ pub struct CompiledModule {
     pub name: String,
     /// The target it was compiled for.
     pub target: Target,
+    /// The code variant's tag (empty for a library's default variant; see
+    /// [`crate::variants`]).
+    pub variant: String,
     /// The object file (ELF on Linux).
     pub object: Vec<u8>,
     /// The optimized module as LLVM IR text.
@@ -31,12 +34,17 @@ pub struct CompiledModule {
 impl CompiledModule {
     /// Verifies and optimizes `module` for `machine` (at the target's opt level), then emits
     /// the object file and keeps the IR and bitcode.
-    pub fn compile(machine: &LlvmTarget, module: &Module<'_>) -> Result<CompiledModule> {
+    pub fn compile(
+        machine: &LlvmTarget,
+        module: &Module<'_>,
+        variant: &str,
+    ) -> Result<CompiledModule> {
         machine.optimize(module)?;
         let object = machine.emit_object(module)?;
         Ok(CompiledModule {
             name: super::module_name(module),
             target: machine.target().clone(),
+            variant: variant.to_string(),
             object,
             ir: ir_text(module),
             bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),

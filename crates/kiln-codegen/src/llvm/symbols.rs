@@ -39,6 +39,9 @@ pub const MAIN_SYMBOL: &str = "__tvm_ffi_main";
 pub const LIBRARY_CTX_SYMBOL: &str = "__tvm_ffi__library_ctx";
 /// The serialized module tree of a library with imports.
 pub const LIBRARY_BIN_SYMBOL: &str = "__tvm_ffi__library_bin";
+/// The section of a library's target records, and the symbol prefix of a code variant's
+/// functions (both defined by the runtime, which reads them).
+pub use kiln_runtime::module::target_record::{variant_symbol_prefix, TARGET_RECORD_SECTION};
 /// The function generated code imports to raise errors.
 pub const SET_RAISED_FROM_CSTR_PARTS: &str = "TVMFFIErrorSetRaisedFromCStrParts";
 
@@ -400,4 +403,41 @@ pub fn build_function_handle<'ctx>(
     .expect("init once returns i32")
     .into_int_value();
     Ok((status, handle))
+}
+
+/// Adds a target record (`kiln_runtime::module::target_record`) to `module`: a private constant
+/// in the `.kiln_target` section, kept through optimization by `llvm.used`. The linker
+/// concatenates the records of every object of a library.
+pub fn add_target_record<'ctx>(module: &Module<'ctx>, abi: &FfiAbi<'ctx>, record: &[u8]) {
+    let value = abi.ctx.const_string(record, false);
+    let g = module.add_global(value.get_type(), None, "__kiln_target_record");
+    g.set_linkage(Linkage::Private);
+    g.set_constant(true);
+    g.set_initializer(&value);
+    g.set_alignment(1);
+    g.set_section(Some(TARGET_RECORD_SECTION));
+    let used_ty = abi.ptr.array_type(1);
+    let used = module.add_global(used_ty, None, "llvm.used");
+    used.set_linkage(Linkage::Appending);
+    used.set_section(Some("llvm.metadata"));
+    used.set_initializer(&abi.ptr.const_array(&[g.as_pointer_value()]));
+}
+
+/// Renames the functions `module` exports (`__tvm_ffi_<name>`, `__tvm_ffi_main` included) to
+/// those of the code variant tagged `tag` (`__kiln_variant_<tag>_<name>`); an empty tag (the
+/// default variant) leaves them.
+pub fn rename_for_variant(module: &Module<'_>, tag: &str) {
+    if tag.is_empty() {
+        return;
+    }
+    let prefix = variant_symbol_prefix(tag);
+    for f in module.get_functions() {
+        if f.count_basic_blocks() == 0 {
+            continue;
+        }
+        let name = f.get_name().to_string_lossy().into_owned();
+        if let Some(rest) = name.strip_prefix(SYMBOL_PREFIX) {
+            f.as_global_value().set_name(&format!("{prefix}{rest}"));
+        }
+    }
 }

@@ -309,7 +309,7 @@ fn compiled_module_outlives_its_context() {
     let compiled = {
         let ctx = Context::create();
         let m = add_loop(&t, &ctx, "detached");
-        CompiledModule::compile(&t, &m).unwrap()
+        CompiledModule::compile(&t, &m, "").unwrap()
     };
     assert_eq!(&compiled.object[..4], b"\x7fELF");
     assert!(compiled.source("ll").unwrap().contains("x float>"));

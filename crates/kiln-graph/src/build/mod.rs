@@ -13,8 +13,12 @@
 //! `export_library` of the factory writes one `.so`; `load_module(path)["default"](cpu)` gives
 //! a graph executor.
 //!
+//! Several targets give one library with a code variant per target (`kiln_codegen::variants`):
+//! the graph is laid out for the widest CPU ([`layout_cpu`]) and each variant tiled for its own.
+//!
 //! # Globals
-//! `graph.build(IRModule, target?, params?: {name: tensor})` -> the factory module.
+//! `graph.build(IRModule, target?, params?: {name: tensor})` -> the factory module; `target`
+//! is a target string or a list of them.
 
 pub mod compute;
 pub mod graph_codegen;
@@ -68,18 +72,51 @@ pub fn optimize_with(
 /// Compiles every primitive function of a codegen result for `target` into one library,
 /// tiled for the target's CPU.
 pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
-    build_lib_for(cg, target, &Target::parse(target)?.cpu_desc())
+    build_lib_targets(cg, &[target])
+}
+
+/// Compiles every primitive function of a codegen result into one library holding a code
+/// variant per target (each tiled for its target's CPU; the loader runs the best one the host
+/// can, see `kiln_codegen::variants`).
+pub fn build_lib_targets(cg: &GraphCodegenResult, targets: &[&str]) -> Result<Module> {
+    let mut parts = Vec::with_capacity(targets.len());
+    for &t in targets {
+        let cpu = Target::parse(t)?.cpu_desc();
+        parts.push((lower_all(cg, t, &cpu)?, t.to_string()));
+    }
+    kiln_codegen::driver::codegen_build_variants(&parts)
 }
 
 /// [`build_lib`] with schedules tiled for `cpu` instead of the target's own description (a
 /// description made by hand, for exploring tilings and testing that schedules follow it).
 pub fn build_lib_for(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<Module> {
+    kiln_codegen::driver::codegen_build(&lower_all(cg, target, cpu)?, target)
+}
+
+/// Every primitive function of `cg` lowered for `target`, tiled for `cpu`, in one TIR module.
+fn lower_all(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<kiln_tir::IRModule> {
     let mut funcs = Vec::new();
     for (name, f) in &cg.functions {
         funcs.push((name.clone(), lower::lower_primitive(f, name, target, cpu)?));
     }
-    let m = kiln_tir::IRModule::new(funcs)?;
-    kiln_codegen::driver::codegen_build(&m, target)
+    kiln_tir::IRModule::new(funcs)
+}
+
+/// The CPU whose description the graph's layouts follow when code for `targets` shares one
+/// graph: the one with the widest float32 vectors (so packed blocks are whole vectors there,
+/// and two vectors on the narrower ones).
+pub fn layout_cpu(targets: &[&str]) -> Result<CpuDesc> {
+    let mut best: Option<CpuDesc> = None;
+    for &t in targets {
+        let cpu = Target::parse(t)?.cpu_desc();
+        if best
+            .as_ref()
+            .is_none_or(|b| cpu.f32_lanes() > b.f32_lanes())
+        {
+            best = Some(cpu);
+        }
+    }
+    best.ok_or_else(|| Error::value_error("graph.build: no target given"))
 }
 
 /// Builds `module` for `target` (`llvm`, `llvm -mcpu=native`, ...) into a graph executor
@@ -103,8 +140,22 @@ pub fn build_with(
     params: impl IntoIterator<Item = (String, Tensor)>,
     ctx: &PassContext,
 ) -> Result<Module> {
-    let cpu = Target::parse(target)?.cpu_desc();
-    build_for(module, target, &cpu, params, ctx)
+    build_targets(module, &[target], params, ctx)
+}
+
+/// [`build_with`] for several targets: one graph (laid out for [`layout_cpu`]) and one library
+/// holding a code variant per target, each tiled for its CPU.
+pub fn build_targets(
+    module: &IRModule,
+    targets: &[&str],
+    params: impl IntoIterator<Item = (String, Tensor)>,
+    ctx: &PassContext,
+) -> Result<Module> {
+    let ctx = ctx.clone().with_cpu(layout_cpu(targets)?);
+    let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
+    let cg = graph_codegen(&module)?;
+    let lib = build_lib_targets(&cg, targets)?;
+    factory(&cg, lib, params)
 }
 
 /// [`build_with`] with layouts and tiles following `cpu` instead of the target's own
@@ -120,6 +171,12 @@ pub fn build_for(
     let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
     let cg = graph_codegen(&module)?;
     let lib = build_lib_for(&cg, target, cpu)?;
+    factory(&cg, lib, params)
+}
+
+/// The graph executor factory of `cg` over `lib`, with `cg`'s constants and the `params` left
+/// unbound.
+fn factory(cg: &GraphCodegenResult, lib: Module, params: Vec<(String, Tensor)>) -> Result<Module> {
     let mut all = cg.params.clone();
     for (name, t) in params {
         if all.iter().any(|(n, _)| *n == name) {
@@ -139,7 +196,7 @@ pub fn link_globals() -> *const () {
 }
 
 register_global!("graph.build", |module: IRModule,
-                                 target: Option<String>,
+                                 target: Option<kiln_ffi::Any>,
                                  params: Option<Map>|
  -> Result<Module> {
     let mut ps = Vec::new();
@@ -150,5 +207,7 @@ register_global!("graph.build", |module: IRModule,
             ps.push((name, t));
         }
     }
-    build(&module, target.as_deref().unwrap_or("llvm"), ps)
+    let targets = kiln_codegen::driver::target_list(target)?;
+    let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+    build_targets(&module, &targets, ps, &PassContext::with_opt_level(3))
 });

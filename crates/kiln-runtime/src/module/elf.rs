@@ -169,6 +169,7 @@ struct Header {
     shoff: u64,
     shentsize: u64,
     shnum: u64,
+    shstrndx: u64,
 }
 
 /// A program header.
@@ -183,6 +184,7 @@ struct Segment {
 
 /// A section header (the fields used here).
 struct Section {
+    name: u32,
     sh_type: u32,
     offset: u64,
     size: u64,
@@ -214,6 +216,7 @@ fn header(src: &dyn Source) -> Result<Option<Header>, String> {
         phnum: field(0x38, 2)?,
         shentsize: field(0x3a, 2)?,
         shnum: field(0x3c, 2)?,
+        shstrndx: field(0x3e, 2)?,
     }))
 }
 
@@ -276,6 +279,7 @@ fn sections(src: &dyn Source, h: &Header) -> Result<Vec<Section>, String> {
         let at = i * h.shentsize as usize;
         let field = |off: usize| u64_at(&bytes, at + off).unwrap_or(u64::MAX);
         out.push(Section {
+            name: u32_at(&bytes, at).unwrap_or(0),
             sh_type: u32_at(&bytes, at + 4).unwrap_or(0),
             offset: field(0x18),
             size: field(0x20),
@@ -459,6 +463,75 @@ pub fn check_file(path: &Path) -> kiln_ffi::Result<()> {
 /// [`check_file`] on an image held in memory; the error does not name a file.
 pub fn check_image(image: &[u8]) -> Result<(), String> {
     check(&image)
+}
+
+/// The largest section [`section_of_file`] reads.
+pub const MAX_SECTION_READ: u64 = 1 << 20;
+
+/// The contents of the section called `name` of an ELF64 little-endian file: `Ok(None)` when
+/// the file is not such a file or has no such section; an error (naming the byte offsets) when
+/// its tables or the section lie outside the file, the section is larger than
+/// [`MAX_SECTION_READ`], or it occupies no bytes in the file.
+pub fn section_of_file(path: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
+    let src = FileSource::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    section(&src, name)
+}
+
+/// [`section_of_file`] on an image held in memory.
+pub fn section_of_image(image: &[u8], name: &str) -> Result<Option<Vec<u8>>, String> {
+    section(&image, name)
+}
+
+fn section(src: &dyn Source, name: &str) -> Result<Option<Vec<u8>>, String> {
+    let Some(h) = header(src)? else {
+        return Ok(None);
+    };
+    let secs = sections(src, &h)?;
+    let Some(names) = secs.get(h.shstrndx as usize) else {
+        return Ok(None);
+    };
+    if names.size > MAX_SECTION_READ * 16 {
+        return Err(format!(
+            "its section-name table is {} bytes at byte {}, too large",
+            names.size, names.offset
+        ));
+    }
+    let strings = src.read(names.offset, names.size).ok_or_else(|| {
+        format!(
+            "its section-name table (bytes {}..{}) lies outside the file of {} bytes",
+            names.offset,
+            names.offset.saturating_add(names.size),
+            src.size()
+        )
+    })?;
+    for sh in &secs {
+        let found = strings
+            .get(sh.name as usize..)
+            .and_then(|rest| rest.iter().position(|&b| b == 0).map(|end| &rest[..end]))
+            .is_some_and(|n| n == name.as_bytes());
+        if !found {
+            continue;
+        }
+        if sh.sh_type == SHT_NOBITS {
+            return Err(format!("its section {name} occupies no bytes in the file"));
+        }
+        if sh.size > MAX_SECTION_READ {
+            return Err(format!(
+                "its section {name} is {} bytes at byte {}, more than the {MAX_SECTION_READ} \
+                 allowed",
+                sh.size, sh.offset
+            ));
+        }
+        return src.read(sh.offset, sh.size).map(Some).ok_or_else(|| {
+            format!(
+                "its section {name} (bytes {}..{}) lies outside the file of {} bytes",
+                sh.offset,
+                sh.offset.saturating_add(sh.size),
+                src.size()
+            )
+        });
+    }
+    Ok(None)
 }
 
 /// Reads the defined dynamic symbols of an ELF64 little-endian file; `None` when the file is

@@ -16,6 +16,9 @@
 
 use super::blob::{self, BlobModule};
 use super::elf::{self, DynamicSymbols};
+use super::target_record::{
+    parse_section, select, variant_symbol_prefix, TargetRecord, TARGET_RECORD_SECTION,
+};
 use super::{loader, Module, ModuleNode};
 use kiln_ffi::abi::{RawAny, SafeCall};
 use kiln_ffi::error::ffi_guard;
@@ -45,6 +48,9 @@ pub struct DsoLibrary {
     probe: usize,
     path: PathBuf,
     symbols: Option<DynamicSymbols>,
+    /// The library's target records and the variant chosen for this host (none for libraries
+    /// without records, such as Apache TVM's).
+    target: Option<LibraryTarget>,
     /// Functions resolved for the library's code by name (see the module docs).
     pub(crate) import_cache: Arc<Mutex<HashMap<String, Function>>>,
 }
@@ -84,6 +90,9 @@ impl DsoLibrary {
         })?;
         // A truncated file would be mapped anyway and fault (SIGBUS) when touched.
         elf::check_file(path)?;
+        // Before dlopen: no code of a library this CPU cannot run may execute, not even its
+        // initialisers.
+        let target = LibraryTarget::read(path)?;
         let symbols = elf::dynamic_symbols_of_file(path);
         // SAFETY: dlopen with a valid C string; library initialisers run here, as in any loader.
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -114,10 +123,25 @@ impl DsoLibrary {
             probe,
             path: path.to_path_buf(),
             symbols,
+            target,
             import_cache: Arc::default(),
         });
         open.insert(handle as usize, Arc::downgrade(&lib));
         Ok(lib)
+    }
+
+    /// The library's target records and the chosen variant, when it has records.
+    pub fn target(&self) -> Option<&LibraryTarget> {
+        self.target.as_ref()
+    }
+
+    /// The symbol prefix of the functions of the variant that runs here (`__tvm_ffi_` for the
+    /// default variant and for libraries without records).
+    fn function_prefix(&self) -> String {
+        match &self.target {
+            Some(t) => variant_symbol_prefix(&t.records[t.chosen].variant),
+            None => SYMBOL_PREFIX.to_string(),
+        }
     }
 
     /// The file the library was loaded from.
@@ -228,7 +252,7 @@ impl LibraryModule {
     }
 
     fn entry_point(&self, name: &str) -> Option<SafeCall> {
-        let symbol = format!("{SYMBOL_PREFIX}{name}");
+        let symbol = format!("{}{name}", self.lib.function_prefix());
         // Data symbols with the prefix (`__tvm_ffi__library_bin`, `__tvm_ffi__library_ctx`) must
         // never be called.
         if name.starts_with("_library_") {
@@ -325,6 +349,79 @@ fn set_context(lib: &DsoLibrary, module: &Module) {
             unsafe { &*slot }.store(module.as_raw(), Ordering::Release);
         }
     }
+}
+
+/// A library's target records (`super::target_record`) and the index of the code variant
+/// chosen for this host.
+#[derive(Clone, Debug)]
+pub struct LibraryTarget {
+    /// Every record, in the library's order.
+    pub records: Vec<TargetRecord>,
+    /// The index of the variant that runs here.
+    pub chosen: usize,
+}
+
+impl LibraryTarget {
+    /// Reads the records of the library file at `path` and chooses the variant to run: `None`
+    /// when it has none; an error naming the file when they are malformed or when this CPU can
+    /// run none of its variants.
+    pub fn read(path: &Path) -> Result<Option<LibraryTarget>> {
+        let bytes = elf::section_of_file(path, TARGET_RECORD_SECTION)
+            .map_err(|e| Error::value_error(format!("cannot load {}: {e}", path.display())))?;
+        let Some(bytes) = bytes else {
+            return Ok(None);
+        };
+        let records = parse_section(&bytes).map_err(|e| {
+            Error::value_error(format!(
+                "cannot load {}: section {TARGET_RECORD_SECTION}: {e}",
+                path.display()
+            ))
+        })?;
+        if records.is_empty() {
+            return Ok(None);
+        }
+        let chosen = select(&records)
+            .map_err(|e| Error::runtime_error(format!("cannot load {}: {e}", path.display())))?;
+        if std::env::var("KILN_LOG").is_ok_and(|v| v.contains("debug")) {
+            let r = &records[chosen];
+            let tag = if r.variant.is_empty() {
+                "default"
+            } else {
+                &r.variant
+            };
+            eprintln!(
+                "kiln: {}: running code variant `{tag}` ({}, CPU {}) of {}",
+                path.display(),
+                r.target,
+                r.cpu,
+                records.len()
+            );
+        }
+        Ok(Some(LibraryTarget { records, chosen }))
+    }
+}
+
+/// The target records of every library module in `module`'s tree (itself and its imports),
+/// each with whether it is the variant that runs here.
+pub fn library_target_records(module: &Module) -> Vec<(TargetRecord, bool)> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![module.clone()];
+    while let Some(m) = stack.pop() {
+        if !seen.insert(m.as_raw() as usize) {
+            continue;
+        }
+        if let Some(t) = m
+            .downcast_node::<LibraryModule>()
+            .and_then(|l| l.lib.target())
+        {
+            for (i, r) in t.records.iter().enumerate() {
+                out.push((r.clone(), i == t.chosen));
+            }
+        }
+        stack.extend(m.imports());
+    }
+    out
 }
 
 /// Loads a shared library as a module tree: the root module of its blob, or the library module

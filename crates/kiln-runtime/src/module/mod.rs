@@ -8,7 +8,8 @@
 //!   code compiled by Apache TVM only hands the pointer back to Kiln (as its library context).
 //! - [`blob`]: the `__tvm_ffi__library_bin` format; [`library`]: `dlopen`ed libraries;
 //!   [`elf`]: a library file's check before `dlopen` (truncated or corrupt files are errors, not
-//!   SIGBUS) and its symbol table; [`loader`]: `load_module` and the loader registry;
+//!   SIGBUS) and its symbol table; [`target_record`]: what a library's code needs of the CPU,
+//!   checked before `dlopen`; [`loader`]: `load_module` and the loader registry;
 //!   [`export`]: `export_library`.
 //!
 //! Global functions use TVM-FFI's names (`ffi.ModuleGetFunction`, `ffi.ModuleLoadFromFile`, ...),
@@ -22,13 +23,16 @@ pub mod export;
 mod globals;
 pub mod library;
 pub mod loader;
+pub mod target_record;
 #[cfg(feature = "compiler")]
 mod toolchain;
 
 pub use context::context_slot_names;
 #[cfg(feature = "compiler")]
 pub use export::{export_library, ExportOptions};
-pub use library::{LibraryModule, TVMFFIEnvModLookupFromImports};
+pub use library::{
+    library_target_records, LibraryModule, LibraryTarget, TVMFFIEnvModLookupFromImports,
+};
 pub use loader::{load_from_bytes, load_module};
 
 use kiln_ffi::abi::{type_index, Deleter};

@@ -10,7 +10,7 @@
 //! - [`expr`]: expressions (arithmetic with floor semantics, comparisons, casts including
 //!   float16 and bfloat16, select, let, ramps, broadcasts, buffer loads with alignment facts).
 //! - [`stmt`]: statements (loops, stores, allocations, asserts raising TVM-style errors).
-//! - [`parallel`]: parallel loops outlined into `__tvm_parallel_lambda` closures run through
+//! - [`parallel`]: parallel loops outlined into `__tvm_parallel_lambda_<function>` closures run through
 //!   the `__TVMBackendParallelLaunch` context slot.
 //! - [`intrinsics`]: math intrinsics (LLVM intrinsics, libm, expansions) and bit operations.
 //! - [`packed`]: runtime structs, workspace calls, `tir.call_packed`, `tir.call_extern`.
@@ -27,6 +27,7 @@ pub mod stmt;
 
 use super::abi::FfiAbi;
 use super::{llvm_error, symbols, CompiledModule, LlvmTarget};
+use crate::variants::Variant;
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -326,15 +327,19 @@ pub fn generate_module<'ctx>(
 }
 
 /// Generates, verifies, optimizes and compiles `module` for `target` (see
-/// [`generate_module`]).
+/// [`generate_module`]) as the code variant `variant` of a library: its functions renamed for
+/// the variant's tag and its target record added ([`crate::variants`]).
 pub fn compile_module(
     target: &LlvmTarget,
     module: &IRModule,
     name: &str,
+    variant: &Variant,
 ) -> Result<CompiledModule> {
     let ctx = Context::create();
     let m = generate_module(&ctx, target, module, name)?;
-    CompiledModule::compile(target, &m)
+    symbols::rename_for_variant(&m, &variant.tag);
+    symbols::add_target_record(&m, &FfiAbi::new(&ctx), &variant.record().encode());
+    CompiledModule::compile(target, &m, &variant.tag)
 }
 
 /// The largest power of two dividing `bytes` (capped at `cap`); 0 means "any multiple".

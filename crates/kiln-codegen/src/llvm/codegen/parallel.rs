@@ -50,8 +50,9 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         }
 
         // The lambda.
+        // Named after the function it comes from (LLVM numbers repeats), as the C back end does.
         let lambda = self.module.add_function(
-            "__tvm_parallel_lambda",
+            &format!("__tvm_parallel_lambda_{}", self.func_name),
             self.abi.parallel_lambda,
             Some(Linkage::Internal),
         );

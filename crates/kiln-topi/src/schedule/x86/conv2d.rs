@@ -94,32 +94,52 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
 }
 
 /// The number of output columns computed together by the packed convolution on `cpu`, each
-/// column holding `vectors` accumulators (a channel block of that many vectors): the largest
-/// divisor of the output width within [`CpuDesc::accumulators`] (24 columns of one vector on
-/// AVX-512, 12 on AVX2; the other registers hold the weight vectors and the broadcast input).
-pub fn register_columns(width: i64, vectors: i64, cpu: &CpuDesc) -> i64 {
-    let max = (cpu.accumulators() / vectors.max(1)).max(1);
-    (1..=max.min(width.max(1)))
+/// column holding `vectors` accumulators (a channel block of that many vectors), for a kernel
+/// `kw` wide: the largest divisor of the output width whose register tile fits the CPU's
+/// vector registers. LLVM unrolls the `kw` taps, so a tile of `c` columns keeps live `c *
+/// vectors` accumulators, `kw * vectors` weight vectors and the `c + kw - 1` input values
+/// broadcast for them; the accumulators alone stay within [`CpuDesc::accumulators`].
+pub fn register_columns(width: i64, vectors: i64, kw: i64, cpu: &CpuDesc) -> i64 {
+    let (v, kw) = (vectors.max(1), kw.max(1));
+    let fits = |c: i64| {
+        c * v <= cpu.accumulators() && c * v + kw * v + c + kw - 1 <= cpu.vector_registers as i64
+    };
+    (1..=width.max(1))
         .rev()
-        .find(|r| width % r == 0)
+        .find(|&c| width % c == 0 && fits(c))
+        .unwrap_or(1)
+}
+
+/// The width of the kernel window of `conv` (its last reduction axis), 1 when unknown.
+fn kernel_width(conv: &Operation) -> i64 {
+    conv.as_compute()
+        .and_then(|c| c.reduce_axis.iter().last().cloned())
+        .and_then(|iv| iv.dom().and_then(|r| r.extent().as_int()))
         .unwrap_or(1)
 }
 
 /// How many channel blocks a register tile of `cols` columns of `vectors` accumulators spans
-/// on `cpu`: 1 when the columns alone give half [`CpuDesc::accumulators_wide`] or more
-/// independent accumulators (8 on AVX-512); for narrow outputs (7 columns) the largest of 4,
-/// 3, 2 dividing `blocks` within [`CpuDesc::accumulators_wide`] accumulators (16 on AVX-512),
-/// so enough multiply-adds stay in flight. (Wider tiles measured slower on resnet50's layers,
-/// whose weights stream from memory.)
-pub fn register_blocks(blocks: i64, cols: i64, vectors: i64, cpu: &CpuDesc) -> i64 {
-    let per_block = cols * vectors.max(1);
+/// on `cpu` for a kernel `kw` wide: 1 when the columns alone give half
+/// [`CpuDesc::accumulators_wide`] or more independent accumulators (8 on AVX-512); for narrow
+/// outputs (7 columns) the largest of 4, 3, 2 dividing `blocks` within
+/// [`CpuDesc::accumulators_wide`] accumulators (16 on AVX-512) whose tile, weights and
+/// broadcast inputs fit the registers (see [`register_columns`]), so enough multiply-adds stay
+/// in flight. (Wider tiles measured slower on resnet50's layers, whose weights stream from
+/// memory.)
+pub fn register_blocks(blocks: i64, cols: i64, vectors: i64, kw: i64, cpu: &CpuDesc) -> i64 {
+    let (v, kw) = (vectors.max(1), kw.max(1));
+    let per_block = cols * v;
     let budget = cpu.accumulators_wide();
     if per_block >= budget / 2 {
         return 1;
     }
+    let fits = |t: i64| {
+        t * per_block <= budget
+            && t * per_block + t * kw * v + cols + kw - 1 <= cpu.vector_registers as i64
+    };
     [4, 3, 2]
         .into_iter()
-        .find(|&t| blocks % t == 0 && t * per_block <= budget)
+        .find(|&t| blocks % t == 0 && fits(t))
         .unwrap_or(1)
 }
 
@@ -142,8 +162,9 @@ fn schedule_conv2d_nchwc(
     inline_all_but_padding(s, out, conv, &[])?;
     let b = extent(&conv_t, 4);
     let vectors = block_vectors(b, &conv_t, cpu);
-    let cols = register_columns(extent(out, 3), vectors, cpu);
-    let tb = register_blocks(extent(&conv_t, 1), cols, vectors, cpu);
+    let kw = kernel_width(conv);
+    let cols = register_columns(extent(out, 3), vectors, kw, cpu);
+    let tb = register_blocks(extent(&conv_t, 1), cols, vectors, kw, cpu);
     let main = s.stage(out);
     let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
     let (om, oi) = main.split(&o_in, b)?;
@@ -189,7 +210,8 @@ fn schedule_conv2d_nchwc_at_root(
     }
     inline_all_but_padding(s, out, conv, std::slice::from_ref(conv))?;
     let b = extent(&conv_t, 4);
-    let cols = register_columns(extent(&conv_t, 3), block_vectors(b, &conv_t, cpu), cpu);
+    let vectors = block_vectors(b, &conv_t, cpu);
+    let cols = register_columns(extent(&conv_t, 3), vectors, kernel_width(conv), cpu);
     let local = s.cache_write(&conv_t, "local")?;
     let cs = s.stage_op(conv);
     let ax: Vec<_> = (0..5).map(|i| conv_t.axis(i)).collect();

@@ -36,15 +36,35 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
         .input_tensors()
         .into_iter()
         .find(|t| t.ndim() == 3 && nd == 2);
-    let nb = match packed {
-        Some(w) => extent(&w, 2),
+    let n = extent(&mt, nd - 1);
+    let nb = match &packed {
+        Some(w) => extent(w, 2),
         // Two vectors of columns when they divide N.
-        None if extent(&mt, nd - 1) % (2 * lanes) == 0 => 2 * lanes,
-        None => vector_factor(extent(&mt, nd - 1), lanes),
+        None if n % (2 * lanes) == 0 => 2 * lanes,
+        None => vector_factor(n, lanes),
     };
     let vectors = (nb + lanes - 1) / lanes;
     let budget = cpu.accumulators_wide();
     let mb = unroll_factor(extent(&mt, nd - 2), (budget / 2).min(budget / vectors));
+    // Few rows (a classifier's one): a tile of several weight blocks, so that independent
+    // accumulators keep the multiply-adds in flight (within the registers: the accumulators,
+    // one loaded vector per block and the broadcast rows).
+    let block = nb;
+    let nb = match packed {
+        Some(_) if mb < budget / 2 && n % nb == 0 => {
+            let regs = cpu.vector_registers as i64;
+            let fits = |t: i64| {
+                let acc = mb * t * vectors;
+                acc <= cpu.accumulators() && acc + t * vectors + mb <= regs
+            };
+            let t = (1..=n / nb)
+                .rev()
+                .find(|&t| (n / nb) % t == 0 && fits(t))
+                .unwrap_or(1);
+            nb * t
+        }
+        _ => nb,
+    };
     let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mb, nb)?;
     let mut outer: Vec<_> = (0..nd - 2).map(|i| mt.axis(i)).collect();
     // Column tiles outside row tiles: one panel of B stays in cache across all rows.
@@ -54,7 +74,13 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     main.reorder(&order)?;
     let fused = fuse_all(&main, &outer)?.expect("tile loops");
     main.parallel(&fused)?;
-    if nb > 1 {
+    // A tile of several blocks: blocks unrolled, one block a vector (a vector spanning blocks
+    // would gather from the packed weight).
+    if nb > block {
+        let (bo, bi) = main.split(&ni, block)?;
+        main.unroll(&bo)?;
+        main.vectorize(&bi)?;
+    } else if nb > 1 {
         main.vectorize(&ni)?;
     }
     cs.compute_at(&main, &fused)?;
@@ -67,7 +93,11 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     if mb > 1 {
         cs.unroll(&data[data.len() - 2])?;
     }
-    if nb > 1 {
+    if nb > block {
+        let (bo, bi) = cs.split(&data[data.len() - 1], block)?;
+        cs.unroll(&bo)?;
+        cs.vectorize(&bi)?;
+    } else if nb > 1 {
         cs.vectorize(&data[data.len() - 1])?;
     }
     Ok(())
