@@ -139,6 +139,23 @@ if [[ "$AGAINST" == kiln ]]; then
         cmp "$EX/cli/output_0.npy" "$EX/c/output_0.npy"
     }
     run "run_model example (same output as kiln run)" example
+    # A library compiled for a CPU this one is not: the load fails through the C ABI (-1 and
+    # the raised error, which names the missing features), with no signal.
+    if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+      echo "c_tests: this CPU has AMX, skipping the refused-library check"
+    else
+      refused() {
+        "$KILN_BIN" compile "$ROOT/examples/model/model.onnx" -o "$EX/spr.so" \
+          --target "llvm -mcpu=sapphirerapids" >/dev/null || return 1
+        "$EX/run_model" "$EX/spr.so" input="$ROOT/examples/model/input.npy" -o "$EX/c" \
+          2>"$EX/refused.err"
+        local rc=$?
+        cat "$EX/refused.err"
+        [[ $rc -eq 1 ]] && grep -q "RuntimeError" "$EX/refused.err" &&
+          grep -q "amx-tile" "$EX/refused.err" && grep -q "sapphirerapids" "$EX/refused.err"
+      }
+      run "run_model refuses a library for another CPU" refused
+    fi
     if [[ "${KILN_VALGRIND:-1}" != 0 ]] && command -v valgrind >/dev/null; then
       run "run_model under valgrind" valgrind -q --error-exitcode=1 --leak-check=full \
         --errors-for-leak-kinds=definite --show-leak-kinds=definite \

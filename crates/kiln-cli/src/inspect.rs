@@ -19,11 +19,49 @@ pub fn run(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(), St
     {
         inspect_onnx(path, input_shapes, opt_level)
     } else {
-        let m = load_module(path).map_err(|e| crate::load_error(path, &e))?;
         println!("{}", path.display());
+        // Read from the file first, so a library this CPU cannot run still shows what it needs.
+        print_target_records(path)?;
+        let m = load_module(path).map_err(|e| crate::load_error(path, &e))?;
         print_module(&m, 0);
         Ok(())
     }
+}
+
+/// Prints the library's target records (what each code variant needs of the CPU) and which
+/// variant runs on this machine; nothing for a library without records (Apache TVM's).
+fn print_target_records(path: &Path) -> Result<(), String> {
+    use kiln_runtime::module::target_record::{parse_section, select, TARGET_RECORD_SECTION};
+    let bytes = kiln_runtime::module::elf::section_of_file(path, TARGET_RECORD_SECTION)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let Some(bytes) = bytes else {
+        return Ok(());
+    };
+    let records = parse_section(&bytes)
+        .map_err(|e| format!("{}: section {TARGET_RECORD_SECTION}: {e}", path.display()))?;
+    let chosen = select(&records).ok();
+    println!("code variants ({}):", records.len());
+    for (i, r) in records.iter().enumerate() {
+        let tag = if r.variant.is_empty() {
+            "default"
+        } else {
+            &r.variant
+        };
+        let here = if chosen == Some(i) {
+            "  <- runs on this machine"
+        } else {
+            ""
+        };
+        println!("  {tag}: {} (CPU {}, {}){here}", r.target, r.cpu, r.triple);
+        println!("    features: {}", r.features.join(" "));
+    }
+    if chosen.is_none() {
+        println!(
+            "  (none runs on this machine: {})",
+            kiln_runtime::cpu::host_cpu_brand()
+        );
+    }
+    Ok(())
 }
 
 /// Prints `m` and its imports, indented by depth.

@@ -128,6 +128,12 @@ fn npy_command(file: &std::path::Path, copy: Option<&std::path::Path>) -> Result
 }
 
 fn main() -> ExitCode {
+    // Output piped into a reader that stops early (`kiln inspect ... | head`) ends the process
+    // quietly, as for other command-line tools, instead of failing a print.
+    // SAFETY: restores the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     kiln::link_all();
     let cli = Cli::parse();
     let result = match cli.command {
