@@ -1,8 +1,8 @@
 //! float32 matmul `C[M, N] = A[M, K] x B[K, N]` with Kiln's best CPU schedule (TVM's x86
 //! `dense_pack` ideas): B packed into `[N/bn][K][bn]`, a register block of `mr` rows x `bn`
 //! columns accumulated in a `local` cache (`cache_write` + `compute_at`), the k loop split with
-//! its inner part unrolled, the row block and the 16-lane vectors of the block unrolled, the
-//! 16 lanes vectorized.
+//! its inner part unrolled, the row block and the vectors of the block unrolled, the lanes
+//! vectorized; tile sizes from the host's CPU description (8 x 32 on AVX-512, 6 x 16 on AVX2).
 //!
 //! ```sh
 //! KILN_NUM_THREADS=1 cargo bench -p kiln-codegen --bench matmul -- [--n 1024] [--dump DIR]
@@ -41,10 +41,11 @@ fn main() {
     let get = |n: &str, d: i64| arg(&args, n).map(|v| v.parse().unwrap()).unwrap_or(d);
     let n = get("--n", 1024);
     let reps = get("--reps", 10) as usize;
-    let d = MatmulConfig::default();
+    let d = MatmulConfig::host();
     let cfg = MatmulConfig {
         mr: get("--mr", d.mr),
         bn: get("--bn", d.bn),
+        lanes: d.lanes,
         ku: get("--ku", d.ku),
         mc: get("--mc", d.mc),
         pack_a: get("--pack-a", d.pack_a as i64) != 0,

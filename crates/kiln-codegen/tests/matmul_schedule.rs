@@ -1,7 +1,8 @@
 //! The benchmark's matmul schedule (`benches/schedules/matmul.rs`: packed B, `local` register
 //! block by `cache_write` + `compute_at`, unrolled and vectorized) computes correctly at small
 //! sizes, including sizes that are not multiples of its blocks, and keeps its accumulators in
-//! zmm registers (FMAs with no accumulator loads or stores in the k loop).
+//! the host's widest vector registers (FMAs with no accumulator loads or stores in the k
+//! loop).
 
 mod e2e_common;
 #[path = "../benches/schedules/matmul.rs"]
@@ -31,7 +32,7 @@ fn check(dims: (i64, i64, i64), cfg: MatmulConfig, tag: &str) {
 
 #[test]
 fn default_schedule_64() {
-    check((64, 64, 64), MatmulConfig::default(), "mm64");
+    check((64, 64, 64), MatmulConfig::host(), "mm64");
     check(
         (64, 64, 64),
         MatmulConfig {
@@ -40,6 +41,7 @@ fn default_schedule_64() {
             ku: 8,
             mc: 16,
             pack_a: false,
+            ..MatmulConfig::host()
         },
         "mm64_4x64",
     );
@@ -48,7 +50,7 @@ fn default_schedule_64() {
         MatmulConfig {
             mc: 32,
             pack_a: true,
-            ..Default::default()
+            ..MatmulConfig::host()
         },
         "mm64_pack_a",
     );
@@ -57,7 +59,7 @@ fn default_schedule_64() {
 #[test]
 fn ragged_sizes() {
     // Rows, columns and k all ragged: guarded rows, zero-padded packed columns, guarded k.
-    check((67, 45, 29), MatmulConfig::default(), "mm_ragged");
+    check((67, 45, 29), MatmulConfig::host(), "mm_ragged");
     check(
         (50, 70, 33),
         MatmulConfig {
@@ -66,6 +68,7 @@ fn ragged_sizes() {
             ku: 4,
             mc: 12,
             pack_a: false,
+            ..MatmulConfig::host()
         },
         "mm_ragged_6x64",
     );
@@ -74,7 +77,7 @@ fn ragged_sizes() {
         MatmulConfig {
             mc: 16,
             pack_a: true,
-            ..Default::default()
+            ..MatmulConfig::host()
         },
         "mm_ragged_pack_a",
     );
@@ -82,12 +85,18 @@ fn ragged_sizes() {
 
 #[test]
 fn accumulators_stay_in_registers() {
-    let cfg = MatmulConfig::default();
+    let cfg = MatmulConfig::host();
+    // The register class of the host's widest vectors: zmm (512 bits), ymm (256), xmm.
+    let reg = match cfg.lanes * 32 {
+        512 => "zmm",
+        256 => "ymm",
+        _ => "xmm",
+    };
     let (a, b, cc, packed) = matmul_packed(256, 256, 256, cfg.bn);
     let s = matmul_schedule(&cc, &packed, cfg);
     let module = driver::build(&s, &[a, b, cc], NATIVE, "mm").unwrap();
     let asm = module.inspect_source("asm").unwrap();
-    // The k loop: the labelled block with the most zmm FMAs, up to its backward branch.
+    // The k loop: the labelled block with the most FMAs, up to its backward branch.
     let kloop = asm
         .split("\n.LBB")
         .skip(1)
@@ -106,18 +115,18 @@ fn accumulators_stay_in_registers() {
         .lines()
         .filter(|l| l.contains("vfmadd231ps"))
         .collect();
-    let per_k = (cfg.mr * cfg.bn / 16 * cfg.ku) as usize;
+    let per_k = (cfg.mr * cfg.bn / cfg.lanes * cfg.ku) as usize;
     assert!(
         fmas.len() >= per_k,
         "{} FMAs in the k loop:\n{kloop}",
         fmas.len()
     );
-    assert!(fmas.iter().all(|l| l.contains("zmm")), "{kloop}");
-    // No zmm store in the loop (the accumulators are not spilled each k).
+    assert!(fmas.iter().all(|l| l.contains(reg)), "{kloop}");
+    // No vector store in the loop (the accumulators are not spilled each k).
     assert!(
-        !kloop
-            .lines()
-            .any(|l| l.contains("vmovaps\t%zmm") || l.contains("vmovups\t%zmm")),
+        !kloop.lines().any(|l| {
+            l.contains(&format!("vmovaps\t%{reg}")) || l.contains(&format!("vmovups\t%{reg}"))
+        }),
         "accumulator stores in the k loop:\n{kloop}"
     );
 }

@@ -1,13 +1,13 @@
-//! Kiln's float32 matmul schedule for x86 CPUs with AVX-512 (TVM's x86 `dense_pack` ideas),
-//! shared by `benches/matmul.rs` and `tests/matmul_schedule.rs` (include it with
-//! `#[path = "../benches/schedules/matmul.rs"] mod`).
+//! Kiln's float32 matmul schedule for x86 CPUs (TVM's x86 `dense_pack` ideas), sized from the
+//! CPU description ([`MatmulConfig::for_cpu`]), shared by `benches/matmul.rs` and
+//! `tests/matmul_schedule.rs` (include it with `#[path = "../benches/schedules/matmul.rs"] mod`).
 //!
 //! `C[M, N] = A[M, K] x B[K, N]`: B packed into `[N/bn][K][bn]` (a compute stage, zero-padded
 //! when `bn` does not divide N); C tiled by `mr x bn`; a `local` accumulator block
 //! (`cache_write`) computed at the tile (`compute_at`), its k loop split by `ku` with the inner
-//! part, the `mr` rows and the `bn / 16` vectors unrolled and the 16 lanes vectorized, so LLVM
-//! keeps the `mr * bn / 16` accumulators in zmm registers; optional row blocking by `mc` (the
-//! `mc x K` panel of A stays in L2 while the B panels stream past it).
+//! part, the `mr` rows and the `bn / lanes` vectors unrolled and the lanes vectorized, so LLVM
+//! keeps the `mr * bn / lanes` accumulators in vector registers; optional row blocking by `mc`
+//! (the `mc x K` panel of A stays in L2 while the B panels stream past it).
 #![allow(dead_code)]
 
 use kiln_te::*;
@@ -18,8 +18,10 @@ use kiln_tir::{floordiv, floormod, DataType, PrimExpr};
 pub struct MatmulConfig {
     /// Rows of the register block.
     pub mr: i64,
-    /// Columns of the register block (a multiple of 16: `bn / 16` zmm vectors per row).
+    /// Columns of the register block (a multiple of `lanes`: `bn / lanes` vectors per row).
     pub bn: i64,
+    /// float32 lanes of one vector register of the CPU.
+    pub lanes: i64,
     /// Unroll factor of the k loop inside the register block.
     pub ku: i64,
     /// Rows of the cache block (a multiple of `mr`; 0: no outer row blocking).
@@ -28,15 +30,30 @@ pub struct MatmulConfig {
     pub pack_a: bool,
 }
 
-impl Default for MatmulConfig {
-    fn default() -> Self {
+impl MatmulConfig {
+    /// The configuration for `cpu`: two vectors of columns, and as many rows (at most 8, the
+    /// best measured on AVX-512) as keep `2 * mr` accumulators, the two B vectors and a
+    /// broadcast row in the registers (8 x 32 on AVX-512, 6 x 16 on AVX2).
+    pub fn for_cpu(cpu: &kiln_tir::CpuDesc) -> MatmulConfig {
+        let lanes = cpu.f32_lanes();
+        let regs = cpu.vector_registers as i64;
+        let mr = (1..=8)
+            .rev()
+            .find(|&r| 2 * r <= cpu.accumulators() && 2 * r + 3 <= regs)
+            .unwrap_or(1);
         MatmulConfig {
-            mr: 8,
-            bn: 32,
+            mr,
+            bn: 2 * lanes,
+            lanes,
             ku: 4,
             mc: 64,
             pack_a: false,
         }
+    }
+
+    /// The configuration for the machine this runs on.
+    pub fn host() -> MatmulConfig {
+        MatmulConfig::for_cpu(&kiln_codegen::target::Target::host().cpu_desc())
     }
 }
 
@@ -148,7 +165,7 @@ pub fn matmul_schedule_ab(
     if packed.op().as_compute().is_some() {
         let ps = s.stage(packed);
         let pax = ps.leaf_iter_vars();
-        let (_pio, pii) = ps.split(&pax[2], 16).unwrap();
+        let (_pio, pii) = ps.split(&pax[2], cfg.lanes).unwrap();
         ps.vectorize(&pii).unwrap();
     }
 
@@ -169,7 +186,7 @@ pub fn matmul_schedule_ab(
     } else {
         jo
     };
-    let (jio, jii) = st.split(&ji, 16).unwrap();
+    let (jio, jii) = st.split(&ji, cfg.lanes).unwrap();
     st.unroll(&ii).unwrap();
     st.unroll(&jio).unwrap();
     st.vectorize(&jii).unwrap();
@@ -178,7 +195,7 @@ pub fn matmul_schedule_ab(
     ls.compute_at(&st, &attach).unwrap();
     let lax = ls.leaf_iter_vars();
     let (li, lj, lk) = (lax[0].clone(), lax[1].clone(), lax[2].clone());
-    let (ljo, lji) = ls.split(&lj, 16).unwrap();
+    let (ljo, lji) = ls.split(&lj, cfg.lanes).unwrap();
     let (ko, ki) = ls.split(&lk, cfg.ku).unwrap();
     ls.reorder(&[ko, ki.clone(), li.clone(), ljo.clone(), lji.clone()])
         .unwrap();
