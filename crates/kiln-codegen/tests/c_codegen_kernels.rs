@@ -127,3 +127,68 @@ fn softmax_in_four_stages() {
         .unwrap();
     assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-5, "softmax", seed);
 }
+
+#[test]
+fn both_back_ends_record_the_cpu_their_code_needs() {
+    let (a, b, c, s) = broadcast(16);
+    let f = lower(&s, &[a.clone(), b.clone(), c.clone()], "bcast").unwrap();
+    let m = lower_pipeline()
+        .apply(IRModule::from_func("bcast", f))
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("kiln_c_records_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lacks_amx = !kiln_runtime::cpu::host_features().contains("amx-tile");
+    for (backend, target) in [
+        ("c", "c -mcpu=x86-64-v2"),
+        ("llvm", "llvm -mcpu=x86-64-v2"),
+        ("c", "c -mcpu=sapphirerapids"),
+        ("llvm", "llvm -mcpu=sapphirerapids"),
+    ] {
+        let t = Target::parse(target).unwrap();
+        let module = if backend == "c" {
+            build_c(&m, &t).unwrap()
+        } else {
+            kiln_codegen::build(&m, &t).unwrap()
+        };
+        let so = dir.join(format!("{}.so", target.replace([' ', '='], "_")));
+        kiln_runtime::module::export_library(&module, &so, &Default::default()).unwrap();
+        let bytes = kiln_runtime::module::elf::section_of_file(&so, ".kiln_target")
+            .unwrap()
+            .unwrap_or_else(|| panic!("{target}: no target record"));
+        let records = kiln_runtime::module::target_record::parse_section(&bytes).unwrap();
+        assert_eq!(records.len(), 1, "{target}: {records:?}");
+        let cpu = t.cpu_name();
+        assert_eq!(records[0].cpu, cpu, "{target}");
+        assert!(
+            records[0].features.iter().any(|f| f == "sse4.2"),
+            "{target}"
+        );
+        let loaded = kiln_runtime::module::load_module(&so);
+        if cpu == "sapphirerapids" {
+            assert!(
+                records[0].features.iter().any(|f| f == "amx-tile"),
+                "{target}"
+            );
+            if lacks_amx {
+                let e = loaded.err().expect("refused");
+                assert!(
+                    e.message().contains("amx-tile"),
+                    "{target}: {}",
+                    e.message()
+                );
+            }
+        } else {
+            let m = loaded.unwrap();
+            let out = poisoned(&[16, 16]);
+            let av = random(256, 1);
+            let bv = random(16, 2);
+            m.function("bcast")
+                .unwrap()
+                .invoke::<()>((tensor(&av, &[16, 16]), tensor(&bv, &[16]), out.clone()))
+                .unwrap();
+            let want: Vec<f32> = (0..256).map(|i| av[i] * bv[i % 16] + 1.0).collect();
+            assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-6, target, 1);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -46,7 +46,8 @@ pub fn c_compile_options(target: &Target) -> Vec<String> {
 /// Generates C for `module` (packed-API functions, after
 /// `kiln_tir::transform::lower_pipeline()`), compiles it for `target` (kind `c`) and returns a
 /// runtime module of kind `"c"` whose functions run in this process. Compiler errors are
-/// reported here (with the command line and the compiler's output), not at the first call.
+/// reported here (with the command line and the compiler's output), not at the first call. Code
+/// for a CPU this machine cannot run is compiled (and can be exported) but not loaded.
 ///
 /// This is what `build()` dispatches to for `Target.kind == TargetKind::C`:
 /// `if target.kind == TargetKind::C { return crate::c::build_c(module, target); }`.
@@ -56,10 +57,16 @@ pub fn build_c(module: &IRModule, target: &Target) -> Result<Module> {
             "build_c: target `{target}` is not a `c` target"
         )));
     }
+    let variant = Variant::single(target);
     let (mut source, functions) = generate_c(module)?;
-    source.push_str(&c_target_record(&Variant::single(target)));
+    source.push_str(&c_target_record(&variant));
     let m = CSourceModule::new(source, functions, c_compile_options(target));
-    m.loaded()?;
+    if kiln_runtime::module::target_record::select(&[variant.record()]).is_ok() {
+        m.loaded()?;
+    } else {
+        m.lib
+            .with_scratch(|dir| m.export_library(dir.join("lib_check.so")))?;
+    }
     Ok(Module::new(m))
 }
 
