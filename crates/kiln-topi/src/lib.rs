@@ -3,7 +3,8 @@
 //!
 //! - [`nn`]: convolutions, dense/matmul, pooling, softmax, normalization.
 //! - [`elemwise`], [`broadcast`], [`reduce`], [`transform`]: injective, reduction and layout ops.
-//! - [`schedule`]: x86 schedules, the generic fallback and the operator strategy table.
+//! - [`schedule`]: x86 schedules and the generic fallback (which operator takes which is
+//!   declared with the operator in `kiln-graph`'s op registry).
 
 pub mod broadcast;
 pub mod elemwise;

@@ -4,7 +4,7 @@
 //! The function's parameters become `te` placeholders; the body is walked in post order and
 //! every operator call becomes its TOPI compute ([`super::compute`]). The *master* op, the one
 //! with the heaviest fusion pattern (out-elementwise-fusable such as conv2d/dense, then
-//! reductions; TVM's rule), picks the schedule: its x86 strategy schedule applied to the
+//! reductions; TVM's rule), picks the schedule: the x86 schedule its definition names applied to the
 //! group's output (those schedules take an injective epilogue), the reduction schedule for a
 //! reduction, else the injective schedule. The function is lowered through
 //! `kiln_codegen::driver::lower` with the placeholders then the output(s) as arguments.
@@ -15,7 +15,7 @@ use crate::op::{self, OpPattern};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_te::{create_schedule, placeholder, Schedule, Tensor};
 use kiln_tir::{CpuDesc, PrimExpr, PrimFunc};
-use kiln_topi::schedule::{inline_injective, strategy};
+use kiln_topi::schedule::inline_injective;
 use std::collections::HashMap;
 
 /// The tensor type of `t`, or an error naming `what`.
@@ -155,6 +155,12 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
     })
 }
 
+/// Whether `target` gets the x86 schedules (LLVM code for an x86 CPU); others get the generic
+/// fallback.
+fn is_x86(target: &str) -> bool {
+    target.starts_with("llvm") && !target.contains("aarch64") && !target.contains("arm")
+}
+
 /// Applies the master op's schedule (see the module docs) for `target` on `cpu`.
 fn schedule(fc: &FusedCompute, target: &str, cpu: &CpuDesc) -> Result<Schedule> {
     let ops: Vec<_> = fc.outputs.iter().map(|t| t.op().clone()).collect();
@@ -167,16 +173,11 @@ fn schedule(fc: &FusedCompute, target: &str, cpu: &CpuDesc) -> Result<Schedule> 
         return Ok(s);
     }
     let out = &fc.outputs[0];
-    let pattern = fc
-        .master
-        .map(|m| op::get(m).map(|d| d.pattern))
-        .transpose()?;
-    let strat = fc
-        .master
-        .and_then(strategy::lookup)
-        .filter(|s| s.name != "nn.batch_norm");
-    match (strat, pattern) {
-        (Some(st), _) => strategy::schedule_for(st, target)(&s, out, cpu)?,
+    let master = fc.master.map(op::get).transpose()?;
+    let pattern = master.map(|d| d.pattern);
+    match (master.and_then(|d| d.schedule), pattern) {
+        (Some(sched), _) if is_x86(target) => sched(&s, out, cpu)?,
+        (Some(_), _) => kiln_topi::schedule::generic::schedule_generic(&s, out, cpu)?,
         (None, Some(OpPattern::CommReduce)) => {
             inline_injective(&s, out, &[])?;
             kiln_topi::reduce::schedule_reduce(&s, out)?;

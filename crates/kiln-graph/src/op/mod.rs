@@ -5,12 +5,15 @@
 //! ([`AttrSpec`]: names, kinds and defaults), its type relation (argument types + attributes
 //! -> result type; error messages name the argument and the mismatch, and
 //! [`InferType`](crate::transform::infer_type) prefixes the op name), its fusion pattern
-//! ([`OpPattern`]) and optionally a reference evaluator that
+//! ([`OpPattern`]), its lowering ([`ComputeFn`]: the TOPI compute the graph build runs, TVM's
+//! `FTVMCompute`), the x86 schedule of the fused function it leads when it is the heaviest op
+//! there ([`ScheduleFn`], TVM's strategy), and optionally a reference evaluator that
 //! [`FoldConstant`](crate::transform::fold_constant) uses.
 //!
 //! One operator (or one family of same-shaped operators, made by a macro) per file under
 //! `nn/`, `tensor/`, `reduce/` and `transform/`; each file has a `defs()` function listed in
-//! [`all_defs`], which builds the registry on first use.
+//! [`all_defs`], which builds the registry on first use. Adding an operator is one file and one
+//! line in its folder's `defs()`.
 
 pub mod eval;
 pub mod nn;
@@ -159,6 +162,14 @@ pub type TypeRel = fn(&RelCtx<'_>) -> Result<Type>;
 /// A reference evaluator: constant arguments and attributes -> value of the result type.
 pub type EvalFn = fn(&[Tensor], Attrs<'_>, &Type) -> Result<Tensor>;
 
+/// A lowering: the op's TOPI compute over its argument tensors (tuple fields flattened, in
+/// order), with its attributes, for code that runs on the given CPU (which may pick between
+/// computes of the op, as TVM's strategies do); one tensor per result.
+pub type ComputeFn =
+    fn(&[kiln_te::Tensor], &Attrs<'_>, &kiln_tir::CpuDesc) -> Result<Vec<kiln_te::Tensor>>;
+
+pub use kiln_topi::schedule::ScheduleFn;
+
 /// Everything the compiler knows about an operator.
 #[derive(Clone)]
 pub struct OpDef {
@@ -176,6 +187,15 @@ pub struct OpDef {
     pub rel: TypeRel,
     /// The reference evaluator, if any.
     pub eval: Option<EvalFn>,
+    /// The lowering (none for ops that a pass rewrites away before the build, see
+    /// `rewritten_by`).
+    pub compute: Option<ComputeFn>,
+    /// The pass that replaces every call of this op before the build, for ops without a
+    /// lowering (`nn.batch_norm` and `nn.dropout`: SimplifyInference).
+    pub rewritten_by: Option<&'static str>,
+    /// The x86 schedule of a fused function whose heaviest op this is (none: the injective or
+    /// reduction schedule its pattern implies).
+    pub schedule: Option<ScheduleFn>,
 }
 
 impl OpDef {
@@ -194,7 +214,29 @@ impl OpDef {
             pattern,
             rel,
             eval: None,
+            compute: None,
+            schedule: None,
+            rewritten_by: None,
         }
+    }
+
+    /// Declares that `pass` replaces every call of this op before the build (so it needs no
+    /// lowering).
+    pub fn rewritten_by(mut self, pass: &'static str) -> Self {
+        self.rewritten_by = Some(pass);
+        self
+    }
+
+    /// Sets the lowering.
+    pub fn compute(mut self, f: ComputeFn) -> Self {
+        self.compute = Some(f);
+        self
+    }
+
+    /// Sets the x86 schedule of fused functions this op leads.
+    pub fn schedule(mut self, f: ScheduleFn) -> Self {
+        self.schedule = Some(f);
+        self
     }
 
     /// Adds attributes.
@@ -357,7 +399,54 @@ pub fn normalize_axis(axis: i64, ndim: usize) -> std::result::Result<usize, Stri
     Ok(if axis < 0 { axis + n } else { axis } as usize)
 }
 
+/// One lowered tensor as a [`ComputeFn`] result.
+pub fn one(t: Result<kiln_te::Tensor>) -> Result<Vec<kiln_te::Tensor>> {
+    t.map(|t| vec![t])
+}
+
+/// Argument `k` of a [`ComputeFn`] call of `op`, or an error naming both.
+pub fn input<'a>(op: &str, inputs: &'a [kiln_te::Tensor], k: usize) -> Result<&'a kiln_te::Tensor> {
+    inputs
+        .get(k)
+        .ok_or_else(|| Error::value_error(format!("{op}: missing argument {k}")))
+}
+
 /// A shorthand: an attribute value from a literal.
 pub fn attr(v: impl Into<AttrValue>) -> AttrValue {
     v.into()
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn every_operator_lowers_or_is_rewritten_before_the_build() {
+        // The ONNX converter emits registered operators only (`call` checks), so this covers
+        // everything it can produce.
+        for name in list() {
+            let def = get(name).unwrap();
+            assert!(
+                def.compute.is_some() || def.rewritten_by.is_some(),
+                "operator `{name}` has a type relation but no lowering"
+            );
+            assert!(
+                def.compute.is_none() || def.rewritten_by.is_none(),
+                "operator `{name}` is lowered and said to be rewritten away"
+            );
+            if def.schedule.is_some() {
+                assert!(
+                    def.pattern >= OpPattern::CommReduce,
+                    "operator `{name}` names a schedule but is {:?}",
+                    def.pattern
+                );
+            }
+        }
+        let passes = ["SimplifyInference"];
+        for name in list() {
+            if let Some(p) = get(name).unwrap().rewritten_by {
+                assert!(passes.contains(&p), "{name}: unknown pass {p}");
+            }
+        }
+    }
 }

@@ -101,12 +101,9 @@ fn alter(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
     }
     // 1x1 convolutions over whole vector rows compute over flattened positions instead.
     let d_ty = orig.args()[0].ty()?;
-    if let kiln_topi::schedule::strategy::OpAttrs::Conv2d(a) =
-        crate::build::compute::strategy_attrs("nn.conv2d", &e.attrs())?
-    {
-        if kiln_topi::nn::conv2d_1x1::applies(d_ty.shape(), w, &a, cpu) {
-            return Ok(None);
-        }
+    let a = crate::op::nn::conv2d::topi_attrs(&e.attrs())?;
+    if kiln_topi::nn::conv2d_1x1::applies(d_ty.shape(), w, &a, cpu) {
+        return Ok(None);
     }
     let opg = w[0] / groups;
     let Some(b) = block(opg, lanes) else {

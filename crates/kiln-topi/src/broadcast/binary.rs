@@ -1,5 +1,5 @@
-//! Binary operators with broadcasting: arithmetic, `power`, `maximum`/`minimum`,
-//! comparisons (bool results) and logical `and`/`or`.
+//! Binary operators with broadcasting: arithmetic, `power`, `maximum`/`minimum`, floor
+//! division and modulo, comparisons (bool results) and logical `and`/`or`/`xor`.
 
 use super::shape::{broadcast_index, broadcast_shape};
 use crate::transform::util::{compute_tagged, constant, tag};
@@ -92,4 +92,16 @@ binary! {
         "`a and b` (bool; numbers are true when non-zero).";
     logical_or, false, |x, y| truthy(x).logical_or(truthy(y)),
         "`a or b` (bool; numbers are true when non-zero).";
+    logical_xor, false, |x, y| truthy(x).not_equal(truthy(y)),
+        "`a xor b` (bool; numbers are true when non-zero).";
+    floor_divide, false, |x, y| {
+        if x.dtype().is_floating() { kiln_tir::op::floor(x / y) } else { kiln_tir::floordiv(x, y) }
+    }, "`a // b`: division rounding toward negative infinity (numpy's `floor_divide`).";
+    floor_mod, false, |x, y| {
+        if x.dtype().is_floating() {
+            x.clone() - kiln_tir::op::floor(x / y.clone()) * y
+        } else {
+            kiln_tir::floormod(x, y)
+        }
+    }, "`a - (a // b) * b`: the remainder with the divisor's sign (numpy's `mod`).";
 }

@@ -1,6 +1,6 @@
 //! Schedules for the operators of [`crate::nn`] (and any injective/reduction op): x86 schedules
-//! ([`x86`]), the generic fallback ([`generic`]) and the operator strategy table
-//! ([`strategy`]).
+//! ([`x86`]) and the generic fallback ([`generic`]); each graph operator names its x86 schedule
+//! in its definition (`kiln_graph::op`).
 //!
 //! Every schedule function has the shape `fn(&Schedule, &Tensor) -> Result<()>`: it takes a
 //! schedule created over the output's operation and the output tensor, finds the stages it
@@ -10,7 +10,6 @@
 //! epilogue's tile.
 
 pub mod generic;
-pub mod strategy;
 pub mod x86;
 
 pub use generic::{schedule_generic, schedule_injective, schedule_reduce};

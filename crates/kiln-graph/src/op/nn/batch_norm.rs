@@ -39,6 +39,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             AttrSpec::new("epsilon", AttrKind::Float, 1e-5),
             AttrSpec::new("center", AttrKind::Bool, true),
             AttrSpec::new("scale", AttrKind::Bool, true),
-        ]),
+        ])
+        .rewritten_by("SimplifyInference"),
     );
 }

@@ -1,11 +1,18 @@
 //! `nn.conv2d(data, weight)`: 2-D convolution, NCHW data, OIHW weight; groups (depthwise when
 //! groups == channels), strides, padding (top, left, bottom, right), dilation.
 
+use super::{attr_padding, attr_pair};
 use super::{check_layout, padding4, pair};
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{input, one};
 use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
 use kiln_topi::nn::conv2d_packed::packed_blocks;
+use kiln_topi::schedule::x86;
 
 /// The conv2d attribute schema (shared with conv2d_transpose's layout attributes).
 pub(crate) fn conv_attrs() -> Vec<AttrSpec> {
@@ -155,6 +162,34 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&[d[0], w[0], oh, ow], dt))
 }
 
+/// The TOPI attributes of a `nn.conv2d` call (also what AlterOpLayout asks TOPI about).
+pub fn topi_attrs(a: &Attrs<'_>) -> Result<nn::Conv2dAttrs> {
+    Ok(nn::Conv2dAttrs {
+        strides: attr_pair(a, "strides")?,
+        padding: attr_padding(a)?,
+        dilation: attr_pair(a, "dilation")?,
+        groups: a.int("groups")?,
+        channels: a.opt_int("channels")?,
+    })
+}
+
+/// The lowering: the packed-kernel compute for an `OIHW{b}o` weight, the flattened-row compute
+/// for 1x1 convolutions it suits on `cpu`, else the direct NCHW compute.
+fn lower(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let a = topi_attrs(a)?;
+    let (data, weight) = (input("nn.conv2d", i, 0)?, input("nn.conv2d", i, 1)?);
+    if weight.ndim() == 5 {
+        return one(nn::conv2d_packed(data, weight, &a));
+    }
+    let ds = nn::const_shape(data, "nn.conv2d")?;
+    let ws = nn::const_shape(weight, "nn.conv2d")?;
+    if nn::conv2d_1x1::applies(&ds, &ws, &a, cpu) {
+        one(nn::conv2d_1x1(data, weight, &a, cpu))
+    } else {
+        one(nn::conv2d(data, weight, &a))
+    }
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -164,6 +199,8 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             OpPattern::OutEWiseFusable,
             rel,
         )
-        .attrs(conv_attrs()),
+        .attrs(conv_attrs())
+        .compute(lower)
+        .schedule(x86::schedule_conv2d_nchw),
     );
 }

@@ -1,10 +1,17 @@
 //! `nn.conv2d_transpose(data, weight)`: transposed 2-D convolution, NCHW data, IOHW weight
 //! (`[in_channels, out_channels / groups, kh, kw]`, TVM's convention).
 
+use super::{attr_padding, attr_pair};
 use super::{check_layout, padding4, pair};
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{input, one};
 use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
+use kiln_topi::schedule::x86;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     check_layout(ctx, "data_layout", "NCHW")?;
@@ -42,6 +49,19 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&[d[0], w[1] * groups, oh, ow], dt))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let attrs = nn::Conv2dTransposeAttrs {
+        strides: attr_pair(a, "strides")?,
+        padding: attr_padding(a)?,
+        output_padding: attr_pair(a, "output_padding")?,
+        dilation: attr_pair(a, "dilation")?,
+        groups: a.int("groups")?,
+    };
+    let x = |k| input("nn.conv2d_transpose", i, k);
+    one(nn::conv2d_transpose(x(0)?, x(1)?, &attrs))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -59,6 +79,8 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             AttrSpec::new("groups", AttrKind::Int, 1),
             AttrSpec::new("data_layout", AttrKind::Str, "NCHW"),
             AttrSpec::new("kernel_layout", AttrKind::Str, "IOHW"),
-        ]),
+        ])
+        .compute(lower)
+        .schedule(x86::schedule_conv2d_nchw),
     );
 }

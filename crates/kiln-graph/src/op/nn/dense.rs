@@ -1,9 +1,15 @@
 //! `nn.dense(data, weight)`: `data [..., K] x weight [N, K]^T -> [..., N]`; the weight may be
 //! packed `[ceil(N/b), K, b]` (AlterOpLayout), `units` then giving `N`.
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{input, one};
 use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
+use kiln_topi::schedule::x86;
 
 /// The weight's `[N, K]`, whether plain or packed `[ceil(N/b), K, b]` (`N` = `units`).
 fn weight_nk(ctx: &RelCtx<'_>) -> Result<[i64; 2]> {
@@ -52,6 +58,21 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&s, dt))
 }
 
+/// The lowering: the packed-weight compute for an `NK{b}n` weight, else the plain one.
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let (data, weight) = (input("nn.dense", i, 0)?, input("nn.dense", i, 1)?);
+    if weight.ndim() == 3 {
+        one(nn::dense_packed(
+            data,
+            weight,
+            a.opt_int("units")?,
+            i.get(2),
+        ))
+    } else {
+        one(nn::dense(data, weight, i.get(2)))
+    }
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -61,6 +82,8 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             OpPattern::OutEWiseFusable,
             rel,
         )
-        .attrs(vec![AttrSpec::optional("units", AttrKind::Int)]),
+        .attrs(vec![AttrSpec::optional("units", AttrKind::Int)])
+        .compute(lower)
+        .schedule(x86::schedule_dense),
     );
 }

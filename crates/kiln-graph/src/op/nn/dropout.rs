@@ -17,10 +17,8 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
-        OpDef::new("nn.dropout", &["data"], OpPattern::Opaque, rel).attrs(vec![AttrSpec::new(
-            "rate",
-            AttrKind::Float,
-            0.5,
-        )]),
+        OpDef::new("nn.dropout", &["data"], OpPattern::Opaque, rel)
+            .attrs(vec![AttrSpec::new("rate", AttrKind::Float, 0.5)])
+            .rewritten_by("SimplifyInference"),
     );
 }

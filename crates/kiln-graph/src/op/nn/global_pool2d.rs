@@ -1,9 +1,14 @@
 //! `nn.global_avg_pool2d(data)` and `nn.global_max_pool2d(data)`: NCHW -> `[N, C, 1, 1]`.
 
 use super::check_layout;
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
-use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one, AttrKind, AttrSpec, ComputeFn, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
+use kiln_topi::schedule::x86;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     check_layout(ctx, "layout", "NCHW")?;
@@ -11,12 +16,28 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&[d[0], d[1], 1, 1], dt))
 }
 
+/// The lowering of `nn.global_avg_pool2d` (TOPI compute).
+fn lower_avg(i: &[TeTensor], _: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(nn::global_avg_pool2d(input("nn.global_avg_pool2d", i, 0)?))
+}
+
+/// The lowering of `nn.global_max_pool2d` (TOPI compute).
+fn lower_max(i: &[TeTensor], _: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(nn::global_max_pool2d(input("nn.global_max_pool2d", i, 0)?))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
-    for name in ["nn.global_avg_pool2d", "nn.global_max_pool2d"] {
+    let ops: [(&'static str, ComputeFn); 2] = [
+        ("nn.global_avg_pool2d", lower_avg),
+        ("nn.global_max_pool2d", lower_max),
+    ];
+    for (name, lower) in ops {
         v.push(
             OpDef::new(name, &["data"], OpPattern::OutEWiseFusable, rel)
-                .attrs(vec![AttrSpec::new("layout", AttrKind::Str, "NCHW")]),
+                .attrs(vec![AttrSpec::new("layout", AttrKind::Str, "NCHW")])
+                .compute(lower)
+                .schedule(x86::schedule_pool),
         );
     }
 }

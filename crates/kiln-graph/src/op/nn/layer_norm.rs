@@ -1,9 +1,15 @@
 //! `nn.layer_norm(data, gamma, beta)`: normalization over `axis` (default -1) with epsilon;
 //! gamma and beta are 1-D of the axis extent.
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{input, one};
 use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
+use kiln_topi::schedule::x86;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, _) = ctx.tensor(0)?;
@@ -26,6 +32,20 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(ctx.args[0].clone())
 }
 
+/// The lowering (TOPI compute; gamma and beta optional).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let attrs = nn::LayerNormAttrs {
+        axes: vec![a.int("axis")?],
+        epsilon: a.float("epsilon")?,
+    };
+    one(nn::layer_norm(
+        input("nn.layer_norm", i, 0)?,
+        i.get(1),
+        i.get(2),
+        &attrs,
+    ))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -40,6 +60,8 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             AttrSpec::new("epsilon", AttrKind::Float, 1e-5),
             AttrSpec::new("center", AttrKind::Bool, true),
             AttrSpec::new("scale", AttrKind::Bool, true),
-        ]),
+        ])
+        .compute(lower)
+        .schedule(x86::schedule_layer_norm),
     );
 }

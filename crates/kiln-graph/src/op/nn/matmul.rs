@@ -1,9 +1,15 @@
 //! `nn.matmul(a, b)`: numpy-style matrix product (`[..., M, K] x [..., K, N]`, batch dimensions
 //! broadcast; `transpose_a` / `transpose_b` swap the last two axes first).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{broadcast_shapes, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
+use kiln_topi::schedule::x86;
 
 /// Shared with batch_matmul: `(batch, m, k)` / `(batch, k, n)` shapes, broadcast batch.
 pub(crate) fn matmul_shape(ctx: &RelCtx<'_>, ta: bool, tb: bool) -> Result<Type> {
@@ -51,12 +57,29 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     )
 }
 
+/// The TOPI attributes of a `nn.matmul` / `nn.batch_matmul` call.
+pub(crate) fn topi_attrs(a: &Attrs<'_>) -> Result<nn::MatmulAttrs> {
+    Ok(nn::MatmulAttrs {
+        transpose_a: a.bool("transpose_a")?,
+        transpose_b: a.bool("transpose_b")?,
+    })
+}
+
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let x = |k| input("nn.matmul", i, k);
+    one(nn::matmul(x(0)?, x(1)?, &topi_attrs(a)?))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
-        OpDef::new("nn.matmul", &["a", "b"], OpPattern::OutEWiseFusable, rel).attrs(vec![
-            AttrSpec::new("transpose_a", AttrKind::Bool, false),
-            AttrSpec::new("transpose_b", AttrKind::Bool, false),
-        ]),
+        OpDef::new("nn.matmul", &["a", "b"], OpPattern::OutEWiseFusable, rel)
+            .attrs(vec![
+                AttrSpec::new("transpose_a", AttrKind::Bool, false),
+                AttrSpec::new("transpose_b", AttrKind::Bool, false),
+            ])
+            .compute(lower)
+            .schedule(x86::schedule_dense),
     );
 }

@@ -14,7 +14,9 @@ pub mod pool2d;
 pub mod softmax;
 
 use super::{OpDef, RelCtx};
-use kiln_ffi::Result;
+use crate::ir::attrs::Attrs;
+use kiln_ffi::{Error, Result};
+use kiln_topi::nn::Padding2d;
 
 /// The definitions of this family.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
@@ -76,4 +78,29 @@ pub(crate) fn check_layout(ctx: &RelCtx<'_>, name: &str, want: &str) -> Result<(
         return Err(ctx.err(format!("attribute `{name}` = \"{got}\" is not supported (only \"{want}\"; AlterOpLayout will add others)")));
     }
     Ok(())
+}
+
+/// A 2-D attribute of a call as TOPI takes it: `(h, w)` from 1 or 2 values.
+pub(crate) fn attr_pair(a: &Attrs<'_>, name: &str) -> Result<(i64, i64)> {
+    let v = a.ints(name)?;
+    match v.as_slice() {
+        [x] => Ok((*x, *x)),
+        [h, w] => Ok((*h, *w)),
+        _ => Err(Error::value_error(format!(
+            "`{name}` needs 1 or 2 values, got {v:?}"
+        ))),
+    }
+}
+
+/// The `padding` attribute of a call as TOPI takes it (1, 2 or 4 values, TVM's rule).
+pub(crate) fn attr_padding(a: &Attrs<'_>) -> Result<Padding2d> {
+    let v = a.ints("padding")?;
+    match v.as_slice() {
+        [p] => Ok(Padding2d::same(*p)),
+        [h, w] => Ok(Padding2d::from_array([*h, *w, *h, *w])),
+        [t, l, b, r] => Ok(Padding2d::from_array([*t, *l, *b, *r])),
+        _ => Err(Error::value_error(format!(
+            "`padding` needs 1, 2 or 4 values, got {v:?}"
+        ))),
+    }
 }

@@ -1,10 +1,17 @@
 //! `nn.max_pool2d(data)` and `nn.avg_pool2d(data)`: windowed pooling over NCHW (pool_size,
 //! strides, padding, dilation, ceil_mode; avg: count_include_pad).
 
+use super::{attr_padding, attr_pair};
 use super::{check_layout, padding4, pair};
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{input, one};
 use crate::op::{AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
+use kiln_topi::schedule::x86;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     check_layout(ctx, "layout", "NCHW")?;
@@ -53,12 +60,46 @@ fn attrs(avg: bool) -> Vec<AttrSpec> {
     v
 }
 
+/// The TOPI attributes of a pooling call (`count_include_pad` for average pooling only).
+fn topi_attrs(a: &Attrs<'_>, avg: bool) -> Result<nn::Pool2dAttrs> {
+    Ok(nn::Pool2dAttrs {
+        pool_size: attr_pair(a, "pool_size")?,
+        strides: attr_pair(a, "strides")?,
+        dilation: attr_pair(a, "dilation")?,
+        padding: attr_padding(a)?,
+        ceil_mode: a.bool("ceil_mode")?,
+        count_include_pad: avg && a.bool("count_include_pad")?,
+    })
+}
+
+/// The lowering of `nn.max_pool2d` (TOPI compute).
+fn lower_max(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(nn::max_pool2d(
+        input("nn.max_pool2d", i, 0)?,
+        &topi_attrs(a, false)?,
+    ))
+}
+
+/// The lowering of `nn.avg_pool2d` (TOPI compute).
+fn lower_avg(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(nn::avg_pool2d(
+        input("nn.avg_pool2d", i, 0)?,
+        &topi_attrs(a, true)?,
+    ))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
-        OpDef::new("nn.max_pool2d", &["data"], OpPattern::OutEWiseFusable, rel).attrs(attrs(false)),
+        OpDef::new("nn.max_pool2d", &["data"], OpPattern::OutEWiseFusable, rel)
+            .attrs(attrs(false))
+            .compute(lower_max)
+            .schedule(x86::schedule_pool),
     );
     v.push(
-        OpDef::new("nn.avg_pool2d", &["data"], OpPattern::OutEWiseFusable, rel).attrs(attrs(true)),
+        OpDef::new("nn.avg_pool2d", &["data"], OpPattern::OutEWiseFusable, rel)
+            .attrs(attrs(true))
+            .compute(lower_avg)
+            .schedule(x86::schedule_pool),
     );
 }

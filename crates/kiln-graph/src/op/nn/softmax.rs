@@ -1,9 +1,16 @@
 //! `nn.softmax(data, axis=-1)` and `nn.log_softmax(data, axis=-1)` (opaque for fusion, as in
 //! TVM: their schedules are hand-written).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
-use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{
+    input, normalize_axis, one, AttrKind, AttrSpec, ComputeFn, OpDef, OpPattern, RelCtx,
+};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::nn;
+use kiln_topi::schedule::x86;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, _) = ctx.tensor(0)?;
@@ -11,15 +18,31 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(ctx.args[0].clone())
 }
 
+/// The lowering of `nn.softmax` (TOPI compute).
+fn lower_softmax(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(nn::softmax(input("nn.softmax", i, 0)?, a.int("axis")?))
+}
+
+/// The lowering of `nn.log_softmax` (TOPI compute).
+fn lower_log_softmax(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(nn::log_softmax(
+        input("nn.log_softmax", i, 0)?,
+        a.int("axis")?,
+    ))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
-    for name in ["nn.softmax", "nn.log_softmax"] {
+    let ops: [(&'static str, ComputeFn); 2] = [
+        ("nn.softmax", lower_softmax),
+        ("nn.log_softmax", lower_log_softmax),
+    ];
+    for (name, lower) in ops {
         v.push(
-            OpDef::new(name, &["data"], OpPattern::Opaque, rel).attrs(vec![AttrSpec::new(
-                "axis",
-                AttrKind::Int,
-                -1,
-            )]),
+            OpDef::new(name, &["data"], OpPattern::Opaque, rel)
+                .attrs(vec![AttrSpec::new("axis", AttrKind::Int, -1)])
+                .compute(lower)
+                .schedule(x86::schedule_softmax),
         );
     }
 }

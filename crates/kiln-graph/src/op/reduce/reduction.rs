@@ -2,10 +2,13 @@
 //! exclude=False)`: one relation for the family. `axis` unset reduces every axis; `exclude`
 //! reduces the axes *not* listed. argmax / argmin return `int32` indices.
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
-use crate::op::{eval, normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{eval, input, normalize_axis, one, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::{DataType, Result};
 use kiln_runtime::tensor::Tensor;
+use kiln_te::Tensor as TeTensor;
+use kiln_topi::reduce;
 
 /// The reduced axes (sorted, unique) of a reduction call on a tensor of rank `ndim`.
 pub fn reduced_axes(
@@ -91,22 +94,60 @@ fn attrs() -> Vec<AttrSpec> {
     ]
 }
 
+/// A TOPI reduction over the call's reduced axes.
+type TopiReduce = fn(&TeTensor, Option<&[i64]>, bool) -> Result<TeTensor>;
+
+/// The lowering of the reduction `op` by `f`.
+fn lower_with(op: &str, i: &[TeTensor], a: &Attrs<'_>, f: TopiReduce) -> Result<Vec<TeTensor>> {
+    let x = input(op, i, 0)?;
+    let axes: Vec<i64> = reduced_axes(*a, x.ndim())
+        .map_err(kiln_ffi::Error::value_error)?
+        .into_iter()
+        .map(|d| d as i64)
+        .collect();
+    one(f(x, Some(&axes), a.bool("keepdims")?))
+}
+
+/// The lowering of `argmax` / `argmin` (`max`: which) over the first listed axis.
+fn lower_arg(op: &str, i: &[TeTensor], a: &Attrs<'_>, max: bool) -> Result<Vec<TeTensor>> {
+    let x = input(op, i, 0)?;
+    let axis = a.opt_ints("axis")?.and_then(|v| v.first().copied());
+    let keep = a.bool("keepdims")?;
+    if max {
+        one(reduce::argmax(x, axis, keep))
+    } else {
+        one(reduce::argmin(x, axis, keep))
+    }
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     let mk = |name, rel| OpDef::new(name, &["data"], OpPattern::CommReduce, rel).attrs(attrs());
-    v.push(mk("sum", rel).eval(|a, at, ty| reduce_eval(a, at, ty, 0.0, |x, y| x + y, |x, _| x)));
+    v.push(
+        mk("sum", rel)
+            .eval(|a, at, ty| reduce_eval(a, at, ty, 0.0, |x, y| x + y, |x, _| x))
+            .compute(|i, a, _| lower_with("sum", i, a, reduce::sum)),
+    );
     v.push(
         mk("mean", rel)
-            .eval(|a, at, ty| reduce_eval(a, at, ty, 0.0, |x, y| x + y, |x, c| x / c as f64)),
+            .eval(|a, at, ty| reduce_eval(a, at, ty, 0.0, |x, y| x + y, |x, c| x / c as f64))
+            .compute(|i, a, _| lower_with("mean", i, a, reduce::mean)),
     );
     v.push(
         mk("max", rel)
-            .eval(|a, at, ty| reduce_eval(a, at, ty, f64::NEG_INFINITY, f64::max, |x, _| x)),
+            .eval(|a, at, ty| reduce_eval(a, at, ty, f64::NEG_INFINITY, f64::max, |x, _| x))
+            .compute(|i, a, _| lower_with("max", i, a, reduce::max)),
     );
     v.push(
-        mk("min", rel).eval(|a, at, ty| reduce_eval(a, at, ty, f64::INFINITY, f64::min, |x, _| x)),
+        mk("min", rel)
+            .eval(|a, at, ty| reduce_eval(a, at, ty, f64::INFINITY, f64::min, |x, _| x))
+            .compute(|i, a, _| lower_with("min", i, a, reduce::min)),
     );
-    v.push(mk("prod", rel).eval(|a, at, ty| reduce_eval(a, at, ty, 1.0, |x, y| x * y, |x, _| x)));
-    v.push(mk("argmax", arg_rel));
-    v.push(mk("argmin", arg_rel));
+    v.push(
+        mk("prod", rel)
+            .eval(|a, at, ty| reduce_eval(a, at, ty, 1.0, |x, y| x * y, |x, _| x))
+            .compute(|i, a, _| lower_with("prod", i, a, reduce::prod)),
+    );
+    v.push(mk("argmax", arg_rel).compute(|i, a, _| lower_arg("argmax", i, a, true)));
+    v.push(mk("argmin", arg_rel).compute(|i, a, _| lower_arg("argmin", i, a, false)));
 }

@@ -4,9 +4,10 @@
 //! hard_swish, silu. Each has a reference evaluator.
 
 use crate::ir::Type;
-use crate::op::{eval, OpDef, OpPattern, RelCtx};
+use crate::op::{eval, input, one, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
 use kiln_tir::DataTypeExt;
+use kiln_topi::elemwise as ew;
 
 fn same_type(ctx: &RelCtx<'_>) -> Result<Type> {
     ctx.tensor(0)?;
@@ -41,38 +42,47 @@ fn sigmoid(x: f64) -> f64 {
 }
 
 macro_rules! unary_ops {
-    ($($name:literal => $f:expr),* $(,)?) => {
+    ($($name:literal => $f:expr, $topi:path),* $(,)?) => {
         /// The definitions of this family.
         pub(crate) fn defs(v: &mut Vec<OpDef>) {
             $(
-                v.push(OpDef::new($name, &["data"], OpPattern::ElemWise, same_type).eval(
-                    |a, _, ty| eval::unary(a, ty, $f),
-                ));
+                v.push(
+                    OpDef::new($name, &["data"], OpPattern::ElemWise, same_type)
+                        .eval(|a, _, ty| eval::unary(a, ty, $f))
+                        .compute(|i, _, _| one($topi(input($name, i, 0)?))),
+                );
             )*
-            v.push(OpDef::new("logical_not", &["data"], OpPattern::ElemWise, bool_rel).eval(
-                |a, _, ty| eval::unary(a, ty, |x| if x != 0.0 { 0.0 } else { 1.0 }),
-            ));
+            v.push(
+                OpDef::new("logical_not", &["data"], OpPattern::ElemWise, bool_rel)
+                    .eval(|a, _, ty| eval::unary(a, ty, |x| if x != 0.0 { 0.0 } else { 1.0 }))
+                    .compute(|i, _, _| one(ew::logical_not(input("logical_not", i, 0)?))),
+            );
         }
     };
 }
 
 unary_ops! {
-    "exp" => f64::exp,
-    "log" => f64::ln,
-    "sqrt" => f64::sqrt,
-    "rsqrt" => |x: f64| 1.0 / x.sqrt(),
-    "abs" => f64::abs,
-    "negative" => |x: f64| -x,
-    "floor" => f64::floor,
-    "ceil" => f64::ceil,
-    "round" => f64::round_ties_even,
-    "reciprocal" => |x: f64| 1.0 / x,
-    "sigmoid" => sigmoid,
-    "tanh" => f64::tanh,
-    "erf" => erf,
-    "nn.relu" => |x: f64| x.max(0.0),
-    "nn.gelu" => |x: f64| 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
-    "hard_sigmoid" => |x: f64| (x / 6.0 + 0.5).clamp(0.0, 1.0),
-    "hard_swish" => |x: f64| x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
-    "silu" => |x: f64| x * sigmoid(x),
+    "exp" => f64::exp, ew::exp,
+    "log" => f64::ln, ew::log,
+    "sqrt" => f64::sqrt, ew::sqrt,
+    "rsqrt" => |x: f64| 1.0 / x.sqrt(), ew::rsqrt,
+    "abs" => f64::abs, ew::abs,
+    "negative" => |x: f64| -x, ew::neg,
+    "floor" => f64::floor, ew::floor,
+    "ceil" => f64::ceil, ew::ceil,
+    "round" => f64::round_ties_even, ew::round,
+    "reciprocal" => |x: f64| 1.0 / x, ew::reciprocal,
+    "sigmoid" => sigmoid, ew::sigmoid,
+    "tanh" => f64::tanh, ew::tanh,
+    "erf" => erf, ew::erf,
+    "nn.relu" => |x: f64| x.max(0.0), ew::relu,
+    "nn.gelu" => |x: f64| 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)), ew::gelu,
+    "hard_sigmoid" => |x: f64| (x / 6.0 + 0.5).clamp(0.0, 1.0), hard_sigmoid,
+    "hard_swish" => |x: f64| x * (x / 6.0 + 0.5).clamp(0.0, 1.0), ew::hard_swish,
+    "silu" => |x: f64| x * sigmoid(x), ew::silu,
+}
+
+/// `hard_sigmoid` with its fixed ONNX-style slope 1/6 and offset 1/2 (the graph op's).
+fn hard_sigmoid(x: &kiln_te::Tensor) -> Result<kiln_te::Tensor> {
+    ew::hard_sigmoid(x, 1.0 / 6.0, 0.5)
 }

@@ -1,8 +1,12 @@
 //! `where(condition, x, y)`: elementwise select with broadcasting over all three.
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{broadcast_shapes, eval, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
 use kiln_tir::DataTypeExt;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
@@ -18,10 +22,18 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&s, d))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let _ = a;
+    let x = |k| input("where", i, k);
+    one(kiln_topi::broadcast::where_(x(0)?, x(1)?, x(2)?))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
         OpDef::new("where", &["condition", "x", "y"], OpPattern::Broadcast, rel)
-            .eval(|a, _, ty| eval::broadcast(a, ty, |v| if v[0] != 0.0 { v[1] } else { v[2] })),
+            .eval(|a, _, ty| eval::broadcast(a, ty, |v| if v[0] != 0.0 { v[1] } else { v[2] }))
+            .compute(lower),
     );
 }

@@ -1,8 +1,12 @@
 //! `broadcast_to(data, shape)`: numpy broadcasting to a given shape (ONNX Expand).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{broadcast_shapes, eval, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, d) = ctx.tensor(0)?;
@@ -14,6 +18,14 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&out, d))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(kiln_topi::broadcast::broadcast_to(
+        input("broadcast_to", i, 0)?,
+        &a.ints("shape")?,
+    ))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -23,6 +35,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 AttrKind::Ints,
                 Vec::<i64>::new(),
             )])
-            .eval(|a, _, ty| eval::broadcast(a, ty, |x| x[0])),
+            .eval(|a, _, ty| eval::broadcast(a, ty, |x| x[0]))
+            .compute(lower),
     );
 }

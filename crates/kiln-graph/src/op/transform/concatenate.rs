@@ -1,9 +1,14 @@
 //! `concatenate(x0, x1, ..., axis=0)`: joins tensors along `axis` (variadic arguments rather
 //! than Relay's tuple argument, which keeps fusion simple).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::one;
 use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::transform as tf;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s0, d0) = ctx.tensor(0)?;
@@ -28,11 +33,17 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&out, d0))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(tf::concatenate(i, a.int("axis")?))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
         OpDef::new("concatenate", &["data"], OpPattern::Injective, rel)
             .variadic()
-            .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 0)]),
+            .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 0)])
+            .compute(lower),
     );
 }

@@ -1,9 +1,14 @@
 //! `nn.batch_flatten(data)`: `[N, ...] -> [N, prod(...)]`; `flatten(data, axis=1)` (ONNX):
 //! `[prod(dims[..axis]), prod(dims[axis..])]`.
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{eval, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::transform as tf;
 
 fn batch_rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, d) = ctx.tensor(0)?;
@@ -30,6 +35,17 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&[a.iter().product(), b.iter().product()], d))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(tf::flatten(input("flatten", i, 0)?, a.int("axis")?))
+}
+
+/// The lowering (TOPI compute).
+fn lower_batch(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let _ = a;
+    one(tf::flatten(input("nn.batch_flatten", i, 0)?, 1))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -39,11 +55,13 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             OpPattern::Injective,
             batch_rel,
         )
-        .eval(|a, _, ty| eval::same_data(a, ty)),
+        .eval(|a, _, ty| eval::same_data(a, ty))
+        .compute(lower_batch),
     );
     v.push(
         OpDef::new("flatten", &["data"], OpPattern::Injective, rel)
             .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 1)])
-            .eval(|a, _, ty| eval::same_data(a, ty)),
+            .eval(|a, _, ty| eval::same_data(a, ty))
+            .compute(lower),
     );
 }

@@ -2,9 +2,14 @@
 //! op of that name), e.g. convolution weights `OIHW` -> `OIHW16o`. `AlterOpLayout` inserts it on
 //! weights, and `FoldConstant` evaluates it at compile time.
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{eval, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::transform as tf;
 use kiln_topi::transform::layout::{in_padding, layout_transform_shape, map_index, Layout};
 
 fn layouts(attrs: crate::ir::Attrs<'_>) -> Result<(Layout, Layout)> {
@@ -19,6 +24,15 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (src, dst) = layouts(ctx.attrs).map_err(|e| ctx.err(e.message()))?;
     let shape = layout_transform_shape(s, &src, &dst).map_err(|e| ctx.err(e.message()))?;
     Ok(Type::tensor(&shape, d))
+}
+
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(tf::layout_transform(
+        input("layout_transform", i, 0)?,
+        &a.str("src_layout")?,
+        &a.str("dst_layout")?,
+    ))
 }
 
 /// The definitions of this file.
@@ -55,7 +69,8 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                     out.push(vals[flat as usize]);
                 });
                 eval::make(&out, ty)
-            }),
+            })
+            .compute(lower),
     );
 }
 

@@ -1,9 +1,14 @@
 //! `reshape(data, newshape)`: `0` copies the input extent at that position, one `-1` is
 //! inferred (ONNX / TVM rules).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{eval, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::transform as tf;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, d) = ctx.tensor(0)?;
@@ -38,6 +43,11 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&out, d))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(tf::reshape(input("reshape", i, 0)?, &a.ints("newshape")?))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -47,6 +57,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 AttrKind::Ints,
                 Vec::<i64>::new(),
             )])
-            .eval(|a, _, ty| eval::same_data(a, ty)),
+            .eval(|a, _, ty| eval::same_data(a, ty))
+            .compute(lower),
     );
 }

@@ -1,9 +1,14 @@
 //! `split(data, sections | indices, axis=0)`: a tuple of pieces along `axis`, either
 //! `sections` equal parts or cut at `indices` (exactly one of them set).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::input;
 use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::transform as tf;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, d) = ctx.tensor(0)?;
@@ -46,13 +51,29 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tuple(fields))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let spec = match (a.opt_int("sections")?, a.opt_ints("indices")?) {
+        (Some(n), _) => tf::SplitSpec::Sections(n as usize),
+        (None, Some(ix)) => tf::SplitSpec::Indices(ix),
+        (None, None) => {
+            return Err(kiln_ffi::Error::value_error(
+                "split: needs `sections` or `indices`",
+            ))
+        }
+    };
+    tf::split(input("split", i, 0)?, &spec, a.int("axis")?)
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
-        OpDef::new("split", &["data"], OpPattern::Injective, rel).attrs(vec![
-            AttrSpec::optional("sections", AttrKind::Int),
-            AttrSpec::optional("indices", AttrKind::Ints),
-            AttrSpec::new("axis", AttrKind::Int, 0),
-        ]),
+        OpDef::new("split", &["data"], OpPattern::Injective, rel)
+            .attrs(vec![
+                AttrSpec::optional("sections", AttrKind::Int),
+                AttrSpec::optional("indices", AttrKind::Ints),
+                AttrSpec::new("axis", AttrKind::Int, 0),
+            ])
+            .compute(lower),
     );
 }

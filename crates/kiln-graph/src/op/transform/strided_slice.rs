@@ -1,9 +1,14 @@
 //! `strided_slice(data, begin, end, strides=None, axes=None)`: numpy slicing with steps
 //! (negative steps walk backwards; bounds clamp as in numpy / ONNX Slice).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{input, one};
 use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::transform as tf;
 
 /// The extent of `begin:end:step` over an axis of extent `n` (numpy's rule).
 pub fn slice_extent(n: i64, begin: i64, end: i64, step: i64) -> i64 {
@@ -64,14 +69,27 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&out, d))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(tf::strided_slice(
+        input("strided_slice", i, 0)?,
+        &a.ints("begin")?,
+        &a.ints("end")?,
+        a.opt_ints("strides")?.as_deref(),
+        a.opt_ints("axes")?.as_deref(),
+    ))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
-        OpDef::new("strided_slice", &["data"], OpPattern::Injective, rel).attrs(vec![
-            AttrSpec::new("begin", AttrKind::Ints, Vec::<i64>::new()),
-            AttrSpec::new("end", AttrKind::Ints, Vec::<i64>::new()),
-            AttrSpec::optional("strides", AttrKind::Ints),
-            AttrSpec::optional("axes", AttrKind::Ints),
-        ]),
+        OpDef::new("strided_slice", &["data"], OpPattern::Injective, rel)
+            .attrs(vec![
+                AttrSpec::new("begin", AttrKind::Ints, Vec::<i64>::new()),
+                AttrSpec::new("end", AttrKind::Ints, Vec::<i64>::new()),
+                AttrSpec::optional("strides", AttrKind::Ints),
+                AttrSpec::optional("axes", AttrKind::Ints),
+            ])
+            .compute(lower),
     );
 }

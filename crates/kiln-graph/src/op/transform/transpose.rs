@@ -1,8 +1,13 @@
 //! `transpose(data, axes=None)`: permutes axes (reverses them when unset).
 
+use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{eval, normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use crate::op::{input, one};
 use kiln_ffi::Result;
+use kiln_te::Tensor as TeTensor;
+use kiln_tir::CpuDesc;
+use kiln_topi::transform as tf;
 
 /// The permutation of a transpose call on a tensor of rank `ndim`.
 pub fn perm(attrs: crate::ir::Attrs<'_>, ndim: usize) -> std::result::Result<Vec<usize>, String> {
@@ -30,6 +35,14 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     ))
 }
 
+/// The lowering (TOPI compute).
+fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+    one(tf::transpose(
+        input("transpose", i, 0)?,
+        a.opt_ints("axes")?.as_deref(),
+    ))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -50,6 +63,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                     out.push(vals[src as usize]);
                 });
                 eval::make(&out, ty)
-            }),
+            })
+            .compute(lower),
     );
 }
