@@ -71,3 +71,17 @@ pub fn broadcast(args: &[Tensor], ty: &Type, f: impl Fn(&[f64]) -> f64) -> Resul
 pub fn same_data(args: &[Tensor], ty: &Type) -> Result<Tensor> {
     make(&values(&args[0])?, ty)
 }
+
+/// Row-major strides of `shape`.
+pub fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// The flat position of multi-index `idx` under row-major `strides`.
+pub fn flat(idx: &[i64], strides: &[i64]) -> usize {
+    idx.iter().zip(strides).map(|(i, s)| i * s).sum::<i64>() as usize
+}

@@ -4,8 +4,9 @@
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::one;
-use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
-use kiln_ffi::Result;
+use crate::op::{eval, normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::{Error, Result};
+use kiln_runtime::tensor::Tensor;
 use kiln_te::Tensor as TeTensor;
 use kiln_tir::CpuDesc;
 use kiln_topi::transform as tf;
@@ -38,12 +39,33 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
     one(tf::concatenate(i, a.int("axis")?))
 }
 
+/// The reference evaluator: the arguments' values placed one after another along `axis`.
+fn evaluate(args: &[Tensor], a: Attrs<'_>, ty: &Type) -> Result<Tensor> {
+    let out_shape = ty.shape().to_vec();
+    let axis = normalize_axis(a.int("axis")?, out_shape.len()).map_err(Error::value_error)?;
+    let ost = eval::strides(&out_shape);
+    let mut out = vec![0.0; out_shape.iter().product::<i64>() as usize];
+    let mut off = 0i64;
+    for t in args {
+        let v = eval::values(t)?;
+        let st = eval::strides(t.shape());
+        eval::for_each_index(t.shape(), |idx| {
+            let mut o = idx.to_vec();
+            o[axis] += off;
+            out[eval::flat(&o, &ost)] = v[eval::flat(idx, &st)];
+        });
+        off += t.shape()[axis];
+    }
+    eval::make(&out, ty)
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
         OpDef::new("concatenate", &["data"], OpPattern::Injective, rel)
             .variadic()
             .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 0)])
-            .compute(lower),
+            .compute(lower)
+            .eval(evaluate),
     );
 }

@@ -3,9 +3,10 @@
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{eval, normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use crate::op::{input, one};
-use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
-use kiln_ffi::Result;
+use kiln_ffi::{Error, Result};
+use kiln_runtime::tensor::Tensor;
 use kiln_te::Tensor as TeTensor;
 use kiln_tir::CpuDesc;
 use kiln_topi::transform as tf;
@@ -80,6 +81,45 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
     ))
 }
 
+/// The reference evaluator: the elements `begin + k * stride` along each listed axis.
+fn evaluate(args: &[Tensor], a: Attrs<'_>, ty: &Type) -> Result<Tensor> {
+    let d = &args[0];
+    let rank = d.ndim();
+    let begin = a.ints("begin")?;
+    let axes: Vec<usize> = match a.opt_ints("axes")? {
+        Some(v) => v
+            .iter()
+            .map(|&x| normalize_axis(x, rank))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(Error::value_error)?,
+        None => (0..begin.len()).collect(),
+    };
+    let steps = a
+        .opt_ints("strides")?
+        .unwrap_or_else(|| vec![1; axes.len()]);
+    let mut b = vec![0i64; rank];
+    let mut s = vec![1i64; rank];
+    for (k, &ax) in axes.iter().enumerate() {
+        let n = d.shape()[ax];
+        let x = if begin[k] < 0 { begin[k] + n } else { begin[k] };
+        let step = steps.get(k).copied().unwrap_or(1);
+        b[ax] = if step > 0 {
+            x.clamp(0, n)
+        } else {
+            x.clamp(-1, n - 1)
+        };
+        s[ax] = step;
+    }
+    let vals = eval::values(d)?;
+    let st = eval::strides(d.shape());
+    let mut out = Vec::new();
+    eval::for_each_index(ty.shape(), |o| {
+        let src: Vec<i64> = (0..rank).map(|i| b[i] + o[i] * s[i]).collect();
+        out.push(vals[eval::flat(&src, &st)]);
+    });
+    eval::make(&out, ty)
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -90,6 +130,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 AttrSpec::optional("strides", AttrKind::Ints),
                 AttrSpec::optional("axes", AttrKind::Ints),
             ])
-            .compute(lower),
+            .compute(lower)
+            .eval(evaluate),
     );
 }

@@ -3,9 +3,10 @@
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
+use crate::op::{eval, normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use crate::op::{input, one};
-use crate::op::{normalize_axis, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
-use kiln_ffi::Result;
+use kiln_ffi::{Error, Result};
+use kiln_runtime::tensor::Tensor;
 use kiln_te::Tensor as TeTensor;
 use kiln_tir::CpuDesc;
 use kiln_tir::DataTypeExt;
@@ -46,6 +47,30 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
     one(tf::take(input("take", i, 0)?, input("take", i, 1)?, axis))
 }
 
+/// The reference evaluator: `data` indexed along `axis` by `indices` (clipped, negative
+/// indices counting from the end).
+fn evaluate(args: &[Tensor], a: Attrs<'_>, ty: &Type) -> Result<Tensor> {
+    let (d, ix) = (&args[0], eval::values(&args[1])?);
+    let axis = a
+        .opt_int("axis")?
+        .ok_or_else(|| Error::value_error("take: only an explicit `axis` is evaluated"))?;
+    let axis = normalize_axis(axis, d.ndim()).map_err(Error::value_error)?;
+    let vals = eval::values(d)?;
+    let n = d.shape()[axis];
+    let (st, ist) = (eval::strides(d.shape()), eval::strides(args[1].shape()));
+    let ir = args[1].ndim();
+    let mut out = Vec::new();
+    eval::for_each_index(ty.shape(), |o| {
+        let i = ix[eval::flat(&o[axis..axis + ir], &ist)] as i64;
+        let i = if i < 0 { i + n } else { i }.clamp(0, n - 1);
+        let mut src = o[..axis].to_vec();
+        src.push(i);
+        src.extend_from_slice(&o[axis + ir..]);
+        out.push(vals[eval::flat(&src, &st)]);
+    });
+    eval::make(&out, ty)
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -54,6 +79,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 AttrSpec::optional("axis", AttrKind::Int),
                 AttrSpec::new("mode", AttrKind::Str, "clip"),
             ])
-            .compute(lower),
+            .compute(lower)
+            .eval(evaluate),
     );
 }
