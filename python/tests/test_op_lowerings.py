@@ -1,7 +1,8 @@
-"""Operators that the ONNX converter emitted but the graph build could not lower until each
-operator carried its own lowering: Resize (nearest with `sizes`, bilinear with `scales`, as
-YOLO- and DBNet-style detectors use it) and Xor, each a one- or two-node model compiled by Kiln
-and compared with onnxruntime on fresh random inputs, outputs poisoned first."""
+"""Operators that failed on real models, each in a one- to three-node model compiled by Kiln and
+compared with onnxruntime on fresh random inputs, outputs poisoned first: Resize (nearest with
+`sizes`, bilinear with `scales`, as YOLO- and DBNet-style detectors use it) and Xor, which the
+graph build could not lower until each operator carried its own lowering; ArgMax, whose indices
+must be int64; Clip of int8 without bounds, whose infinite defaults must not wrap."""
 
 import numpy as np
 import pytest
@@ -76,3 +77,25 @@ def test_xor_of_comparisons():
                  [helper.make_tensor_value_info("y", TensorProto.BOOL, a.shape)], [zero])
     got, want = compare(m, {"a": a, "b": b}, a.shape, "bool")
     np.testing.assert_array_equal(got, want)
+
+
+def test_argmax_gives_int64_indices():
+    rng = np.random.default_rng()
+    x = rng.standard_normal((3, 17, 5)).astype("float32")
+    nodes = [helper.make_node("ArgMax", ["x"], ["y"], axis=1, keepdims=1)]
+    m = model_of(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                 [helper.make_tensor_value_info("y", TensorProto.INT64, [3, 1, 5])])
+    got, want = compare(m, {"x": x}, (3, 1, 5), "int64")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_clip_of_int8_without_bounds_keeps_values():
+    rng = np.random.default_rng()
+    x = rng.integers(-128, 128, size=(4, 32), dtype=np.int8)
+    lo = numpy_helper.from_array(np.array(-5, dtype=np.int8), "lo")
+    for inputs, inits in ((["x"], []), (["x", "lo"], [lo])):
+        m = model_of([helper.make_node("Clip", inputs, ["y"])],
+                     [helper.make_tensor_value_info("x", TensorProto.INT8, x.shape)],
+                     [helper.make_tensor_value_info("y", TensorProto.INT8, x.shape)], inits)
+        got, want = compare(m, {"x": x}, x.shape, "int8")
+        np.testing.assert_array_equal(got, want)

@@ -145,6 +145,12 @@ pub fn host_features() -> &'static BTreeSet<&'static str> {
     HOST.get_or_init(detect)
 }
 
+/// Detects the host's features anew (what [`host_features`] caches): for measuring the
+/// detection itself.
+pub fn detect_features() -> BTreeSet<&'static str> {
+    detect()
+}
+
 /// The CPU's marketing name (`AMD EPYC 9B45 ...`), or the architecture where it has none.
 pub fn host_cpu_brand() -> String {
     static BRAND: OnceLock<String> = OnceLock::new();
@@ -175,7 +181,9 @@ fn detect() -> BTreeSet<&'static str> {
         State::None => true,
         State::Avx => xcr0 & 0b110 == 0b110,
         State::Avx512 => xcr0 & 0b1110_0110 == 0b1110_0110,
-        State::Amx => xcr0 & 0b110 == 0b110 && xcr0 & (0b11 << 17) == (0b11 << 17),
+        State::Amx => {
+            xcr0 & 0b110 == 0b110 && xcr0 & (0b11 << 17) == (0b11 << 17) && amx_permitted()
+        }
     };
     FEATURES
         .iter()
@@ -193,6 +201,30 @@ fn detect() -> BTreeSet<&'static str> {
         })
         .map(|ft| ft.name)
         .collect()
+}
+
+/// Whether this process may use the AMX tile data state. Linux enables it in XCR0 but faults
+/// a process that uses it before asking (`arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`), so
+/// Kiln asks once, here, on CPUs whose OS enabled the state: AMX code is reported runnable only
+/// when the kernel grants it.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn amx_permitted() -> bool {
+    static PERMITTED: OnceLock<bool> = OnceLock::new();
+    *PERMITTED.get_or_init(|| {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with this request only reads its integer argument; it changes no
+        // memory of this process (the kernel grows its own signal-frame size).
+        let rc =
+            unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) };
+        rc == 0
+    })
+}
+
+/// Other systems make the state usable once it is enabled in XCR0.
+#[cfg(all(target_arch = "x86_64", not(target_os = "linux")))]
+fn amx_permitted() -> bool {
+    true
 }
 
 /// XCR0, the register state the OS saves.
@@ -263,28 +295,55 @@ mod tests {
             .find(|l| l.starts_with("flags"))
             .map(|l| l.split_whitespace().collect())
             .unwrap_or_default();
-        // Linux spells a few differently: its names for ours.
-        for (ours, linux) in [
-            ("avx", "avx"),
-            ("avx2", "avx2"),
+        // Every feature of the table, with the name Linux gives it (Linux, too, hides a
+        // feature whose register state it does not enable).
+        let linux_names = [
+            ("sse", "sse"),
+            ("sse2", "sse2"),
+            ("sse3", "pni"),
+            ("ssse3", "ssse3"),
             ("fma", "fma"),
+            ("sse4.1", "sse4_1"),
+            ("sse4.2", "sse4_2"),
+            ("movbe", "movbe"),
+            ("popcnt", "popcnt"),
+            ("avx", "avx"),
             ("f16c", "f16c"),
+            ("bmi", "bmi1"),
+            ("avx2", "avx2"),
+            ("bmi2", "bmi2"),
             ("avx512f", "avx512f"),
+            ("avx512dq", "avx512dq"),
+            ("avx512ifma", "avx512ifma"),
+            ("avx512cd", "avx512cd"),
             ("avx512bw", "avx512bw"),
+            ("avx512vl", "avx512vl"),
+            ("avx512vbmi", "avx512vbmi"),
+            ("avx512vbmi2", "avx512_vbmi2"),
+            ("gfni", "gfni"),
+            ("vaes", "vaes"),
+            ("vpclmulqdq", "vpclmulqdq"),
             ("avx512vnni", "avx512_vnni"),
-            ("avx512bf16", "avx512_bf16"),
+            ("avx512bitalg", "avx512_bitalg"),
+            ("avx512vpopcntdq", "avx512_vpopcntdq"),
+            ("amx-bf16", "amx_bf16"),
             ("avx512fp16", "avx512_fp16"),
             ("amx-tile", "amx_tile"),
-            ("sse4.2", "sse4_2"),
-            ("bmi2", "bmi2"),
+            ("amx-int8", "amx_int8"),
+            ("avxvnni", "avx_vnni"),
+            ("avx512bf16", "avx512_bf16"),
             ("lzcnt", "abm"),
-        ] {
+        ];
+        let ours: Vec<&str> = linux_names.iter().map(|p| p.0).collect();
+        assert_eq!(ours, DETECTABLE, "every detectable feature is cross-checked");
+        for (ours, linux) in linux_names {
             assert_eq!(
                 host.contains(ours),
                 flags.contains(linux),
                 "{ours} (/proc/cpuinfo: {linux})"
             );
         }
+        assert_eq!(&detect_features(), host);
         assert!(!host_cpu_brand().is_empty());
     }
 }

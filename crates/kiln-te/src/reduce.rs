@@ -136,16 +136,25 @@ pub fn prod(source: PrimExpr, axis: &[IterVar]) -> PrimExpr {
     comm_reduce(|x, y| x * y, one, source, axis, None)
 }
 
-/// The maximum of `source` over `axis` (TVM's `te.max`); identity: the type's lowest value.
+/// The maximum of `source` over `axis` (TVM's `te.max`); identity: `-inf` for floats (the
+/// maximum of nothing, as ONNX's `ReduceMax` of an empty axis), else the type's lowest value.
 pub fn max(source: PrimExpr, axis: &[IterVar]) -> PrimExpr {
-    let id = min_value(source.dtype());
+    let id = infinity(source.dtype(), -1.0).unwrap_or_else(|| min_value(source.dtype()));
     comm_reduce(|x, y| kiln_tir::max(x, y), id, source, axis, None)
 }
 
-/// The minimum of `source` over `axis` (TVM's `te.min`); identity: the type's highest value.
+/// The minimum of `source` over `axis` (TVM's `te.min`); identity: `+inf` for floats (the
+/// minimum of nothing, as ONNX's `ReduceMin` of an empty axis), else the type's highest value.
 pub fn min(source: PrimExpr, axis: &[IterVar]) -> PrimExpr {
-    let id = max_value(source.dtype());
+    let id = infinity(source.dtype(), 1.0).unwrap_or_else(|| max_value(source.dtype()));
     comm_reduce(|x, y| kiln_tir::min(x, y), id, source, axis, None)
+}
+
+/// `sign * inf` of a float type; `None` for other types.
+fn infinity(t: kiln_tir::DataType, sign: f64) -> Option<PrimExpr> {
+    use kiln_tir::DataTypeExt;
+    t.is_floating()
+        .then(|| PrimExpr::const_float(t, sign * f64::INFINITY))
 }
 
 /// The lowest finite value of a type (TVM's `min_value`).

@@ -312,7 +312,7 @@ mod tests {
         let am = mk("argmax", vec![a.clone()], &[("axis", [1].into())]);
         assert_eq!(
             infer_expr(&am).unwrap().ty().unwrap(),
-            Type::tensor(&[2, 4], kiln_ffi::DataType::int(32))
+            Type::tensor(&[2, 4], kiln_ffi::DataType::int(64))
         );
         let bad = mk("min", vec![a], &[("axis", [3].into())]);
         assert_eq!(err_of(bad), "min: axis 3 is out of range for rank 3");

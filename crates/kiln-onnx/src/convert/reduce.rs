@@ -45,13 +45,11 @@ fn arg_reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     } else {
         "argmin"
     };
-    let y = call(
+    Ok(vec![call(
         op,
         vec![x],
         &[("axis", vec![axis].into()), ("keepdims", keep.into())],
-    )?;
-    // Kiln's arg reductions give int32; ONNX's give int64.
-    Ok(vec![call("cast", vec![y], &[("dtype", "int64".into())])?])
+    )?])
 }
 
 /// Registers this file's converters.

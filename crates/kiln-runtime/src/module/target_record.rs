@@ -54,15 +54,22 @@ pub struct TargetRecord {
 }
 
 impl TargetRecord {
-    /// The record as section bytes (the trailing NUL included).
+    /// The record as section bytes (the trailing NUL included): what the compiler puts in the
+    /// [`TARGET_RECORD_SECTION`] of every object it writes. Features are written sorted and
+    /// without duplicates; a newline or NUL inside a value (which would end the line or the
+    /// record) becomes a space.
     pub fn encode(&self) -> Vec<u8> {
+        let clean = |v: &str| v.replace(['\n', '\0'], " ");
+        let mut features: Vec<String> = self.features.iter().map(|f| clean(f)).collect();
+        features.sort();
+        features.dedup();
         let text = format!(
             "{FORMAT_LINE}\nvariant={}\ntriple={}\ncpu={}\nfeatures={}\ntarget={}",
-            self.variant,
-            self.triple,
-            self.cpu,
-            self.features.join(","),
-            self.target.replace(['\n', '\0'], " ")
+            clean(&self.variant),
+            clean(&self.triple),
+            clean(&self.cpu),
+            features.join(","),
+            clean(&self.target)
         );
         let mut bytes = text.into_bytes();
         bytes.push(0);
@@ -171,7 +178,7 @@ fn parse_record(text: &str) -> Result<TargetRecord, String> {
             .filter(|f| !f.is_empty())
             .map(str::to_string)
             .collect(),
-        target: target.unwrap_or_default(),
+        target: need(target, "target")?,
     })
 }
 
@@ -202,16 +209,34 @@ pub fn select_for(
                     format!("is code for {}, this machine is {arch}", r.arch())
                 };
                 format!(
-                    "its code was compiled for CPU `{}` ({}, {}) and {what}",
+                    "compiled for CPU `{}` ({}, {}) and {what}",
                     r.cpu, r.target, r.triple
                 )
             })
             .collect();
-        format!(
-            "{} (this machine: {})",
-            why.join("; "),
-            cpu::host_cpu_brand()
-        )
+        let machine = cpu::host_cpu_brand();
+        match why.as_slice() {
+            [one] => format!("its code was {one} (this machine: {machine})"),
+            _ => {
+                let lines: Vec<String> = records
+                    .iter()
+                    .zip(&why)
+                    .map(|(r, w)| {
+                        let tag = if r.variant.is_empty() {
+                            "default"
+                        } else {
+                            &r.variant
+                        };
+                        format!("\n  variant `{tag}`: {w}")
+                    })
+                    .collect();
+                format!(
+                    "none of its {} code variants runs on this machine ({machine}):{}",
+                    records.len(),
+                    lines.concat()
+                )
+            }
+        }
     })
 }
 
@@ -244,8 +269,12 @@ mod tests {
         assert_eq!(parse_section(&section).unwrap(), vec![a, b]);
         assert_eq!(parse_section(&[0, 0]).unwrap(), vec![]);
         // Unknown keys are ignored.
-        let text = b"format=kiln-target-1\nvariant=\ntriple=x\ncpu=c\nfeatures=\nnew=1\0";
+        let text = b"format=kiln-target-1\nvariant=\ntriple=x\ncpu=c\nfeatures=\nnew=1\ntarget=t\0";
         assert_eq!(parse_section(text).unwrap()[0].features.len(), 0);
+        // Features are written sorted, once each.
+        let unsorted = rec("", &["fma", "avx", "fma"]);
+        let back = parse_section(&unsorted.encode()).unwrap();
+        assert_eq!(back[0].features, ["avx", "fma"]);
     }
 
     #[test]
@@ -262,6 +291,9 @@ mod tests {
         assert!(e.contains("byte 0") && e.contains("kiln-target-9"), "{e}");
         let e = parse_section(b"format=kiln-target-1\nvariant=\ncpu=x\0").unwrap_err();
         assert!(e.contains("no `features`"), "{e}");
+        let e = parse_section(b"format=kiln-target-1\nvariant=\ntriple=t\ncpu=c\nfeatures=\0")
+            .unwrap_err();
+        assert!(e.contains("byte 0") && e.contains("no `target`"), "{e}");
         let e = parse_section(b"format=kiln-target-1\nnonsense\0").unwrap_err();
         assert!(e.contains("key=value"), "{e}");
         let e = parse_section(b"format=kiln-target-1\nvariant=../x\ntriple=t\ncpu=c\nfeatures=\0")
@@ -289,8 +321,18 @@ mod tests {
         assert_eq!(select_for(&[base, v3.clone()], "amd64", &host), Ok(1));
         let e = select_for(std::slice::from_ref(&v4), "x86_64", &host).unwrap_err();
         assert!(e.contains("cpu_v4") && e.contains("lacks: avx512f"), "{e}");
-        let e = select_for(&[v3], "aarch64", &host).unwrap_err();
+        let e = select_for(&[v3.clone()], "aarch64", &host).unwrap_err();
         assert!(e.contains("code for x86_64"), "{e}");
+        // Several variants, none runnable: one line each.
+        let narrow: BTreeSet<&str> = ["sse2"].into();
+        let e = select_for(&[v3, v4], "x86_64", &narrow).unwrap_err();
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), 3, "{e}");
+        assert!(lines[0].contains("none of its 2 code variants"), "{e}");
+        assert!(lines[1].contains("variant `default`") && lines[1].contains("lacks: avx, avx2, fma"), "{e}");
+        assert!(lines[2].contains("variant `v4`") && lines[2].contains("avx512f"), "{e}");
+        // An empty list of records runs nothing.
+        assert!(select_for(&[], "x86_64", &host).is_err());
     }
 
     #[test]

@@ -4,9 +4,11 @@ use super::map;
 use crate::transform::util::constant;
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
+use kiln_tir::DataTypeExt;
 
 /// `min(max(x, lo), hi)` elementwise; bounds are given as `f64` and converted to the input's
-/// dtype (so integer tensors clip at truncated bounds).
+/// dtype (so integer tensors clip at truncated bounds, and bounds beyond the dtype's range,
+/// such as the infinite defaults, leave that side unclipped).
 ///
 /// # Errors
 /// A `ValueError` when `lo > hi`.
@@ -18,6 +20,12 @@ pub fn clip(x: &Tensor, lo: f64, hi: f64) -> Result<Tensor> {
     }
     map(x, "clip", |v| {
         let t = v.dtype();
+        let (lo, hi) = if t.is_integer() {
+            let (min, max) = (t.int_min() as f64, t.int_max() as f64);
+            (lo.clamp(min, max), hi.clamp(min, max))
+        } else {
+            (lo, hi)
+        };
         kiln_tir::min(kiln_tir::max(v, constant(t, lo)), constant(t, hi))
     })
 }

@@ -1,6 +1,6 @@
 //! `sum / mean / max / min / prod / argmax / argmin (data, axis=None, keepdims=False,
 //! exclude=False)`: one relation for the family. `axis` unset reduces every axis; `exclude`
-//! reduces the axes *not* listed. argmax / argmin return `int32` indices.
+//! reduces the axes *not* listed. argmax / argmin return `int64` indices (ONNX's).
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
@@ -51,8 +51,9 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&out_shape(ctx)?, ctx.tensor(0)?.1))
 }
 
+/// Indices are int64, as ONNX prescribes and the TOPI kernels write.
 fn arg_rel(ctx: &RelCtx<'_>) -> Result<Type> {
-    Ok(Type::tensor(&out_shape(ctx)?, DataType::int(32)))
+    Ok(Type::tensor(&out_shape(ctx)?, DataType::int(64)))
 }
 
 /// Reference reduction: folds each output element's group with `f` then `fin(acc, count)`.
