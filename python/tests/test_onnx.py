@@ -131,3 +131,18 @@ def test_garbage_model_error():
         kiln.onnx.from_onnx(b"\xff\x00not an onnx model" * 3)
     with pytest.raises(TypeError):
         kiln.onnx.from_onnx(12)
+
+
+def test_question_mark_dims_are_independent_unknowns():
+    # Exporters write "?" for sizes they know nothing of: each is its own unknown.
+    x = np.random.default_rng().standard_normal((1, 3, 48, 192)).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "qdims",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["?", 3, "?", "?"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["?", 3, "?", "?"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    lib = kiln.onnx.compile(model.SerializeToString(), {"x": x.shape}, target=TARGET)
+    np.testing.assert_array_equal(run(lib, x), np.maximum(x, 0))

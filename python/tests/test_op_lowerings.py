@@ -99,3 +99,16 @@ def test_clip_of_int8_without_bounds_keeps_values():
                      [helper.make_tensor_value_info("y", TensorProto.INT8, x.shape)], inits)
         got, want = compare(m, {"x": x}, x.shape, "int8")
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["GlobalMaxPool", "GlobalAveragePool"])
+@pytest.mark.parametrize("shape", [(1, 16, 508), (2, 4, 3, 5, 6)])
+def test_global_pooling_over_1d_and_3d(op, shape):
+    # A 1-D convolutional classifier pools [1, C, L]; a 3-D network [N, C, D, H, W].
+    x = np.random.default_rng().standard_normal(shape).astype("float32")
+    out_shape = shape[:2] + (1,) * (len(shape) - 2)
+    m = model_of([helper.make_node(op, ["x"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)])
+    got, want = compare(m, {"x": x}, out_shape, "float32")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

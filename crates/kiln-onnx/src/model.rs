@@ -86,8 +86,10 @@ impl ValueInfo {
                     Some(proto::tensor_shape_proto::dimension::Value::DimValue(n)) if *n >= 0 => {
                         Dim::Fixed(*n as usize)
                     }
+                    // Exporters write `?` for a size they know nothing of: like an empty name,
+                    // each such dimension is its own unknown, not one shared symbol.
                     Some(proto::tensor_shape_proto::dimension::Value::DimParam(p))
-                        if !p.is_empty() =>
+                        if !p.is_empty() && p != "?" =>
                     {
                         Dim::Symbolic(p.clone())
                     }

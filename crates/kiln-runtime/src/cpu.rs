@@ -215,8 +215,13 @@ fn amx_permitted() -> bool {
         const XFEATURE_XTILEDATA: libc::c_long = 18;
         // SAFETY: arch_prctl with this request only reads its integer argument; it changes no
         // memory of this process (the kernel grows its own signal-frame size).
-        let rc =
-            unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) };
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
         rc == 0
     })
 }
@@ -335,7 +340,10 @@ mod tests {
             ("lzcnt", "abm"),
         ];
         let ours: Vec<&str> = linux_names.iter().map(|p| p.0).collect();
-        assert_eq!(ours, DETECTABLE, "every detectable feature is cross-checked");
+        assert_eq!(
+            ours, DETECTABLE,
+            "every detectable feature is cross-checked"
+        );
         for (ours, linux) in linux_names {
             assert_eq!(
                 host.contains(ours),

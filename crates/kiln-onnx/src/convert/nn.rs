@@ -350,12 +350,14 @@ fn pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![y])
 }
 
+/// GlobalAveragePool / GlobalMaxPool over any number of spatial axes: 2-D directly, others as
+/// a 2-D pooling of `[N, C, 1, prod(spatial)]` reshaped back to `[N, C, 1, ...]`.
 fn global_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let xs = shape_of(&x)?;
-    if xs.len() != 4 {
+    if xs.len() < 3 {
         return Err(Msg(format!(
-            "only 2-D global pooling is supported (input {xs:?})"
+            "global pooling needs an input [N, C, spatial...] of rank 3 or more, got {xs:?}"
         )));
     }
     let op = if node.op_type == "GlobalMaxPool" {
@@ -363,7 +365,23 @@ fn global_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     } else {
         "nn.global_avg_pool2d"
     };
-    Ok(vec![call(op, vec![x], &[])?])
+    if xs.len() == 4 {
+        return Ok(vec![call(op, vec![x], &[])?]);
+    }
+    let flat: i64 = xs[2..].iter().product();
+    let as_2d = call(
+        "reshape",
+        vec![x],
+        &[("newshape", vec![xs[0], xs[1], 1, flat].into())],
+    )?;
+    let pooled = call(op, vec![as_2d], &[])?;
+    let mut out = vec![xs[0], xs[1]];
+    out.extend(std::iter::repeat_n(1, xs.len() - 2));
+    Ok(vec![call(
+        "reshape",
+        vec![pooled],
+        &[("newshape", out.into())],
+    )?])
 }
 
 fn dropout(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {

@@ -1,13 +1,14 @@
 //! Module functions in the global registry, under TVM-FFI's names where TVM-FFI has them
 //! (`ffi.Module*`, `ffi.Module.load_from_file.so`) and under `runtime.*` for the rest
-//! (`runtime.ModuleExportLibrary`, `runtime.ModuleGetImports`, ...).
+//! (`runtime.ModuleExportLibrary`, `runtime.ModuleGetImports`, `runtime.ModuleTargetRecords`,
+//! ...).
 
 #[cfg(feature = "compiler")]
 use super::export::{export_library, ExportOptions};
-use super::library::LibraryModule;
+use super::library::{library_target_records, LibraryModule};
 use super::loader::{load_from_bytes, load_module};
 use super::Module;
-use kiln_ffi::{register_global, Array};
+use kiln_ffi::{register_global, Array, Map};
 #[cfg(feature = "compiler")]
 use kiln_ffi::{register_global_packed, Any, AnyView, Error, Result};
 use std::sync::{Mutex, OnceLock};
@@ -73,6 +74,27 @@ register_global!("runtime.ModuleListFunctions", |m: Module| -> Array {
         .map(|l| l.function_names())
         .unwrap_or_default()
         .into_iter()
+        .collect()
+});
+// (module) -> Array of Map(str -> str): the target record of every code variant of every library
+// module in the module's tree (itself and its imports), with its keys (`variant`, `triple`,
+// `cpu`, `features`, `target`) and `chosen` ("1" for the variant that runs here, else "0").
+register_global!("runtime.ModuleTargetRecords", |m: Module| -> Array {
+    library_target_records(&m)
+        .into_iter()
+        .map(|(r, chosen)| {
+            let map: Map = [
+                ("variant", r.variant.clone()),
+                ("triple", r.triple.clone()),
+                ("cpu", r.cpu.clone()),
+                ("features", r.features.join(",")),
+                ("target", r.target.clone()),
+                ("chosen", if chosen { "1" } else { "0" }.to_string()),
+            ]
+            .into_iter()
+            .collect();
+            map.0
+        })
         .collect()
 });
 register_global!("runtime.ModuleLibraryPath", |m: Module| -> Option<String> {

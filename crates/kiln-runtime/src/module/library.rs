@@ -251,6 +251,18 @@ impl LibraryModule {
             .collect()
     }
 
+    /// The library's target records (what each code variant needs of the CPU), in the file's
+    /// order; empty for libraries without a `.kiln_target` section.
+    pub fn target_records(&self) -> &[TargetRecord] {
+        self.lib.target().map_or(&[], |t| &t.records)
+    }
+
+    /// The index in [`target_records`](Self::target_records) of the code variant that runs on
+    /// this host, `None` for libraries without records (their `__tvm_ffi_<name>` functions run).
+    pub fn chosen_variant(&self) -> Option<usize> {
+        self.lib.target().map(|t| t.chosen)
+    }
+
     fn entry_point(&self, name: &str) -> Option<SafeCall> {
         let symbol = format!("{}{name}", self.lib.function_prefix());
         // Data symbols with the prefix (`__tvm_ffi__library_bin`, `__tvm_ffi__library_ctx`) must

@@ -329,8 +329,14 @@ mod tests {
         let lines: Vec<&str> = e.lines().collect();
         assert_eq!(lines.len(), 3, "{e}");
         assert!(lines[0].contains("none of its 2 code variants"), "{e}");
-        assert!(lines[1].contains("variant `default`") && lines[1].contains("lacks: avx, avx2, fma"), "{e}");
-        assert!(lines[2].contains("variant `v4`") && lines[2].contains("avx512f"), "{e}");
+        assert!(
+            lines[1].contains("variant `default`") && lines[1].contains("lacks: avx, avx2, fma"),
+            "{e}"
+        );
+        assert!(
+            lines[2].contains("variant `v4`") && lines[2].contains("avx512f"),
+            "{e}"
+        );
         // An empty list of records runs nothing.
         assert!(select_for(&[], "x86_64", &host).is_err());
     }
