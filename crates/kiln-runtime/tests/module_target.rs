@@ -213,6 +213,58 @@ fn malformed_records_are_errors_with_offsets() {
 }
 
 #[test]
+fn records_of_several_objects_are_read_across_the_linkers_padding() {
+    // As the compiler links a library with several variants: one object per variant, each with
+    // its own record; the linker concatenates the sections, aligning each (zero padding).
+    let dir = Scratch::new("objects");
+    let host: Vec<&str> = cpu::host_features().iter().copied().collect();
+    let object = |name: &str, tag: &str, cpu_name: &str, features: &[&str], ret: i64| {
+        let o = dir.path(name);
+        let prefix = if tag.is_empty() {
+            "__tvm_ffi_".to_string()
+        } else {
+            format!("__kiln_variant_{tag}_")
+        };
+        let src = format!(
+            "#include <stdint.h>\n\
+             typedef struct {{ int32_t type_index; uint32_t pad; int64_t v; }} Any;\n\
+             int {prefix}which(void* s, const Any* a, int32_t n, Any* r) \
+             {{ r->type_index = 1; r->pad = 0; r->v = {ret}; return 0; }}\n\
+             __attribute__((section(\".kiln_target\"), used, aligned(64))) \
+             static const char record[] = \"{}\";\n",
+            record(tag, cpu_name, features)
+        );
+        cc(&o, &src, &["-c", "-fPIC", "-O1"]);
+        o
+    };
+    let a = object("a.o", "", "base", &[], 1);
+    let b = object("b.o", "v1", "host", &host, 2);
+    let lib = dir.path("linked.so");
+    let out = std::process::Command::new("cc")
+        .args(["-shared", "-o"])
+        .args([&lib, &a, &b])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let bytes = kiln_runtime::module::elf::section_of_file(&lib, ".kiln_target")
+        .unwrap()
+        .unwrap();
+    let first_len = record("", "base", &[]).replace("\\n", "\n").len() + 1;
+    let second = first_len.next_multiple_of(64);
+    assert!(
+        second > first_len
+            && bytes[first_len..second].iter().all(|&b| b == 0)
+            && bytes[second..].starts_with(b"format="),
+        "the second record starts at byte {second}, after zero padding"
+    );
+    let m = load_module(&lib).unwrap();
+    let node = m.downcast_node::<LibraryModule>().unwrap();
+    assert_eq!(node.target_records().len(), 2);
+    assert_eq!(node.chosen_variant(), Some(1));
+    assert_eq!(m.function("which").unwrap().invoke::<i64>(()).unwrap(), 2);
+}
+
+#[test]
 fn a_library_none_of_whose_variants_runs_names_each_on_its_own_line() {
     if !host_lacks_foreign() {
         return;

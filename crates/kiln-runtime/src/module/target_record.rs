@@ -321,7 +321,7 @@ mod tests {
         assert_eq!(select_for(&[base, v3.clone()], "amd64", &host), Ok(1));
         let e = select_for(std::slice::from_ref(&v4), "x86_64", &host).unwrap_err();
         assert!(e.contains("cpu_v4") && e.contains("lacks: avx512f"), "{e}");
-        let e = select_for(&[v3.clone()], "aarch64", &host).unwrap_err();
+        let e = select_for(std::slice::from_ref(&v3), "aarch64", &host).unwrap_err();
         assert!(e.contains("code for x86_64"), "{e}");
         // Several variants, none runnable: one line each.
         let narrow: BTreeSet<&str> = ["sse2"].into();
