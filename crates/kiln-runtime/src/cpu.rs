@@ -165,9 +165,17 @@ fn detect() -> BTreeSet<&'static str> {
     let cpuid = __cpuid_count;
     let max_basic = cpuid(0, 0).eax;
     let max_ext = cpuid(0x8000_0000, 0).eax;
-    let leaf = |l: u32, s: u32| -> Option<CpuidResult> {
+    // Each (leaf, sub-leaf) is read once: in a virtual machine every CPUID traps to the
+    // hypervisor (microseconds each).
+    let mut read: Vec<((u32, u32), Option<CpuidResult>)> = Vec::with_capacity(8);
+    let mut leaf = |l: u32, s: u32| -> Option<CpuidResult> {
+        if let Some((_, r)) = read.iter().find(|(k, _)| *k == (l, s)) {
+            return *r;
+        }
         let max = if l >= 0x8000_0000 { max_ext } else { max_basic };
-        (l <= max).then(|| cpuid(l, s))
+        let r = (l <= max).then(|| cpuid(l, s));
+        read.push(((l, s), r));
+        r
     };
     let leaf1 = leaf(1, 0);
     let osxsave = leaf1.is_some_and(|r| r.ecx & (1 << 27) != 0);
