@@ -12,6 +12,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef KILN_C_API
@@ -45,6 +46,14 @@ static TVMFFIByteArray text(const char* s) {
 
 static int same(TVMFFIByteArray b, const char* s) {
   return b.size == strlen(s) && memcmp(b.data, s, b.size) == 0;
+}
+
+static int contains(TVMFFIByteArray b, const char* needle) {
+  size_t n = strlen(needle);
+  for (size_t i = 0; n <= b.size && i <= b.size - n; i++) {
+    if (memcmp(b.data + i, needle, n) == 0) return 1;
+  }
+  return 0;
 }
 
 static uint32_t refs(void* obj) {
@@ -190,6 +199,36 @@ int main(void) {
     }
     TVMFFIObjectDecRef(f);
     CHECK(g_deleted == 1, "deleter ran %d times", g_deleted);
+  }
+
+  /* A library whose code needs CPU features this machine lacks (built by scripts/c_tests.sh,
+   * which names it in KILN_REFUSED_LIB): loading it fails with -1 and a RuntimeError naming the
+   * file and the missing features, and its constructor, which would create KILN_REFUSED_MARKER,
+   * never runs. */
+  const char* refused = getenv("KILN_REFUSED_LIB");
+  const char* marker = getenv("KILN_REFUSED_MARKER");
+  if (refused != NULL && marker != NULL) {
+    void* load = lookup("ffi.ModuleLoadFromFile");
+    TVMFFIAny path;
+    memset(&path, 0, sizeof(path));
+    path.type_index = kTVMFFIRawStr;
+    path.v_c_str = refused;
+    CHECK(load != NULL && call(load, &path, 1, &res) == -1, "the library loaded");
+    err = NULL;
+    TVMFFIErrorMoveFromRaised(&err);
+    CHECK(err != NULL, "no error raised");
+    if (err != NULL) {
+      TVMFFIErrorCell* cell = TVMFFIErrorGetCellPtr(err);
+      CHECK(same(cell->kind, "RuntimeError"), "kind %.*s", (int)cell->kind.size, cell->kind.data);
+      CHECK(contains(cell->message, refused) && contains(cell->message, "sapphirerapids") &&
+                contains(cell->message, "amx-tile") && contains(cell->message, "avx512fp16"),
+            "message %.*s", (int)cell->message.size, cell->message.data);
+      TVMFFIObjectDecRef(err);
+    }
+    FILE* ran = fopen(marker, "r");
+    CHECK(ran == NULL, "the library's constructor ran");
+    if (ran != NULL) fclose(ran);
+    if (load != NULL) TVMFFIObjectDecRef(load);
   }
 
   TVMFFIObjectDecRef(echo);
