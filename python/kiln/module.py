@@ -120,6 +120,22 @@ class Module(Object):
         """The file a library module was loaded from (``None`` for other kinds)."""
         return _call("runtime.ModuleLibraryPath", self)
 
+    def target_records(self):
+        """What the code variants of every library in this module tree need of the CPU.
+
+        A list of dicts, one per variant (read from the libraries' ``.kiln_target`` records):
+        ``variant`` (``""`` for the default), ``triple``, ``cpu``, ``features`` (a list of LLVM
+        feature names), ``target`` and ``chosen`` (``True`` for the variant that runs on this
+        machine). Empty for libraries without records, such as Apache TVM's.
+        """
+        out = []
+        for rec in _call("runtime.ModuleTargetRecords", self):
+            d = dict(rec)
+            d["features"] = [f for f in d["features"].split(",") if f]
+            d["chosen"] = d["chosen"] == "1"
+            out.append(d)
+        return out
+
     def export_library(self, file_name, options=None):
         """Export this module and its imports into one shared library (or ``.tar``).
 

@@ -1,10 +1,14 @@
 """Library discovery and loading."""
 
 import os
+import platform
+import shutil
+import subprocess
 
 import pytest
 
 import kiln
+from conftest import needs_globals
 from kiln import _lib
 
 
@@ -72,3 +76,102 @@ def test_cargo_target_folders_are_searched_last(monkeypatch):
     places = [p for p, _ in _lib.candidate_places()]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_lib.__file__))))
     assert places == [os.path.join(root, "target", "release"), os.path.join(root, "target", "debug")]
+
+
+# ---- libraries that say what CPU they need (.kiln_target records) ----
+
+#: Features no AMD CPU has: a library needing them is refused on most machines.
+FOREIGN = ("amx-tile", "avx512fp16")
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+needs_records = needs_globals("runtime.ModuleTargetRecords")
+
+
+def _host_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _record(tag, cpu, features):
+    """A target record as the body of a C string literal (the compiler adds the NUL)."""
+    lines = ["format=kiln-target-1", "variant=" + tag, "triple=%s-pc-linux-gnu" % platform.machine(),
+             "cpu=" + cpu, "features=" + ",".join(sorted(features)), "target=llvm -mcpu=" + cpu]
+    return "\\n".join(lines)
+
+
+def _library(tmp_path, name, records, marker, with_v1=False):
+    """A library whose ``which`` returns 1 (2 in the variant tagged ``v1``), with the given
+    records and a constructor that creates ``marker`` when its code runs."""
+    src = [
+        "#include <stdint.h>",
+        "#include <stdio.h>",
+        "typedef struct { int32_t type_index; uint32_t pad; int64_t v; } Any;",
+        "int __tvm_ffi_which(void* s, const Any* a, int32_t n, Any* r)"
+        " { r->type_index = 1; r->pad = 0; r->v = 1; return 0; }",
+        '__attribute__((constructor)) static void ran(void) { FILE* f = fopen("%s", "w");'
+        " if (f) fclose(f); }" % marker,
+        '__attribute__((section(".kiln_target"), used)) static const char records[] = "%s";'
+        % "\\0".join(records),
+    ]
+    if with_v1:
+        src.append("int __kiln_variant_v1_which(void* s, const Any* a, int32_t n, Any* r)"
+                   " { r->type_index = 1; r->pad = 0; r->v = 2; return 0; }")
+    c = tmp_path / (name + ".c")
+    c.write_text("\n".join(src) + "\n")
+    out = str(tmp_path / name)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", out, str(c)], check=True, capture_output=True)
+    return out
+
+
+@needs_cc
+@needs_records
+def test_a_library_for_another_cpu_raises_before_its_code_runs(tmp_path):
+    flags = _host_flags()
+    if "amx_tile" in flags and "avx512_fp16" in flags:
+        pytest.skip("this CPU has AMX and AVX512-FP16: a library needing them runs here")
+    marker = tmp_path / "ran"
+    lib = _library(tmp_path, "spr.so", [_record("", "sapphirerapids", ("avx512f",) + FOREIGN)],
+                   marker)
+    with pytest.raises(RuntimeError) as info:
+        kiln.load_module(lib)
+    msg = str(info.value)
+    assert lib in msg and "sapphirerapids" in msg and "lacks" in msg, msg
+    assert any(f in msg for f in FOREIGN), msg
+    assert not marker.exists(), "the library's constructor ran"
+
+
+@needs_cc
+@needs_records
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="records name x86-64 features")
+def test_the_best_variant_runs_and_the_records_say_which(tmp_path):
+    marker = tmp_path / "ran"
+    lib = _library(tmp_path, "two.so",
+                   [_record("", "x86-64", ()), _record("v1", "sse", ("sse", "sse2"))], marker,
+                   with_v1=True)
+    mod = kiln.load_module(lib)
+    assert marker.exists()
+    assert mod["which"]() == 2
+    assert mod.list_functions() == ["which"]
+    recs = mod.target_records()
+    assert [(r["variant"], r["chosen"]) for r in recs] == [("", False), ("v1", True)]
+    assert recs[1]["features"] == ["sse", "sse2"] and recs[1]["cpu"] == "sse"
+    assert recs[1]["target"] == "llvm -mcpu=sse"
+
+
+@needs_cc
+@needs_records
+def test_a_malformed_record_names_its_byte_offset(tmp_path):
+    marker = tmp_path / "ran"
+    good = _record("", "x86-64", ())
+    lib = _library(tmp_path, "bad.so", [good, "format=kiln-target-9"], marker)
+    with pytest.raises(ValueError) as info:
+        kiln.load_module(lib)
+    msg = str(info.value)
+    offset = len(good.replace("\\n", "\n")) + 1
+    assert lib in msg and "at byte %d" % offset in msg and "kiln-target-9" in msg, msg
+    assert not marker.exists(), "the library's constructor ran"
