@@ -112,3 +112,26 @@ def test_global_pooling_over_1d_and_3d(op, shape):
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)])
     got, want = compare(m, {"x": x}, out_shape, "float32")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_binary_ops_of_opset_6_broadcast_by_axis():
+    # Before opset 7, B's shape is a run of A's placed at `axis` (here [C] on axis 1 of NCHW).
+    rng = np.random.default_rng()
+    a = rng.standard_normal((2, 3, 4, 5)).astype("float32")
+    b = rng.standard_normal(3).astype("float32")
+    c = rng.standard_normal((4, 5)).astype("float32")
+    nodes = [helper.make_node("Add", ["a", "b"], ["ab"], broadcast=1, axis=1),
+             helper.make_node("Mul", ["ab", "c"], ["y"], broadcast=1)]
+    m = model_of(nodes,
+                 [helper.make_tensor_value_info("a", TensorProto.FLOAT, a.shape),
+                  helper.make_tensor_value_info("b", TensorProto.FLOAT, b.shape),
+                  helper.make_tensor_value_info("c", TensorProto.FLOAT, c.shape)],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, a.shape)], opset=6)
+    lib = kiln.onnx.compile(m.SerializeToString(), target="llvm -mcpu=native")
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for k, v in {"a": a, "b": b, "c": c}.items():
+        gm.set_input(k, v)
+    out = np.full(a.shape, np.nan, dtype="float32")
+    gm.run()
+    gm.get_output(0, out)
+    np.testing.assert_allclose(out, (a + b[None, :, None, None]) * c, rtol=1e-6)

@@ -189,8 +189,8 @@ def main(out):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
     invalid = {
-        "opset6": chain("abc", opset=6),
-        "opset22": chain("abc", opset=22),
+        "opset0": chain("abc", opset=0),
+        "opset26": chain("abc", opset=26),
         "cycle": model([helper.make_node("Add", ["x", "b"], ["a"], name="add"),
                         helper.make_node("Relu", ["a"], ["b"], name="relu"),
                         helper.make_node("Identity", ["a"], ["y"], name="out")], [x], [y], check=False),

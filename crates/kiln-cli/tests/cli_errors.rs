@@ -89,7 +89,7 @@ fn python_with_onnx() -> Option<PathBuf> {
     ok.then_some(py)
 }
 
-/// Writes `opset3.onnx`, `opset99.onnx` and `unknown.onnx` (two custom-domain nodes and one
+/// Writes `opset0.onnx`, `opset99.onnx` and `unknown.onnx` (two custom-domain nodes and one
 /// unknown default-domain node after a Relu) into `dir`.
 const MAKE_BAD_MODELS: &str = r#"
 import sys, onnx
@@ -103,7 +103,7 @@ def save(nodes, opset, name, domains=()):
     m.ir_version = 8
     onnx.save(m, f"{d}/{name}")
 relu = [helper.make_node("Relu", ["x"], ["y"], name="relu0")]
-save(relu, 3, "opset3.onnx")
+save(relu, 0, "opset0.onnx")
 save(relu, 99, "opset99.onnx")
 save([helper.make_node("Relu", ["x"], ["a"], name="relu0"),
       helper.make_node("MyCustomOp", ["a"], ["b"], name="custom0", domain="com.example"),
@@ -164,7 +164,7 @@ fn unsupported_opsets_and_operators() {
         String::from_utf8_lossy(&made.stderr)
     );
     let out = dir.path().join("out.so");
-    for v in ["3", "99"] {
+    for v in ["0", "99"] {
         let model = dir.path().join(format!("opset{v}.onnx"));
         let needles = [
             &format!("opset{v}.onnx") as &str,

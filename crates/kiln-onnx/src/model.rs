@@ -11,10 +11,12 @@ use crate::proto::{self, type_proto, ModelProto};
 use crate::tensor::{DataType, Tensor, TensorData};
 use crate::validate;
 
-/// Lowest opset of the default ONNX domain that Kiln imports.
-pub const MIN_OPSET: i64 = 7;
-/// Highest opset of the default ONNX domain that Kiln imports.
-pub const MAX_OPSET: i64 = 21;
+/// Lowest opset of the default ONNX domain that Kiln imports (before 7, binary operators
+/// broadcast by their `broadcast`/`axis` attributes, which the converters handle).
+pub const MIN_OPSET: i64 = 1;
+/// Highest opset of the default ONNX domain that Kiln imports (22 to 25 add element types and
+/// operators; the semantics of the operators Kiln converts are those of 21).
+pub const MAX_OPSET: i64 = 25;
 
 /// A loaded and validated ONNX model.
 #[derive(Debug, Clone)]

@@ -328,13 +328,13 @@ fn bad_files_give_clear_errors() {
         e.contains("truncated.onnx") && e.contains("protobuf decode failed"),
         "{e}"
     );
-    let e = load_err("opset6").unwrap();
+    let e = load_err("opset0").unwrap();
     assert!(
-        e.contains("opset6.onnx") && e.contains("opset 6") && e.contains("7-21"),
+        e.contains("opset0.onnx") && e.contains("opset 0") && e.contains("1-25"),
         "{e}"
     );
-    let e = load_err("opset22").unwrap();
-    assert!(e.contains("opset 22") && e.contains("7-21"), "{e}");
+    let e = load_err("opset26").unwrap();
+    assert!(e.contains("opset 26") && e.contains("1-25"), "{e}");
     let e = load_err("cycle").unwrap();
     assert_eq!(
         e,

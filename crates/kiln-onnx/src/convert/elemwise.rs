@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::{call, dtype_of, graph_dtype, scalar, CResult, ConvertFn, Ctx, Msg};
+use super::{call, dtype_of, graph_dtype, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::{DataType, Node};
 
 /// ONNX unary op -> Kiln op.
@@ -58,9 +58,37 @@ fn unary(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call(kiln_op(UNARY, &node.op_type), vec![x], &[])?])
 }
 
+/// `b` laid out for numpy broadcasting against `a` under the broadcasting of opsets before 7:
+/// with `broadcast=1`, `b`'s shape is a run of `a`'s starting at `axis` (default: its suffix);
+/// without it the shapes must be equal.
+fn legacy_broadcast(node: &Node, a: &Expr, b: Expr) -> CResult<Expr> {
+    let (sa, sb) = (shape_of(a)?, shape_of(&b)?);
+    if node.attr_i("broadcast", 0)? == 0 {
+        if sa != sb {
+            return Err(Msg(format!(
+                "inputs of shapes {sa:?} and {sb:?} need broadcast=1 before opset 7"
+            )));
+        }
+        return Ok(b);
+    }
+    let axis = node.attr_i("axis", sa.len() as i64 - sb.len() as i64)?;
+    if axis < 0 || axis as usize + sb.len() > sa.len() {
+        return Err(Msg(format!(
+            "broadcast axis {axis} does not place a {sb:?} input inside {sa:?}"
+        )));
+    }
+    let mut shape = vec![1i64; axis as usize];
+    shape.extend(&sb);
+    shape.resize(sa.len(), 1);
+    call("reshape", vec![b], &[("newshape", shape.into())])
+}
+
 fn binary(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let a = ctx.input(node, 0)?;
     let mut b = ctx.input(node, 1)?;
+    if ctx.opset < 7 {
+        b = legacy_broadcast(node, &a, b)?;
+    }
     if node.op_type == "Pow" && dtype_of(&a)? != dtype_of(&b)? {
         let d = dtype_of(&a)?.to_string();
         b = call("cast", vec![b], &[("dtype", d.as_str().into())])?;

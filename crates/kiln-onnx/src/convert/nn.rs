@@ -241,6 +241,11 @@ fn batch_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         .map(|i| ctx.input(node, i))
         .collect::<CResult<Vec<_>>>()?;
     let eps = node.attr_f("epsilon", 1e-5)? as f64;
+    if ctx.opset < 9 && node.attr_i("spatial", 1)? == 0 {
+        return Err(Msg(
+            "spatial=0 (statistics per channel and position) is not supported".into(),
+        ));
+    }
     let bn = call(
         "nn.batch_norm",
         args,

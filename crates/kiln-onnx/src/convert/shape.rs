@@ -103,7 +103,8 @@ fn concat(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         .filter(|&i| node.input(i).is_some())
         .map(|i| ctx.input(node, i))
         .collect::<CResult<Vec<_>>>()?;
-    let axis = node.attr_i("axis", 0)?;
+    // Before opset 4 the axis may be left out, meaning 1.
+    let axis = node.attr_i("axis", if ctx.opset < 4 { 1 } else { 0 })?;
     Ok(vec![call("concatenate", args, &[("axis", axis.into())])?])
 }
 
@@ -203,10 +204,12 @@ fn pad(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let rank = shape_of(&x)?.len();
     let (pads, value) = if ctx.opset < 11 {
-        (
-            node.attr_ints("pads", &[])?,
-            node.attr_f("value", 0.0)? as f64,
-        )
+        // Opset 1 names the attribute `paddings`.
+        let pads = match node.attr_ints("pads", &[])? {
+            p if p.is_empty() && ctx.opset < 2 => node.attr_ints("paddings", &[])?,
+            p => p,
+        };
+        (pads, node.attr_f("value", 0.0)? as f64)
     } else {
         let p = ctx
             .const_ints(node, 1)?
