@@ -24,6 +24,9 @@ step "cargo test" cargo test --workspace -q
 step "leak test (count-objects)" cargo test -q -p kiln-ffi --features count-objects --test leaks
 step "C ABI tests" bash scripts/c_tests.sh
 step "Python tests" env KILN_LIBRARY_PATH="$ROOT/target/debug" PYTHONPATH="$ROOT/python" .venv/bin/python -m pytest -q python/tests
+step "ONNX backend test sample" env KILN_LIBRARY_PATH="$ROOT/target/debug" .venv/bin/python \
+  tests/onnx_node/run.py --expect-pass tests/onnx_node/ci_cases.txt --jobs 2 \
+  --out "$ROOT/build/onnx_node/ci"
 step "TVM interop tests" env KILN_SKIP_BUILD=1 bash scripts/tvm_interop_tests.sh
 
 echo
