@@ -173,6 +173,31 @@ fn cast(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// CastLike: a Cast to the second input's element type.
+fn cast_like(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let d = dtype_of(&ctx.input(node, 1)?)?.to_string();
+    Ok(vec![call(
+        "cast",
+        vec![x],
+        &[("dtype", d.as_str().into())],
+    )?])
+}
+
+/// Mod: numpy's remainder (the divisor's sign) with `fmod=0`, C's `fmod` (the dividend's sign)
+/// with `fmod=1`, which ONNX requires for floats.
+fn modulo(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (a, b) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let fmod = node.attr_i("fmod", 0)? != 0;
+    let code = dtype_of(&a)?.code();
+    let float = code == kiln_ffi::dtype::code::FLOAT || code == kiln_ffi::dtype::code::BFLOAT;
+    if !fmod && float {
+        return Err(Msg("Mod of floats needs fmod=1 (ONNX)".into()));
+    }
+    let op = if fmod { "trunc_mod" } else { "floor_mod" };
+    Ok(vec![call(op, vec![a, b], &[])?])
+}
+
 fn where_(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let (c, a, b) = (
         ctx.input(node, 0)?,
@@ -283,6 +308,8 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Identity", identity);
     t.insert("Clip", clip);
     t.insert("Cast", cast);
+    t.insert("CastLike", cast_like);
+    t.insert("Mod", modulo);
     t.insert("Where", where_);
     t.insert("HardSigmoid", hard_sigmoid);
     t.insert("LeakyRelu", leaky_relu);

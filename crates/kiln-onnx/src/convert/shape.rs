@@ -467,6 +467,24 @@ fn depth_space(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("reshape", vec![t], &[("newshape", out.into())])?])
 }
 
+/// Trilu: `k` from its optional second input (a compile-time constant).
+fn trilu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let k = match node.input(1) {
+        Some(_) => ctx
+            .const_ints(node, 1)?
+            .and_then(|v| v.first().copied())
+            .ok_or_else(|| Msg::from("input #1 ('k') must be a compile-time constant"))?,
+        None => 0,
+    };
+    let upper = node.attr_i("upper", 1)? != 0;
+    Ok(vec![call(
+        "trilu",
+        vec![x],
+        &[("upper", upper.into()), ("k", k.into())],
+    )?])
+}
+
 /// Registers this file's converters.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Reshape", reshape);
@@ -489,4 +507,5 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Tile", tile);
     t.insert("DepthToSpace", depth_space);
     t.insert("SpaceToDepth", depth_space);
+    t.insert("Trilu", trilu);
 }

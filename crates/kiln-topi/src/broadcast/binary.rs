@@ -104,4 +104,14 @@ binary! {
             kiln_tir::floormod(x, y)
         }
     }, "`a - (a // b) * b`: the remainder with the divisor's sign (numpy's `mod`).";
+    trunc_mod, false, |x, y| {
+        if x.dtype().is_floating() {
+            let q = x.clone() / y.clone();
+            let zero = constant(q.dtype(), 0.0);
+            let t = kiln_tir::select(q.clone().ge(zero), kiln_tir::op::floor(q.clone()), kiln_tir::op::ceil(q));
+            x - t * y
+        } else {
+            kiln_tir::truncmod(x, y)
+        }
+    }, "The remainder with the dividend's sign (C's `fmod`, ONNX `Mod` with `fmod=1`).";
 }

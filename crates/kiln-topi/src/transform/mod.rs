@@ -30,6 +30,7 @@ mod strided_slice;
 mod take;
 mod tile;
 mod transpose;
+mod trilu;
 pub mod util;
 
 pub use concatenate::concatenate;
@@ -45,3 +46,4 @@ pub use strided_slice::{slice_params, strided_slice};
 pub use take::take;
 pub use tile::tile;
 pub use transpose::transpose;
+pub use trilu::trilu;

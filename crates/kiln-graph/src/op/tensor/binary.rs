@@ -71,6 +71,7 @@ binary_ops! {
     "minimum", arith_rel => f64::min, bc::minimum,
     "floor_divide", arith_rel => |x, y| (x / y).floor(), bc::floor_divide,
     "floor_mod", arith_rel => |x, y| x - (x / y).floor() * y, bc::floor_mod,
+    "trunc_mod", arith_rel => |x, y| x % y, bc::trunc_mod,
     "equal", cmp_rel => |x, y| b(x == y), bc::equal,
     "not_equal", cmp_rel => |x, y| b(x != y), bc::not_equal,
     "less", cmp_rel => |x, y| b(x < y), bc::less,

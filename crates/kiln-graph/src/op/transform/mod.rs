@@ -13,6 +13,7 @@ pub mod squeeze;
 pub mod strided_slice;
 pub mod take;
 pub mod transpose;
+pub mod trilu;
 
 use super::OpDef;
 
@@ -31,4 +32,5 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     strided_slice::defs(v);
     take::defs(v);
     transpose::defs(v);
+    trilu::defs(v);
 }
