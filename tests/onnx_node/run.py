@@ -108,7 +108,7 @@ try:
                                 {k: v.shape for k, v in feeds.items()}, target="llvm -mcpu=native")
         gm = GraphModule(lib["default"](kiln.cpu()))
         for k, v in feeds.items():
-            gm.set_input(k, np.ascontiguousarray(v))
+            gm.set_input(k, np.require(v, requirements="C"))
         gm.run()
         got = [gm.get_output(i).numpy() for i in range(gm.get_num_outputs())]
     if len(got) < len(expected):
