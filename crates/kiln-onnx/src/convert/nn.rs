@@ -258,11 +258,10 @@ fn layer_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let xs = shape_of(&x)?;
     let axis = super::norm_axis(node.attr_i("axis", -1)?, xs.len())?;
-    if axis != xs.len() - 1 {
-        return Err(Msg(format!(
-            "LayerNormalization over several axes (axis={axis} of rank {}) is not supported",
-            xs.len()
-        )));
+    let eps = node.attr_f("epsilon", 1e-5)? as f64;
+    let wants_stats = node.outputs.iter().skip(1).any(|o| !o.is_empty());
+    if axis != xs.len() - 1 || wants_stats {
+        return layer_norm_general(ctx, node, x, &xs, axis, eps);
     }
     let c = xs[axis];
     let d = dtype_of(&x)?;
@@ -278,15 +277,55 @@ fn layer_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         Some(b) => vec1(b)?,
         None => constant(&vec![0.0; c as usize], &[c], d)?,
     };
-    let eps = node.attr_f("epsilon", 1e-5)? as f64;
-    if node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err("the Mean and InvStdDev outputs are not supported".into());
-    }
     Ok(vec![call(
         "nn.layer_norm",
         vec![x, gamma, beta],
         &[("axis", (axis as i64).into()), ("epsilon", eps.into())],
     )?])
+}
+
+/// LayerNormalization over the axes `axis..` with its Mean and InvStdDev outputs, from
+/// reductions and arithmetic (computed in float32, the stash type, for narrower floats).
+fn layer_norm_general(
+    ctx: &mut Ctx<'_>,
+    node: &Node,
+    x: Expr,
+    xs: &[i64],
+    axis: usize,
+    eps: f64,
+) -> CResult<Vec<Expr>> {
+    let d = dtype_of(&x)?;
+    let f32t = kiln_ffi::DataType::float(32);
+    let narrow = d != f32t && d != kiln_ffi::DataType::float(64);
+    let to = |e: Expr, t: kiln_ffi::DataType| -> CResult<Expr> {
+        call("cast", vec![e], &[("dtype", t.to_string().as_str().into())])
+    };
+    let x = if narrow { to(x, f32t)? } else { x };
+    let stash = if narrow { f32t } else { d };
+    let axes: Vec<i64> = (axis as i64..xs.len() as i64).collect();
+    let reduce = |e: Expr| {
+        call(
+            "mean",
+            vec![e],
+            &[("axis", axes.clone().into()), ("keepdims", true.into())],
+        )
+    };
+    let mean = reduce(x.clone())?;
+    let centered = call("subtract", vec![x, mean.clone()], &[])?;
+    let var = reduce(call("multiply", vec![centered.clone(), centered.clone()], &[])?)?;
+    let inv = call(
+        "rsqrt",
+        vec![call("add", vec![var, scalar(eps, stash)?], &[])?],
+        &[],
+    )?;
+    let mut y = call("multiply", vec![centered, inv.clone()], &[])?;
+    let gamma = ctx.input(node, 1)?;
+    y = call("multiply", vec![y, if narrow { to(gamma, f32t)? } else { gamma }], &[])?;
+    if let Some(b) = ctx.opt_input(node, 2)? {
+        y = call("add", vec![y, if narrow { to(b, f32t)? } else { b }], &[])?;
+    }
+    let y = if narrow { to(y, d)? } else { y };
+    Ok(vec![y, mean, inv])
 }
 
 fn softmax(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
