@@ -312,7 +312,11 @@ fn layer_norm_general(
     };
     let mean = reduce(x.clone())?;
     let centered = call("subtract", vec![x, mean.clone()], &[])?;
-    let var = reduce(call("multiply", vec![centered.clone(), centered.clone()], &[])?)?;
+    let var = reduce(call(
+        "multiply",
+        vec![centered.clone(), centered.clone()],
+        &[],
+    )?)?;
     let inv = call(
         "rsqrt",
         vec![call("add", vec![var, scalar(eps, stash)?], &[])?],
@@ -320,7 +324,11 @@ fn layer_norm_general(
     )?;
     let mut y = call("multiply", vec![centered, inv.clone()], &[])?;
     let gamma = ctx.input(node, 1)?;
-    y = call("multiply", vec![y, if narrow { to(gamma, f32t)? } else { gamma }], &[])?;
+    y = call(
+        "multiply",
+        vec![y, if narrow { to(gamma, f32t)? } else { gamma }],
+        &[],
+    )?;
     if let Some(b) = ctx.opt_input(node, 2)? {
         y = call("add", vec![y, if narrow { to(b, f32t)? } else { b }], &[])?;
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::{call, CResult, ConvertFn, Ctx, Msg};
+use super::{call, CResult, ConvertFn, Ctx};
 use crate::Node;
 
 fn reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -35,9 +35,6 @@ fn reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
 fn arg_reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
-    if node.attr_i("select_last_index", 0)? != 0 {
-        return Err(Msg("select_last_index=1 is not supported".into()));
-    }
     let axis = node.attr_i("axis", 0)?;
     let keep = node.attr_i("keepdims", 1)? != 0;
     let op = if node.op_type == "ArgMax" {
@@ -48,7 +45,14 @@ fn arg_reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call(
         op,
         vec![x],
-        &[("axis", vec![axis].into()), ("keepdims", keep.into())],
+        &[
+            ("axis", vec![axis].into()),
+            ("keepdims", keep.into()),
+            (
+                "select_last_index",
+                (node.attr_i("select_last_index", 0)? != 0).into(),
+            ),
+        ],
     )?])
 }
 

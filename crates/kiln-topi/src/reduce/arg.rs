@@ -1,8 +1,9 @@
 //! `argmax` / `argmin`: the index of the extreme value, the first one on ties (numpy, ONNX
-//! with `select_last_index = 0`).
+//! with `select_last_index = 0`), or the last one ([`arg_extreme`], ONNX's
+//! `select_last_index = 1`).
 //!
-//! Two stages: the extreme value over the axis (`<name>_val`), then the smallest index whose
-//! element equals it (the output, `int64`). With `axis = None` the index is into the
+//! Two stages: the extreme value over the axis (`<name>_val`), then the smallest (largest)
+//! index whose element equals it (the output, `int64`). With `axis = None` the index is into the
 //! flattened (row-major) tensor, as numpy's.
 
 use super::common::{input_indices, reduce_axes, reduced_shape};
@@ -11,7 +12,18 @@ use kiln_ffi::{DataType, Result};
 use kiln_te::{reduce_axis_n, IterVar, Tensor};
 use kiln_tir::{cast, select, PrimExpr};
 
-fn arg_reduce(x: &Tensor, axis: Option<i64>, keepdims: bool, is_max: bool) -> Result<Tensor> {
+/// The index of the largest (`is_max`) or smallest element along `axis`, the last one on ties
+/// when `last`, else the first.
+///
+/// # Errors
+/// A `ValueError` for an axis out of range.
+pub fn arg_extreme(
+    x: &Tensor,
+    axis: Option<i64>,
+    keepdims: bool,
+    is_max: bool,
+    last: bool,
+) -> Result<Tensor> {
     let name = if is_max { "argmax" } else { "argmin" };
     let axes = match axis {
         Some(a) => vec![normalize_axis(a, x.ndim(), name)?],
@@ -56,9 +68,12 @@ fn arg_reduce(x: &Tensor, axis: Option<i64>, keepdims: bool, is_max: bool) -> Re
         |i| {
             let v = x.at(&input_indices(ndim, &axes, keepdims, i, &rv2));
             let hit = v.equal(val.at_vars(i));
-            let idx = select(hit, linear, PrimExpr::const_int(i64t, i64::MAX));
+            let miss = if last { -1 } else { i64::MAX };
+            let idx = select(hit, linear, PrimExpr::const_int(i64t, miss));
             if r2.is_empty() {
                 PrimExpr::const_int(i64t, 0)
+            } else if last {
+                kiln_te::max(idx, &r2)
             } else {
                 kiln_te::min(idx, &r2)
             }
@@ -74,7 +89,7 @@ fn arg_reduce(x: &Tensor, axis: Option<i64>, keepdims: bool, is_max: bool) -> Re
 /// # Errors
 /// A `ValueError` for an axis out of range.
 pub fn argmax(x: &Tensor, axis: Option<i64>, keepdims: bool) -> Result<Tensor> {
-    arg_reduce(x, axis, keepdims, true)
+    arg_extreme(x, axis, keepdims, true, false)
 }
 
 /// The index (`int64`) of the smallest element along `axis` (`None`: of the flattened
@@ -83,5 +98,5 @@ pub fn argmax(x: &Tensor, axis: Option<i64>, keepdims: bool) -> Result<Tensor> {
 /// # Errors
 /// A `ValueError` for an axis out of range.
 pub fn argmin(x: &Tensor, axis: Option<i64>, keepdims: bool) -> Result<Tensor> {
-    arg_reduce(x, axis, keepdims, false)
+    arg_extreme(x, axis, keepdims, false, false)
 }

@@ -9,6 +9,6 @@ mod arg;
 mod common;
 mod schedule;
 
-pub use arg::{argmax, argmin};
+pub use arg::{arg_extreme, argmax, argmin};
 pub use common::{max, mean, min, prod, reduce_axes, reduce_with, sum};
 pub use schedule::schedule_reduce;

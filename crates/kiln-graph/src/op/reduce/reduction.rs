@@ -114,11 +114,13 @@ fn lower_arg(op: &str, i: &[TeTensor], a: &Attrs<'_>, max: bool) -> Result<Vec<T
     let x = input(op, i, 0)?;
     let axis = a.opt_ints("axis")?.and_then(|v| v.first().copied());
     let keep = a.bool("keepdims")?;
-    if max {
-        one(reduce::argmax(x, axis, keep))
-    } else {
-        one(reduce::argmin(x, axis, keep))
-    }
+    one(reduce::arg_extreme(
+        x,
+        axis,
+        keep,
+        max,
+        a.bool("select_last_index")?,
+    ))
 }
 
 /// The definitions of this file.
@@ -149,6 +151,11 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             .eval(|a, at, ty| reduce_eval(a, at, ty, 1.0, |x, y| x * y, |x, _| x))
             .compute(|i, a, _| lower_with("prod", i, a, reduce::prod)),
     );
-    v.push(mk("argmax", arg_rel).compute(|i, a, _| lower_arg("argmax", i, a, true)));
-    v.push(mk("argmin", arg_rel).compute(|i, a, _| lower_arg("argmin", i, a, false)));
+    let mk_arg = |name| {
+        let mut at = attrs();
+        at.push(AttrSpec::new("select_last_index", AttrKind::Bool, false));
+        OpDef::new(name, &["data"], OpPattern::CommReduce, arg_rel).attrs(at)
+    };
+    v.push(mk_arg("argmax").compute(|i, a, _| lower_arg("argmax", i, a, true)));
+    v.push(mk_arg("argmin").compute(|i, a, _| lower_arg("argmin", i, a, false)));
 }
