@@ -487,6 +487,51 @@ fn lrn(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("divide", vec![x, den], &[])?])
 }
 
+/// Hardmax: 1 at the first largest element along `axis`, 0 elsewhere (before opset 13 over
+/// the input coerced to 2-D at `axis`, as Softmax then).
+fn hardmax(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let d = dtype_of(&x)?;
+    let default = if ctx.opset < 13 { 1 } else { -1 };
+    let axis = super::norm_axis(node.attr_i("axis", default)?, xs.len())?;
+    let (work, axis_w) = if ctx.opset < 13 {
+        let rows: i64 = xs[..axis].iter().product();
+        let cols: i64 = xs[axis..].iter().product();
+        let r = call("reshape", vec![x], &[("newshape", vec![rows, cols].into())])?;
+        (r, 1usize)
+    } else {
+        (x, axis)
+    };
+    let ws = shape_of(&work)?;
+    let idx = call(
+        "argmax",
+        vec![work],
+        &[
+            ("axis", vec![axis_w as i64].into()),
+            ("keepdims", true.into()),
+        ],
+    )?;
+    let n = ws[axis_w];
+    let mut iota_shape = vec![1i64; ws.len()];
+    iota_shape[axis_w] = n;
+    let iota = call(
+        "reshape",
+        vec![super::const_i64(&(0..n).collect::<Vec<_>>())?],
+        &[("newshape", iota_shape.into())],
+    )?;
+    let hot = call("equal", vec![iota, idx], &[])?;
+    let y = call(
+        "cast",
+        vec![hot],
+        &[("dtype", d.to_string().as_str().into())],
+    )?;
+    if ctx.opset < 13 {
+        return Ok(vec![call("reshape", vec![y], &[("newshape", xs.into())])?]);
+    }
+    Ok(vec![y])
+}
+
 /// Registers this file's converters.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Conv", conv);
@@ -497,6 +542,7 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("LayerNormalization", layer_norm);
     t.insert("Softmax", softmax);
     t.insert("LogSoftmax", softmax);
+    t.insert("Hardmax", hardmax);
     t.insert("MaxPool", pool);
     t.insert("AveragePool", pool);
     t.insert("GlobalAveragePool", global_pool);
