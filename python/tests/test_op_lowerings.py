@@ -135,3 +135,19 @@ def test_binary_ops_of_opset_6_broadcast_by_axis():
     gm.run()
     gm.get_output(0, out)
     np.testing.assert_allclose(out, (a + b[None, :, None, None]) * c, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                                "ReduceLogSumExp"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_derived_reductions(op, keepdims):
+    rng = np.random.default_rng()
+    x = rng.uniform(0.5, 30.0, size=(3, 4, 5)).astype("float32")
+    axes = numpy_helper.from_array(np.array([0, 2], dtype="int64"), "axes")
+    out_shape = (1, 4, 1) if keepdims else (4,)
+    m = model_of([helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], [axes],
+                 opset=18)
+    got, want = compare(m, {"x": x}, out_shape, "float32")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
