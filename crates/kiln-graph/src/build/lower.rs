@@ -31,21 +31,19 @@ fn make_placeholder(shape: &[i64], dtype: DataType, name: &str) -> Tensor {
     placeholder(&dims, dtype, name)
 }
 
-/// The value of a scalar constant as `f64`.
+/// The value of a scalar constant as `f64` (any numeric or bool dtype).
 fn scalar_value(t: &kiln_runtime::tensor::Tensor) -> Result<f64> {
-    let d = t.dtype().to_string();
-    let v = match d.as_str() {
-        "float32" => t.to_vec::<f32>()?.first().map(|&x| x as f64),
-        "float64" => t.to_vec::<f64>()?.first().copied(),
-        "int32" => t.to_vec::<i32>()?.first().map(|&x| x as f64),
-        "int64" => t.to_vec::<i64>()?.first().map(|&x| x as f64),
-        _ => {
-            return Err(Error::value_error(format!(
-                "graph build: a scalar constant of dtype {d} inside a fused function"
-            )))
-        }
-    };
-    v.ok_or_else(|| Error::value_error("graph build: an empty scalar constant"))
+    t.to_f64_vec()
+        .map_err(|e| {
+            Error::value_error(format!(
+                "graph build: a scalar constant of dtype {} inside a fused function: {}",
+                t.dtype(),
+                e.message()
+            ))
+        })?
+        .first()
+        .copied()
+        .ok_or_else(|| Error::value_error("graph build: an empty scalar constant"))
 }
 
 /// A rank-0 compute holding a scalar constant (inlined by the schedules).

@@ -243,13 +243,130 @@ fn leaky_relu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
 fn gelu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
-    let approx = node.attr_s("approximate", "none")?;
-    if approx != "none" {
-        return Err(Msg(format!(
-            "Gelu with approximate=\"{approx}\" is not supported (only \"none\")"
-        )));
+    match node.attr_s("approximate", "none")?.as_str() {
+        "none" => Ok(vec![call("nn.gelu", vec![x], &[])?]),
+        "tanh" => {
+            // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            let x3 = call(
+                "multiply",
+                vec![
+                    call("multiply", vec![x.clone(), x.clone()], &[])?,
+                    x.clone(),
+                ],
+                &[],
+            )?;
+            let inner = call("add", vec![x.clone(), affine(x3, 0.044715, 0.0)?], &[])?;
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            let t = call("tanh", vec![affine(inner, k, 0.0)?], &[])?;
+            let half = affine(t, 0.5, 0.5)?;
+            Ok(vec![call("multiply", vec![x, half], &[])?])
+        }
+        other => Err(Msg(format!(
+            "Gelu with approximate=\"{other}\" is not an ONNX mode (none or tanh)"
+        ))),
     }
-    Ok(vec![call("nn.gelu", vec![x], &[])?])
+}
+
+/// Softsign: `x / (1 + |x|)`.
+fn softsign(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let den = affine(call("abs", vec![x.clone()], &[])?, 1.0, 1.0)?;
+    Ok(vec![call("divide", vec![x, den], &[])?])
+}
+
+/// Celu: `max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`.
+fn celu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let alpha = node.attr_f("alpha", 1.0)? as f64;
+    let d = dtype_of(&x)?;
+    let zero = scalar(0.0, d)?;
+    let e = call("exp", vec![affine(x.clone(), 1.0 / alpha, 0.0)?], &[])?;
+    let neg = call(
+        "minimum",
+        vec![affine(e, alpha, -alpha)?, zero.clone()],
+        &[],
+    )?;
+    let pos = call("maximum", vec![x, zero], &[])?;
+    Ok(vec![call("add", vec![pos, neg], &[])?])
+}
+
+/// ThresholdedRelu: `x > alpha ? x : 0`.
+fn thresholded_relu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let alpha = node.attr_f("alpha", 1.0)? as f64;
+    let d = dtype_of(&x)?;
+    let keep = call("greater", vec![x.clone(), scalar(alpha, d)?], &[])?;
+    Ok(vec![call("where", vec![keep, x, scalar(0.0, d)?], &[])?])
+}
+
+/// Shrink: `x < -lambd ? x + bias : (x > lambd ? x - bias : 0)`.
+fn shrink(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let lambd = node.attr_f("lambd", 0.5)? as f64;
+    let bias = node.attr_f("bias", 0.0)? as f64;
+    let d = dtype_of(&x)?;
+    let low = call("less", vec![x.clone(), scalar(-lambd, d)?], &[])?;
+    let high = call("greater", vec![x.clone(), scalar(lambd, d)?], &[])?;
+    let up = call("add", vec![x.clone(), scalar(bias, d)?], &[])?;
+    let down = call("subtract", vec![x, scalar(bias, d)?], &[])?;
+    let inner = call("where", vec![high, down, scalar(0.0, d)?], &[])?;
+    Ok(vec![call("where", vec![low, up, inner], &[])?])
+}
+
+/// Mish: `x * tanh(log(1 + exp(x)))`.
+fn mish(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let sp = call(
+        "log",
+        vec![affine(call("exp", vec![x.clone()], &[])?, 1.0, 1.0)?],
+        &[],
+    )?;
+    Ok(vec![call(
+        "multiply",
+        vec![x, call("tanh", vec![sp], &[])?],
+        &[],
+    )?])
+}
+
+/// Sign: -1, 0 or 1.
+fn sign(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let d = dtype_of(&x)?;
+    let pos = call("greater", vec![x.clone(), scalar(0.0, d)?], &[])?;
+    let neg = call("less", vec![x, scalar(0.0, d)?], &[])?;
+    let inner = call("where", vec![neg, scalar(-1.0, d)?, scalar(0.0, d)?], &[])?;
+    Ok(vec![call("where", vec![pos, scalar(1.0, d)?, inner], &[])?])
+}
+
+/// IsNaN: `x != x`.
+fn is_nan(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    Ok(vec![call("not_equal", vec![x.clone(), x], &[])?])
+}
+
+/// IsInf: `x == +inf` (detect_positive) or `x == -inf` (detect_negative).
+fn is_inf(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let d = dtype_of(&x)?;
+    let pos = node.attr_i("detect_positive", 1)? != 0;
+    let neg = node.attr_i("detect_negative", 1)? != 0;
+    let eq = |v: f64| call("equal", vec![x.clone(), scalar(v, d)?], &[]);
+    Ok(vec![match (pos, neg) {
+        (true, true) => call(
+            "logical_or",
+            vec![eq(f64::INFINITY)?, eq(f64::NEG_INFINITY)?],
+            &[],
+        )?,
+        (true, false) => eq(f64::INFINITY)?,
+        (false, true) => eq(f64::NEG_INFINITY)?,
+        (false, false) => call("not_equal", vec![x.clone(), x], &[]).and_then(|nan| {
+            call(
+                "logical_and",
+                vec![nan.clone(), call("logical_not", vec![nan], &[])?],
+                &[],
+            )
+        })?,
+    }])
 }
 
 fn prelu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -318,5 +435,13 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Elu", elu);
     t.insert("Selu", elu);
     t.insert("Softplus", softplus);
+    t.insert("Softsign", softsign);
+    t.insert("Celu", celu);
+    t.insert("ThresholdedRelu", thresholded_relu);
+    t.insert("Shrink", shrink);
+    t.insert("Mish", mish);
+    t.insert("Sign", sign);
+    t.insert("IsNaN", is_nan);
+    t.insert("IsInf", is_inf);
     t.insert("Mean", mean);
 }
