@@ -200,8 +200,8 @@ def main(out):
         "unsupported": model([
             helper.make_node("Relu", ["x"], ["r0"], name="r0"),
             helper.make_node("Foo", ["r0"], ["f1"], name="foo_1", domain="com.example"),
-            helper.make_node("Hardmax", ["f1"], ["h1"], name="hardmax_1"),
-            helper.make_node("Hardmax", ["h1"], ["h2"], name="hardmax_2"),
+            helper.make_node("Sin", ["f1"], ["h1"], name="sin_1"),
+            helper.make_node("Sin", ["h1"], ["h2"], name="sin_2"),
             helper.make_node("Einsum", ["h2"], ["e1"], equation="i->i"),
             helper.make_node("Foo", ["e1"], ["y"], name="foo_2", domain="com.example"),
         ], [x], [y], check=False),
