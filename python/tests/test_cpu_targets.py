@@ -92,3 +92,26 @@ def test_a_list_of_targets_gives_one_library_that_runs_here(tmp_path):
     want = ort.InferenceSession(MODEL, so, providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_tensor_compiler_builds_one_library_for_two_levels(tmp_path):
+    from kiln import te
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=8)
+    s[B].vectorize(xi)
+    f = kiln.build(s, [A, B], target=["llvm -mcpu=x86-64-v4", "llvm -mcpu=x86-64-v3"],
+                   name="affine")
+    path = str(tmp_path / "affine.so")
+    f.export_library(path)
+    m = kiln.load_module(path)
+    records = m.target_records()
+    assert sorted(r["cpu"] for r in records) == ["x86-64-v3", "x86-64-v4"], records
+    chosen = [r["cpu"] for r in records if r["chosen"]]
+    assert chosen == (["x86-64-v4"] if "avx512f" in host_flags() else ["x86-64-v3"]), records
+    a = np.random.default_rng().standard_normal(1000).astype("float32")
+    b = np.full(1000, np.nan, dtype="float32")
+    m["affine"](a, b)
+    np.testing.assert_allclose(b, a * 2.0 + 1.0, rtol=1e-6)
