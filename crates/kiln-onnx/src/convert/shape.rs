@@ -467,6 +467,17 @@ fn depth_space(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("reshape", vec![t], &[("newshape", out.into())])?])
 }
 
+/// GatherElements.
+fn gather_elements(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (x, ix) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let axis = node.attr_i("axis", 0)?;
+    Ok(vec![call(
+        "gather_elements",
+        vec![x, ix],
+        &[("axis", axis.into())],
+    )?])
+}
+
 /// Trilu: `k` from its optional second input (a compile-time constant).
 fn trilu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
@@ -508,4 +519,5 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("DepthToSpace", depth_space);
     t.insert("SpaceToDepth", depth_space);
     t.insert("Trilu", trilu);
+    t.insert("GatherElements", gather_elements);
 }

@@ -43,7 +43,7 @@ pub use schedule::{create_injective_schedule, schedule_injective};
 pub use split::{split, SplitSpec};
 pub use squeeze::{expand_dims, squeeze, unsqueeze};
 pub use strided_slice::{slice_params, strided_slice};
-pub use take::take;
+pub use take::{gather_elements, take};
 pub use tile::tile;
 pub use transpose::transpose;
 pub use trilu::trilu;

@@ -43,3 +43,44 @@ pub fn take(x: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor> {
         tag::INJECTIVE,
     )
 }
+
+/// `x` gathered element by element along `axis` (ONNX `GatherElements`, `torch.gather`): the
+/// result has the shape of `indices`, and `out[i] = x[i with i[axis] = indices[i]]`. Negative
+/// indices count from the end; indices still out of range are clamped into the axis.
+///
+/// # Errors
+/// A `ValueError` for an axis out of range or ranks that differ; a `TypeError` for non-integer
+/// indices.
+pub fn gather_elements(x: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor> {
+    let a = normalize_axis(axis, x.ndim(), "gather_elements")?;
+    if !indices.dtype().is_integer() {
+        return Err(Error::type_error(format!(
+            "gather_elements: indices `{}` have dtype {}, an integer type is needed",
+            indices.name(),
+            indices.dtype()
+        )));
+    }
+    if indices.ndim() != x.ndim() {
+        return Err(Error::value_error(format!(
+            "gather_elements: indices have rank {}, data rank {}",
+            indices.ndim(),
+            x.ndim()
+        )));
+    }
+    let n = x.shape()[a].clone();
+    compute_tagged(
+        indices.shape(),
+        |i| {
+            let iv: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
+            let dt = n.dtype();
+            let raw = cast(dt, indices.at(&iv));
+            let wrapped = select(raw.lt(0), raw.clone() + n.clone(), raw);
+            let clamped = kiln_tir::min(kiln_tir::max(wrapped, 0), n.clone() - 1);
+            let mut idx = iv;
+            idx[a] = clamped;
+            x.at(&idx)
+        },
+        "gather_elements",
+        tag::INJECTIVE,
+    )
+}

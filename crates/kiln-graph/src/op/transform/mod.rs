@@ -4,6 +4,7 @@ pub mod broadcast_to;
 pub mod concatenate;
 pub mod expand_dims;
 pub mod flatten;
+pub mod gather_elements;
 pub mod layout_transform;
 pub mod pad;
 pub mod reshape;
@@ -23,6 +24,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     concatenate::defs(v);
     expand_dims::defs(v);
     flatten::defs(v);
+    gather_elements::defs(v);
     layout_transform::defs(v);
     pad::defs(v);
     reshape::defs(v);
