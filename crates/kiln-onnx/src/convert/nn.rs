@@ -487,6 +487,111 @@ fn lrn(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("divide", vec![x, den], &[])?])
 }
 
+/// InstanceNormalization: each (n, c) plane normalized over its spatial axes, then
+/// `scale[c] * y + bias[c]`.
+fn instance_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    if xs.len() < 3 {
+        return Err(Msg(format!("input must be [N, C, spatial...], got {xs:?}")));
+    }
+    let d = dtype_of(&x)?;
+    let eps = node.attr_f("epsilon", 1e-5)? as f64;
+    let axes: Vec<i64> = (2..xs.len() as i64).collect();
+    let keep = [("axis", axes.into()), ("keepdims", true.into())];
+    let mean = call("mean", vec![x.clone()], &keep)?;
+    let centered = call("subtract", vec![x, mean], &[])?;
+    let var = call(
+        "mean",
+        vec![call(
+            "multiply",
+            vec![centered.clone(), centered.clone()],
+            &[],
+        )?],
+        &keep,
+    )?;
+    let inv = call(
+        "rsqrt",
+        vec![call("add", vec![var, scalar(eps, d)?], &[])?],
+        &[],
+    )?;
+    let mut per_channel = vec![xs[1]];
+    per_channel.extend(std::iter::repeat_n(1, xs.len() - 2));
+    let channel = |e: Expr| {
+        call(
+            "reshape",
+            vec![e],
+            &[("newshape", per_channel.clone().into())],
+        )
+    };
+    let y = call("multiply", vec![centered, inv], &[])?;
+    let y = call("multiply", vec![y, channel(ctx.input(node, 1)?)?], &[])?;
+    Ok(vec![call(
+        "add",
+        vec![y, channel(ctx.input(node, 2)?)?],
+        &[],
+    )?])
+}
+
+/// LpNormalization: `x / ||x||_p` along `axis` (p = 1 or 2).
+fn lp_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let axis = super::norm_axis(node.attr_i("axis", -1)?, xs.len())? as i64;
+    let p = node.attr_i("p", 2)?;
+    let keep = [("axis", vec![axis].into()), ("keepdims", true.into())];
+    let norm = match p {
+        1 => call("sum", vec![call("abs", vec![x.clone()], &[])?], &keep)?,
+        2 => call(
+            "sqrt",
+            vec![call(
+                "sum",
+                vec![call("multiply", vec![x.clone(), x.clone()], &[])?],
+                &keep,
+            )?],
+            &[],
+        )?,
+        _ => return Err(Msg(format!("p={p} is not 1 or 2"))),
+    };
+    Ok(vec![call("divide", vec![x, norm], &[])?])
+}
+
+/// RMSNormalization (opset 23): `x / sqrt(mean(x^2 over axis..) + epsilon) * scale`, computed
+/// in float32 (the stash type) for narrower floats.
+fn rms_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let axis = super::norm_axis(node.attr_i("axis", -1)?, xs.len())?;
+    let eps = node.attr_f("epsilon", 1e-5)? as f64;
+    let d = dtype_of(&x)?;
+    let f32t = kiln_ffi::DataType::float(32);
+    let narrow = d != f32t && d != kiln_ffi::DataType::float(64);
+    let to = |e: Expr, t: kiln_ffi::DataType| -> CResult<Expr> {
+        call("cast", vec![e], &[("dtype", t.to_string().as_str().into())])
+    };
+    let x = if narrow { to(x, f32t)? } else { x };
+    let stash = if narrow { f32t } else { d };
+    let axes: Vec<i64> = (axis as i64..xs.len() as i64).collect();
+    let ms = call(
+        "mean",
+        vec![call("multiply", vec![x.clone(), x.clone()], &[])?],
+        &[("axis", axes.into()), ("keepdims", true.into())],
+    )?;
+    let inv = call(
+        "rsqrt",
+        vec![call("add", vec![ms, scalar(eps, stash)?], &[])?],
+        &[],
+    )?;
+    let y = call("multiply", vec![x, inv], &[])?;
+    let scale = ctx.input(node, 1)?;
+    let y = call(
+        "multiply",
+        vec![y, if narrow { to(scale, f32t)? } else { scale }],
+        &[],
+    )?;
+    Ok(vec![if narrow { to(y, d)? } else { y }])
+}
+
 /// Hardmax: 1 at the first largest element along `axis`, 0 elsewhere (before opset 13 over
 /// the input coerced to 2-D at `axis`, as Softmax then).
 fn hardmax(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -543,6 +648,9 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Softmax", softmax);
     t.insert("LogSoftmax", softmax);
     t.insert("Hardmax", hardmax);
+    t.insert("InstanceNormalization", instance_norm);
+    t.insert("LpNormalization", lp_norm);
+    t.insert("RMSNormalization", rms_norm);
     t.insert("MaxPool", pool);
     t.insert("AveragePool", pool);
     t.insert("GlobalAveragePool", global_pool);
