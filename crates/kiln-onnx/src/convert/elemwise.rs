@@ -359,13 +359,8 @@ fn is_inf(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         )?,
         (true, false) => eq(f64::INFINITY)?,
         (false, true) => eq(f64::NEG_INFINITY)?,
-        (false, false) => call("not_equal", vec![x.clone(), x], &[]).and_then(|nan| {
-            call(
-                "logical_and",
-                vec![nan.clone(), call("logical_not", vec![nan], &[])?],
-                &[],
-            )
-        })?,
+        // Nothing detected: all false (`x < x` is false for every value, NaN included).
+        (false, false) => call("less", vec![x.clone(), x], &[])?,
     }])
 }
 

@@ -284,6 +284,48 @@ fn layer_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// The float32 "stash" of normalizations: tensors of narrower floats are computed in float32
+/// and cast back; float32 and float64 stay as they are.
+struct Stash {
+    dtype: kiln_ffi::DataType,
+    narrow: bool,
+}
+
+impl Stash {
+    /// The stash for an input of `dtype`.
+    fn of(dtype: kiln_ffi::DataType) -> Stash {
+        let f32t = kiln_ffi::DataType::float(32);
+        let narrow = dtype != f32t && dtype != kiln_ffi::DataType::float(64);
+        Stash { dtype, narrow }
+    }
+
+    /// The element type computations run in.
+    fn compute_dtype(&self) -> kiln_ffi::DataType {
+        if self.narrow {
+            kiln_ffi::DataType::float(32)
+        } else {
+            self.dtype
+        }
+    }
+
+    /// `e` in the compute type.
+    fn widen(&self, e: Expr) -> CResult<Expr> {
+        self.cast(e, self.compute_dtype())
+    }
+
+    /// A result back in the input's type.
+    fn restore(&self, e: Expr) -> CResult<Expr> {
+        self.cast(e, self.dtype)
+    }
+
+    fn cast(&self, e: Expr, t: kiln_ffi::DataType) -> CResult<Expr> {
+        if !self.narrow {
+            return Ok(e);
+        }
+        call("cast", vec![e], &[("dtype", t.to_string().as_str().into())])
+    }
+}
+
 /// LayerNormalization over the axes `axis..` with its Mean and InvStdDev outputs, from
 /// reductions and arithmetic (computed in float32, the stash type, for narrower floats).
 fn layer_norm_general(
@@ -294,14 +336,9 @@ fn layer_norm_general(
     axis: usize,
     eps: f64,
 ) -> CResult<Vec<Expr>> {
-    let d = dtype_of(&x)?;
-    let f32t = kiln_ffi::DataType::float(32);
-    let narrow = d != f32t && d != kiln_ffi::DataType::float(64);
-    let to = |e: Expr, t: kiln_ffi::DataType| -> CResult<Expr> {
-        call("cast", vec![e], &[("dtype", t.to_string().as_str().into())])
-    };
-    let x = if narrow { to(x, f32t)? } else { x };
-    let stash = if narrow { f32t } else { d };
+    let st = Stash::of(dtype_of(&x)?);
+    let x = st.widen(x)?;
+    let stash = st.compute_dtype();
     let axes: Vec<i64> = (axis as i64..xs.len() as i64).collect();
     let reduce = |e: Expr| {
         call(
@@ -323,17 +360,11 @@ fn layer_norm_general(
         &[],
     )?;
     let mut y = call("multiply", vec![centered, inv.clone()], &[])?;
-    let gamma = ctx.input(node, 1)?;
-    y = call(
-        "multiply",
-        vec![y, if narrow { to(gamma, f32t)? } else { gamma }],
-        &[],
-    )?;
+    y = call("multiply", vec![y, st.widen(ctx.input(node, 1)?)?], &[])?;
     if let Some(b) = ctx.opt_input(node, 2)? {
-        y = call("add", vec![y, if narrow { to(b, f32t)? } else { b }], &[])?;
+        y = call("add", vec![y, st.widen(b)?], &[])?;
     }
-    let y = if narrow { to(y, d)? } else { y };
-    Ok(vec![y, mean, inv])
+    Ok(vec![st.restore(y)?, mean, inv])
 }
 
 fn softmax(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -563,14 +594,9 @@ fn rms_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let xs = shape_of(&x)?;
     let axis = super::norm_axis(node.attr_i("axis", -1)?, xs.len())?;
     let eps = node.attr_f("epsilon", 1e-5)? as f64;
-    let d = dtype_of(&x)?;
-    let f32t = kiln_ffi::DataType::float(32);
-    let narrow = d != f32t && d != kiln_ffi::DataType::float(64);
-    let to = |e: Expr, t: kiln_ffi::DataType| -> CResult<Expr> {
-        call("cast", vec![e], &[("dtype", t.to_string().as_str().into())])
-    };
-    let x = if narrow { to(x, f32t)? } else { x };
-    let stash = if narrow { f32t } else { d };
+    let st = Stash::of(dtype_of(&x)?);
+    let x = st.widen(x)?;
+    let stash = st.compute_dtype();
     let axes: Vec<i64> = (axis as i64..xs.len() as i64).collect();
     let ms = call(
         "mean",
@@ -583,13 +609,8 @@ fn rms_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         &[],
     )?;
     let y = call("multiply", vec![x, inv], &[])?;
-    let scale = ctx.input(node, 1)?;
-    let y = call(
-        "multiply",
-        vec![y, if narrow { to(scale, f32t)? } else { scale }],
-        &[],
-    )?;
-    Ok(vec![if narrow { to(y, d)? } else { y }])
+    let y = call("multiply", vec![y, st.widen(ctx.input(node, 1)?)?], &[])?;
+    Ok(vec![st.restore(y)?])
 }
 
 /// Hardmax: 1 at the first largest element along `axis`, 0 elsewhere (before opset 13 over
