@@ -2,6 +2,9 @@
 //! `.so` -> `load_module` -> `["default"](cpu)` -> graph executor, with random inputs, outputs
 //! poisoned with NaN before the run, and results checked against naive Rust loops.
 
+mod common;
+use common::random;
+
 use kiln_ffi::{Device, Function as FfiFunction};
 
 // Links the registrations of kiln-graph (the `graph.build` global).
@@ -14,19 +17,6 @@ use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
 use kiln_runtime::tensor::Tensor;
 
 const TARGET: &str = "llvm -mcpu=native";
-
-/// `n` pseudo-random floats in [-1, 1) from `seed`.
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
-        })
-        .collect()
-}
 
 fn assert_close(got: &[f32], want: &[f32], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");

@@ -5,6 +5,9 @@
 //! in the convolution and product kernels. Outputs are checked against naive loops on random
 //! inputs, NaN-poisoned first.
 
+mod common;
+use common::random;
+
 use kiln_codegen::target::Target;
 use kiln_ffi::Device;
 use kiln_graph::build::{
@@ -20,19 +23,6 @@ use kiln_tir::{CpuDesc, DataTypeExt, PrimExpr, StmtKind};
 
 // Links the registrations of kiln-graph.
 const _: fn() -> *const () = kiln_graph::link_globals;
-
-/// `n` pseudo-random floats in [-1, 1) from `seed`.
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
-        })
-        .collect()
-}
 
 const C: usize = 8;
 const H: usize = 12;
