@@ -366,7 +366,14 @@ fn is_inf(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
 fn prelu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
-    let slope = ctx.input(node, 1)?;
+    let mut slope = ctx.input(node, 1)?;
+    let (xs, ss) = (shape_of(&x)?, shape_of(&slope)?);
+    if ctx.opset < 7 && ss.len() == 1 && ss[0] > 1 && xs.len() > 2 && xs[1] == ss[0] {
+        // Before opset 7 a slope of one value per channel applies along axis 1.
+        let mut shape = vec![ss[0]];
+        shape.resize(xs.len() - 1, 1);
+        slope = call("reshape", vec![slope], &[("newshape", shape.into())])?;
+    }
     let d = dtype_of(&x)?;
     let pos = call("greater", vec![x.clone(), scalar(0.0, d)?], &[])?;
     let neg = call("multiply", vec![x.clone(), slope], &[])?;

@@ -1,6 +1,6 @@
-//! Neural-network converters: Conv (1-D and 2-D, groups, pads, strides, dilations, auto_pad),
-//! ConvTranspose, Gemm, MatMul, BatchNormalization, LayerNormalization, Softmax/LogSoftmax
-//! (opset < 13 flattening semantics), MaxPool/AveragePool, the global pools, LRN and Dropout.
+//! Neural-network converters: Gemm, MatMul, the normalizations (Batch, Layer, Instance, Lp,
+//! RMS), Softmax/LogSoftmax (opset < 13 flattening semantics), Hardmax, LRN and Dropout.
+//! Convolutions are in `conv`, poolings in `pool`.
 
 use std::collections::HashMap;
 
@@ -8,181 +8,6 @@ use kiln_graph::ir::Expr;
 
 use super::{call, constant, dtype_of, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
-
-/// Padding `[begin..., end...]` for the spatial `input` extents under `auto_pad`, or the
-/// node's `pads` attribute.
-fn pads(
-    node: &Node,
-    input: &[i64],
-    kernel: &[i64],
-    strides: &[i64],
-    dilations: &[i64],
-) -> CResult<Vec<i64>> {
-    let n = input.len();
-    let auto = node.attr_s("auto_pad", "NOTSET")?;
-    match auto.as_str() {
-        "NOTSET" => {
-            let p = node.attr_ints("pads", &vec![0; 2 * n])?;
-            if p.len() != 2 * n {
-                return Err(Msg(format!("pads {p:?} must have {} values", 2 * n)));
-            }
-            Ok(p)
-        }
-        "VALID" => Ok(vec![0; 2 * n]),
-        "SAME_UPPER" | "SAME_LOWER" => {
-            let mut out = vec![0; 2 * n];
-            for i in 0..n {
-                let o = (input[i] + strides[i] - 1) / strides[i];
-                let eff = (kernel[i] - 1) * dilations[i] + 1;
-                let total = ((o - 1) * strides[i] + eff - input[i]).max(0);
-                let small = total / 2;
-                let (b, e) = if auto == "SAME_UPPER" {
-                    (small, total - small)
-                } else {
-                    (total - small, small)
-                };
-                out[i] = b;
-                out[n + i] = e;
-            }
-            Ok(out)
-        }
-        other => Err(Msg(format!("auto_pad \"{other}\" is not supported"))),
-    }
-}
-
-/// The 2-D view of a 1-D (NCW) operand: an extra unit axis at the end.
-fn to_2d(x: Expr) -> CResult<Expr> {
-    let mut s = shape_of(&x)?;
-    s.push(1);
-    call("reshape", vec![x], &[("newshape", s.into())])
-}
-
-fn drop_last(x: Expr) -> CResult<Expr> {
-    let mut s = shape_of(&x)?;
-    s.pop();
-    call("reshape", vec![x], &[("newshape", s.into())])
-}
-
-fn spatial_attrs(node: &Node, kernel: &[i64]) -> CResult<(Vec<i64>, Vec<i64>)> {
-    let n = kernel.len();
-    let strides = node.attr_ints("strides", &vec![1; n])?;
-    let dil = node.attr_ints("dilations", &vec![1; n])?;
-    Ok((strides, dil))
-}
-
-/// Extends 1-D attributes to 2-D (`[a]` -> `[a, 1]`, pads `[b, e]` -> `[b, 0, e, 0]`).
-fn widen(v: &[i64], fill: i64) -> Vec<i64> {
-    vec![v[0], fill]
-}
-
-fn conv(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let mut x = ctx.input(node, 0)?;
-    let mut w = ctx.input(node, 1)?;
-    let xs = shape_of(&x)?;
-    let ws = shape_of(&w)?;
-    let rank = xs.len();
-    if !(rank == 3 || rank == 4) || ws.len() != rank {
-        return Err(Msg(format!(
-            "only 1-D and 2-D convolutions are supported (input {xs:?}, weight {ws:?})"
-        )));
-    }
-    let kernel = node.attr_ints("kernel_shape", &ws[2..])?;
-    let (mut strides, mut dil) = spatial_attrs(node, &kernel)?;
-    let mut p = pads(node, &xs[2..], &kernel, &strides, &dil)?;
-    let group = node.attr_i("group", 1)?;
-    if rank == 3 {
-        x = to_2d(x)?;
-        w = to_2d(w)?;
-        strides = widen(&strides, 1);
-        dil = widen(&dil, 1);
-        p = vec![p[0], 0, p[1], 0];
-    }
-    let mut y = call(
-        "nn.conv2d",
-        vec![x, w],
-        &[
-            ("strides", strides.into()),
-            ("padding", p.into()),
-            ("dilation", dil.into()),
-            ("groups", group.into()),
-            ("channels", ws[0].into()),
-        ],
-    )?;
-    if let Some(b) = ctx.opt_input(node, 2)? {
-        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
-    }
-    if rank == 3 {
-        y = drop_last(y)?;
-    }
-    Ok(vec![y])
-}
-
-fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let x = ctx.input(node, 0)?;
-    let w = ctx.input(node, 1)?;
-    let xs = shape_of(&x)?;
-    let ws = shape_of(&w)?;
-    if xs.len() != 4 || ws.len() != 4 {
-        return Err(Msg(format!(
-            "only 2-D transposed convolutions are supported (input {xs:?}, weight {ws:?})"
-        )));
-    }
-    let kernel = node.attr_ints("kernel_shape", &ws[2..])?;
-    let (strides, dil) = spatial_attrs(node, &kernel)?;
-    let group = node.attr_i("group", 1)?;
-    let out_pad = node.attr_ints("output_padding", &[0, 0])?;
-    let auto = node.attr_s("auto_pad", "NOTSET")?;
-    let p = if let Some(os) = node.opt_ints("output_shape")? {
-        let os = &os[os.len() - 2..];
-        let mut p = vec![0; 4];
-        for i in 0..2 {
-            let total =
-                strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - os[i];
-            let (b, e) = if auto == "SAME_UPPER" {
-                (total / 2, total - total / 2)
-            } else {
-                (total - total / 2, total / 2)
-            };
-            p[i] = b;
-            p[2 + i] = e;
-        }
-        p
-    } else if auto == "SAME_UPPER" || auto == "SAME_LOWER" {
-        let mut p = vec![0; 4];
-        for i in 0..2 {
-            let total = (strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1
-                - xs[2 + i] * strides[i])
-                .max(0);
-            let (b, e) = if auto == "SAME_UPPER" {
-                (total / 2, total - total / 2)
-            } else {
-                (total - total / 2, total / 2)
-            };
-            p[i] = b;
-            p[2 + i] = e;
-        }
-        p
-    } else if auto == "VALID" {
-        vec![0; 4]
-    } else {
-        node.attr_ints("pads", &[0, 0, 0, 0])?
-    };
-    let mut y = call(
-        "nn.conv2d_transpose",
-        vec![x, w],
-        &[
-            ("strides", strides.into()),
-            ("padding", p.into()),
-            ("dilation", dil.into()),
-            ("output_padding", out_pad.into()),
-            ("groups", group.into()),
-        ],
-    )?;
-    if let Some(b) = ctx.opt_input(node, 2)? {
-        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
-    }
-    Ok(vec![y])
-}
 
 fn transpose2d(x: Expr) -> CResult<Expr> {
     call("transpose", vec![x], &[("axes", vec![1i64, 0].into())])
@@ -386,87 +211,6 @@ fn softmax(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("reshape", vec![y], &[("newshape", xs.into())])?])
 }
 
-fn pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let mut x = ctx.input(node, 0)?;
-    let xs = shape_of(&x)?;
-    if !(xs.len() == 3 || xs.len() == 4) {
-        return Err(Msg(format!(
-            "only 1-D and 2-D pooling is supported (input {xs:?})"
-        )));
-    }
-    let kernel = node
-        .opt_ints("kernel_shape")?
-        .ok_or_else(|| Msg::from(node.missing_attr("kernel_shape")))?;
-    let (mut strides, mut dil) = spatial_attrs(node, &kernel)?;
-    let mut p = pads(node, &xs[2..], &kernel, &strides, &dil)?;
-    let mut kernel = kernel;
-    let one_d = xs.len() == 3;
-    if one_d {
-        x = to_2d(x)?;
-        kernel = widen(&kernel, 1);
-        strides = widen(&strides, 1);
-        dil = widen(&dil, 1);
-        p = vec![p[0], 0, p[1], 0];
-    }
-    let ceil = node.attr_i("ceil_mode", 0)? != 0;
-    let mut attrs = vec![
-        ("pool_size", kernel.into()),
-        ("strides", strides.into()),
-        ("padding", p.into()),
-        ("dilation", dil.into()),
-        ("ceil_mode", ceil.into()),
-    ];
-    let op = if node.op_type == "MaxPool" {
-        if node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
-            return Err("the Indices output of MaxPool is not supported".into());
-        }
-        "nn.max_pool2d"
-    } else {
-        let cip = node.attr_i("count_include_pad", 0)? != 0;
-        attrs.push(("count_include_pad", cip.into()));
-        "nn.avg_pool2d"
-    };
-    let mut y = call(op, vec![x], &attrs)?;
-    if one_d {
-        y = drop_last(y)?;
-    }
-    Ok(vec![y])
-}
-
-/// GlobalAveragePool / GlobalMaxPool over any number of spatial axes: 2-D directly, others as
-/// a 2-D pooling of `[N, C, 1, prod(spatial)]` reshaped back to `[N, C, 1, ...]`.
-fn global_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let x = ctx.input(node, 0)?;
-    let xs = shape_of(&x)?;
-    if xs.len() < 3 {
-        return Err(Msg(format!(
-            "global pooling needs an input [N, C, spatial...] of rank 3 or more, got {xs:?}"
-        )));
-    }
-    let op = if node.op_type == "GlobalMaxPool" {
-        "nn.global_max_pool2d"
-    } else {
-        "nn.global_avg_pool2d"
-    };
-    if xs.len() == 4 {
-        return Ok(vec![call(op, vec![x], &[])?]);
-    }
-    let flat: i64 = xs[2..].iter().product();
-    let as_2d = call(
-        "reshape",
-        vec![x],
-        &[("newshape", vec![xs[0], xs[1], 1, flat].into())],
-    )?;
-    let pooled = call(op, vec![as_2d], &[])?;
-    let mut out = vec![xs[0], xs[1]];
-    out.extend(std::iter::repeat_n(1, xs.len() - 2));
-    Ok(vec![call(
-        "reshape",
-        vec![pooled],
-        &[("newshape", out.into())],
-    )?])
-}
-
 fn dropout(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let mut outs = vec![x.clone()];
@@ -660,8 +404,6 @@ fn hardmax(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
 /// Registers this file's converters.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
-    t.insert("Conv", conv);
-    t.insert("ConvTranspose", conv_transpose);
     t.insert("Gemm", gemm);
     t.insert("MatMul", matmul);
     t.insert("BatchNormalization", batch_norm);
@@ -672,10 +414,6 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("InstanceNormalization", instance_norm);
     t.insert("LpNormalization", lp_norm);
     t.insert("RMSNormalization", rms_norm);
-    t.insert("MaxPool", pool);
-    t.insert("AveragePool", pool);
-    t.insert("GlobalAveragePool", global_pool);
-    t.insert("GlobalMaxPool", global_pool);
     t.insert("Dropout", dropout);
     t.insert("LRN", lrn);
 }

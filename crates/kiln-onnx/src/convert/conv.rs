@@ -1,0 +1,507 @@
+//! Convolution converters: Conv and ConvTranspose over any number of spatial axes (groups,
+//! pads, strides, dilations, auto_pad; ConvTranspose's output_padding and output_shape).
+//!
+//! Kiln's graph has 2-D convolutions; the other ranks reduce to them. A 1-D convolution is a
+//! 2-D one over a trailing unit axis. An N-D convolution (N >= 3) is an (N-1)-D one whose
+//! input channels are the depth windows stacked beside the channels: for each output depth,
+//! the `KD` input depths under the kernel become `KD * C` channels (per group), and the
+//! weight's depth axis joins its input-channel axis the same way. A transposed N-D convolution
+//! computes one (N-1)-D transposed convolution per kernel depth at once (kernel depths as extra
+//! output channels), then places each depth's result at its strided output depths and sums.
+
+use std::collections::HashMap;
+
+use kiln_graph::ir::Expr;
+
+use super::{call, shape_of, CResult, ConvertFn, Ctx, Msg};
+use crate::Node;
+
+/// Padding `[begin..., end...]` for the spatial `input` extents under `auto_pad`, or the
+/// node's `pads` attribute.
+pub(super) fn pads(
+    node: &Node,
+    input: &[i64],
+    kernel: &[i64],
+    strides: &[i64],
+    dilations: &[i64],
+) -> CResult<Vec<i64>> {
+    let n = input.len();
+    let auto = node.attr_s("auto_pad", "NOTSET")?;
+    match auto.as_str() {
+        "NOTSET" => {
+            let p = node.attr_ints("pads", &vec![0; 2 * n])?;
+            if p.len() != 2 * n {
+                return Err(Msg(format!("pads {p:?} must have {} values", 2 * n)));
+            }
+            Ok(p)
+        }
+        "VALID" => Ok(vec![0; 2 * n]),
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let mut out = vec![0; 2 * n];
+            for i in 0..n {
+                let o = (input[i] + strides[i] - 1) / strides[i];
+                let eff = (kernel[i] - 1) * dilations[i] + 1;
+                let total = ((o - 1) * strides[i] + eff - input[i]).max(0);
+                let (b, e) = split_same(total, &auto);
+                out[i] = b;
+                out[n + i] = e;
+            }
+            Ok(out)
+        }
+        other => Err(Msg(format!("auto_pad \"{other}\" is not supported"))),
+    }
+}
+
+/// `total` padding split between begin and end: SAME_UPPER puts the odd one at the end.
+fn split_same(total: i64, auto: &str) -> (i64, i64) {
+    if auto == "SAME_UPPER" {
+        (total / 2, total - total / 2)
+    } else {
+        (total - total / 2, total / 2)
+    }
+}
+
+/// The `strides` and `dilations` attributes (default 1 per kernel axis), checked.
+pub(super) fn spatial_attrs(node: &Node, kernel: &[i64]) -> CResult<(Vec<i64>, Vec<i64>)> {
+    let n = kernel.len();
+    let strides = node.attr_ints("strides", &vec![1; n])?;
+    let dil = node.attr_ints("dilations", &vec![1; n])?;
+    for (name, v) in [("strides", &strides), ("dilations", &dil)] {
+        if v.len() != n || v.iter().any(|&x| x < 1) {
+            return Err(Msg(format!(
+                "attribute `{name}` {v:?} must hold {n} positive values, one per spatial axis"
+            )));
+        }
+    }
+    if kernel.iter().any(|&k| k < 1) {
+        return Err(Msg(format!(
+            "attribute `kernel_shape` {kernel:?} must be positive"
+        )));
+    }
+    Ok((strides, dil))
+}
+
+/// `x` with its shape changed to `shape`.
+pub(super) fn reshape(x: Expr, shape: Vec<i64>) -> CResult<Expr> {
+    call("reshape", vec![x], &[("newshape", shape.into())])
+}
+
+/// `x` with its axes permuted.
+pub(super) fn transpose(x: Expr, axes: Vec<i64>) -> CResult<Expr> {
+    call("transpose", vec![x], &[("axes", axes.into())])
+}
+
+/// `x[begin : begin + (count - 1) * step + 1 : step]` along `axis`.
+pub(super) fn slice_axis(x: Expr, axis: i64, begin: i64, count: i64, step: i64) -> CResult<Expr> {
+    call(
+        "strided_slice",
+        vec![x],
+        &[
+            ("begin", vec![begin].into()),
+            ("end", vec![begin + (count - 1) * step + 1].into()),
+            ("strides", vec![step].into()),
+            ("axes", vec![axis].into()),
+        ],
+    )
+}
+
+/// `x` zero-padded by `before` and `after` along `axis` (no-op for zeros).
+fn pad_axis(x: Expr, axis: usize, before: i64, after: i64) -> CResult<Expr> {
+    if before == 0 && after == 0 {
+        return Ok(x);
+    }
+    let rank = shape_of(&x)?.len();
+    let mut w = vec![0i64; 2 * rank];
+    w[2 * axis] = before;
+    w[2 * axis + 1] = after;
+    call("nn.pad", vec![x], &[("pad_width", w.into())])
+}
+
+/// `x` with a unit axis appended (the 2-D view of a 1-D operand).
+pub(super) fn unit_last(x: Expr) -> CResult<Expr> {
+    let mut s = shape_of(&x)?;
+    s.push(1);
+    reshape(x, s)
+}
+
+/// `x` without its last (unit) axis.
+pub(super) fn drop_last(x: Expr) -> CResult<Expr> {
+    let mut s = shape_of(&x)?;
+    s.pop();
+    reshape(x, s)
+}
+
+/// The geometry of a convolution over `k` spatial axes.
+#[derive(Clone, Debug)]
+struct Geometry {
+    strides: Vec<i64>,
+    dilations: Vec<i64>,
+    /// `[begin..., end...]`.
+    pads: Vec<i64>,
+    groups: i64,
+}
+
+impl Geometry {
+    /// The geometry without its first spatial axis.
+    fn inner(&self) -> Geometry {
+        let k = self.strides.len();
+        let mut pads = self.pads[1..k].to_vec();
+        pads.extend_from_slice(&self.pads[k + 1..]);
+        Geometry {
+            strides: self.strides[1..].to_vec(),
+            dilations: self.dilations[1..].to_vec(),
+            pads,
+            groups: self.groups,
+        }
+    }
+
+    /// The geometry with a unit trailing spatial axis (1-D as 2-D).
+    fn widened(&self) -> Geometry {
+        Geometry {
+            strides: vec![self.strides[0], 1],
+            dilations: vec![self.dilations[0], 1],
+            pads: vec![self.pads[0], 0, self.pads[1], 0],
+            groups: self.groups,
+        }
+    }
+}
+
+/// Convolution of `x` `[N, C, S...]` with `w` `[O, C/groups, K...]`, any number of spatial axes.
+fn conv_nd(x: Expr, w: Expr, g: &Geometry) -> CResult<Expr> {
+    let xs = shape_of(&x)?;
+    let ws = shape_of(&w)?;
+    match xs.len() {
+        3 => {
+            let y = conv_nd(unit_last(x)?, unit_last(w)?, &g.widened())?;
+            drop_last(y)
+        }
+        4 => call(
+            "nn.conv2d",
+            vec![x, w],
+            &[
+                ("strides", g.strides.clone().into()),
+                ("padding", g.pads.clone().into()),
+                ("dilation", g.dilations.clone().into()),
+                ("groups", g.groups.into()),
+                ("channels", ws[0].into()),
+            ],
+        ),
+        _ => conv_depth_stacked(x, w, g, &xs, &ws),
+    }
+}
+
+/// An N-D convolution (N >= 3) as an (N-1)-D one over depth windows stacked as channels.
+fn conv_depth_stacked(x: Expr, w: Expr, g: &Geometry, xs: &[i64], ws: &[i64]) -> CResult<Expr> {
+    let k = xs.len() - 2;
+    let (n, c, o, kd) = (xs[0], xs[1], ws[0], ws[2]);
+    let (s, dil, groups) = (g.strides[0], g.dilations[0], g.groups);
+    let cg = c / groups;
+    let x = pad_axis(x, 2, g.pads[0], g.pads[k])?;
+    let dp = shape_of(&x)?[2];
+    let span = dil * (kd - 1) + 1;
+    if dp < span {
+        return Err(Msg(format!(
+            "the kernel's depth window {span} is larger than the padded input depth {dp}"
+        )));
+    }
+    let od = (dp - span) / s + 1;
+    let rest = &xs[3..];
+    // [N, C, KD, OD, R...]: for each kernel depth, the input depths it reads.
+    let windows = (0..kd)
+        .map(|t| {
+            let sl = slice_axis(x.clone(), 2, t * dil, od, s)?;
+            call(
+                "expand_dims",
+                vec![sl],
+                &[("axis", 2i64.into()), ("num_newaxis", 1i64.into())],
+            )
+        })
+        .collect::<CResult<Vec<_>>>()?;
+    let stacked = if windows.len() == 1 {
+        windows.into_iter().next().unwrap()
+    } else {
+        call("concatenate", windows, &[("axis", 2i64.into())])?
+    };
+    // [N, G, Cg, KD, OD, R...] -> [N, OD, G, KD, Cg, R...] -> [N*OD, G*KD*Cg, R...].
+    let mut split = vec![n, groups, cg, kd, od];
+    split.extend_from_slice(rest);
+    let mut perm = vec![0i64, 4, 1, 3, 2];
+    perm.extend((5..5 + rest.len() as i64).collect::<Vec<_>>());
+    let mut merged = vec![n * od, groups * kd * cg];
+    merged.extend_from_slice(rest);
+    let xi = reshape(transpose(reshape(stacked, split)?, perm)?, merged)?;
+    // Weight [O, Cg, KD, KR...] -> [O, KD, Cg, KR...] -> [O, KD*Cg, KR...].
+    let mut wperm = vec![0i64, 2, 1];
+    wperm.extend((3..ws.len() as i64).collect::<Vec<_>>());
+    let mut wshape = vec![o, kd * cg];
+    wshape.extend_from_slice(&ws[3..]);
+    let wi = reshape(transpose(w, wperm)?, wshape)?;
+    let y = conv_nd(xi, wi, &g.inner())?;
+    // [N*OD, O, RO...] -> [N, OD, O, RO...] -> [N, O, OD, RO...].
+    let ys = shape_of(&y)?;
+    let mut unmerged = vec![n, od, o];
+    unmerged.extend_from_slice(&ys[2..]);
+    let mut back = vec![0i64, 2, 1];
+    back.extend((3..3 + (ys.len() - 2) as i64).collect::<Vec<_>>());
+    transpose(reshape(y, unmerged)?, back)
+}
+
+/// Checks the ranks of a convolution's data and weight.
+fn check_ranks(xs: &[i64], ws: &[i64]) -> CResult<()> {
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(Msg(format!(
+            "input `X` {xs:?} and weight `W` {ws:?} must both be [N, C, spatial...] of the same \
+             rank, at least 3"
+        )));
+    }
+    Ok(())
+}
+
+fn conv(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let w = ctx.input(node, 1)?;
+    let xs = shape_of(&x)?;
+    let ws = shape_of(&w)?;
+    check_ranks(&xs, &ws)?;
+    let kernel = node.attr_ints("kernel_shape", &ws[2..])?;
+    if kernel != ws[2..] {
+        return Err(Msg(format!(
+            "attribute `kernel_shape` {kernel:?} differs from the weight's spatial shape {:?}",
+            &ws[2..]
+        )));
+    }
+    let (strides, dilations) = spatial_attrs(node, &kernel)?;
+    let pads = pads(node, &xs[2..], &kernel, &strides, &dilations)?;
+    let groups = node.attr_i("group", 1)?;
+    if groups < 1 || xs[1] % groups != 0 || ws[0] % groups != 0 || ws[1] * groups != xs[1] {
+        return Err(Msg(format!(
+            "attribute `group` {groups} does not fit input channels {} and weight {ws:?}",
+            xs[1]
+        )));
+    }
+    let g = Geometry {
+        strides,
+        dilations,
+        pads,
+        groups,
+    };
+    let mut y = conv_nd(x, w, &g)?;
+    if let Some(b) = ctx.opt_input(node, 2)? {
+        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
+    }
+    Ok(vec![y])
+}
+
+/// The geometry of a transposed convolution (pads from `output_shape` or `auto_pad`).
+struct TransposedGeometry {
+    conv: Geometry,
+    output_padding: Vec<i64>,
+}
+
+impl TransposedGeometry {
+    fn inner(&self) -> TransposedGeometry {
+        TransposedGeometry {
+            conv: self.conv.inner(),
+            output_padding: self.output_padding[1..].to_vec(),
+        }
+    }
+
+    fn widened(&self) -> TransposedGeometry {
+        TransposedGeometry {
+            conv: self.conv.widened(),
+            output_padding: vec![self.output_padding[0], 0],
+        }
+    }
+}
+
+/// Transposed convolution of `x` `[N, C, S...]` with `w` `[C, O/groups, K...]`.
+fn conv_transpose_nd(x: Expr, w: Expr, g: &TransposedGeometry) -> CResult<Expr> {
+    let xs = shape_of(&x)?;
+    match xs.len() {
+        3 => {
+            let y = conv_transpose_nd(unit_last(x)?, unit_last(w)?, &g.widened())?;
+            drop_last(y)
+        }
+        4 => call(
+            "nn.conv2d_transpose",
+            vec![x, w],
+            &[
+                ("strides", g.conv.strides.clone().into()),
+                ("padding", g.conv.pads.clone().into()),
+                ("dilation", g.conv.dilations.clone().into()),
+                ("output_padding", g.output_padding.clone().into()),
+                ("groups", g.conv.groups.into()),
+            ],
+        ),
+        _ => conv_transpose_depth(x, w, g, &xs),
+    }
+}
+
+/// An N-D transposed convolution (N >= 3): one (N-1)-D transposed convolution per input depth
+/// computing every kernel depth at once, each kernel depth's result then dilated by the stride,
+/// shifted by its offset and summed, and the padding cropped.
+fn conv_transpose_depth(x: Expr, w: Expr, g: &TransposedGeometry, xs: &[i64]) -> CResult<Expr> {
+    let ws = shape_of(&w)?;
+    let k = xs.len() - 2;
+    let (n, c, d) = (xs[0], xs[1], xs[2]);
+    let (og, kd, groups) = (ws[1], ws[2], g.conv.groups);
+    let (s, dil) = (g.conv.strides[0], g.conv.dilations[0]);
+    let rest = &xs[3..];
+    // x [N, C, D, R...] -> [N*D, C, R...].
+    let mut perm = vec![0i64, 2, 1];
+    perm.extend((3..xs.len() as i64).collect::<Vec<_>>());
+    let mut merged = vec![n * d, c];
+    merged.extend_from_slice(rest);
+    let xi = reshape(transpose(x, perm)?, merged)?;
+    // w [C, Og, KD, KR...] -> [C, KD, Og, KR...] -> [C, KD*Og, KR...].
+    let mut wperm = vec![0i64, 2, 1];
+    wperm.extend((3..ws.len() as i64).collect::<Vec<_>>());
+    let mut wshape = vec![c, kd * og];
+    wshape.extend_from_slice(&ws[3..]);
+    let wi = reshape(transpose(w, wperm)?, wshape)?;
+    let y = conv_transpose_nd(xi, wi, &g.inner())?;
+    // [N*D, G*KD*Og, RO...] -> [N, D, G, KD, Og, RO...] -> [N, KD, D, G, Og, RO...].
+    let ro = shape_of(&y)?[2..].to_vec();
+    let mut split = vec![n, d, groups, kd, og];
+    split.extend_from_slice(&ro);
+    let mut perm = vec![0i64, 3, 1, 2, 4];
+    perm.extend((5..5 + ro.len() as i64).collect::<Vec<_>>());
+    let mut by_depth = vec![n, kd, d, groups * og];
+    by_depth.extend_from_slice(&ro);
+    let y = reshape(transpose(reshape(y, split)?, perm)?, by_depth)?;
+    let full = (d - 1) * s + (kd - 1) * dil + 1 + g.output_padding[0];
+    let dilated_len = (d - 1) * s + 1;
+    let mut sum: Option<Expr> = None;
+    for t in 0..kd {
+        // [N, D, O, RO...] for kernel depth t.
+        let mut part = call(
+            "squeeze",
+            vec![slice_axis(y.clone(), 1, t, 1, 1)?],
+            &[("axis", vec![1i64].into())],
+        )?;
+        if s > 1 {
+            // Insert s-1 zero depths after each input depth, then drop the trailing ones.
+            part = call(
+                "expand_dims",
+                vec![part],
+                &[("axis", 2i64.into()), ("num_newaxis", 1i64.into())],
+            )?;
+            part = pad_axis(part, 2, 0, s - 1)?;
+            let mut ps = shape_of(&part)?;
+            ps.remove(2);
+            ps[1] = d * s;
+            part = slice_axis(reshape(part, ps)?, 1, 0, dilated_len, 1)?;
+        }
+        part = pad_axis(part, 1, t * dil, full - t * dil - dilated_len)?;
+        sum = Some(match sum {
+            None => part,
+            Some(acc) => call("add", vec![acc, part], &[])?,
+        });
+    }
+    let sum = sum.ok_or_else(|| Msg("the kernel has no depth".into()))?;
+    let (pb, pe) = (g.conv.pads[0], g.conv.pads[k]);
+    let od = full - pb - pe;
+    if od < 1 {
+        return Err(Msg(format!(
+            "pads {:?} leave no output depth (full depth {full})",
+            g.conv.pads
+        )));
+    }
+    let cropped = slice_axis(sum, 1, pb, od, 1)?;
+    let mut back = vec![0i64, 2, 1];
+    back.extend((3..3 + ro.len() as i64).collect::<Vec<_>>());
+    transpose(cropped, back)
+}
+
+fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let w = ctx.input(node, 1)?;
+    let xs = shape_of(&x)?;
+    let ws = shape_of(&w)?;
+    check_ranks(&xs, &ws)?;
+    let k = xs.len() - 2;
+    let kernel = node.attr_ints("kernel_shape", &ws[2..])?;
+    if kernel != ws[2..] {
+        return Err(Msg(format!(
+            "attribute `kernel_shape` {kernel:?} differs from the weight's spatial shape {:?}",
+            &ws[2..]
+        )));
+    }
+    let (strides, dilations) = spatial_attrs(node, &kernel)?;
+    let groups = node.attr_i("group", 1)?;
+    if groups < 1 || ws[0] != xs[1] || xs[1] % groups != 0 {
+        return Err(Msg(format!(
+            "attribute `group` {groups} does not fit input channels {} and weight {ws:?}",
+            xs[1]
+        )));
+    }
+    let mut out_pad = node.attr_ints("output_padding", &vec![0; k])?;
+    if out_pad.len() != k {
+        return Err(Msg(format!(
+            "attribute `output_padding` {out_pad:?} must hold {k} values"
+        )));
+    }
+    let auto = node.attr_s("auto_pad", "NOTSET")?;
+    // The full (unpadded) output extent of spatial axis i.
+    let fulls: Vec<i64> = (0..k)
+        .map(|i| strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1)
+        .collect();
+    let full = |i: usize| fulls[i];
+    let pads = if let Some(os) = node.opt_ints("output_shape")? {
+        if os.len() < k {
+            return Err(Msg(format!(
+                "attribute `output_shape` {os:?} must hold the {k} spatial extents"
+            )));
+        }
+        let os = &os[os.len() - k..];
+        let mut p = vec![0; 2 * k];
+        for i in 0..k {
+            let total = full(i) - os[i];
+            if total < 0 {
+                // An output larger than the full result: the extra is output padding.
+                out_pad[i] -= total;
+                continue;
+            }
+            let (b, e) = split_same(total, &auto);
+            p[i] = b;
+            p[k + i] = e;
+        }
+        p
+    } else if auto == "SAME_UPPER" || auto == "SAME_LOWER" {
+        let mut p = vec![0; 2 * k];
+        for i in 0..k {
+            let (b, e) = split_same((full(i) - xs[2 + i] * strides[i]).max(0), &auto);
+            p[i] = b;
+            p[k + i] = e;
+        }
+        p
+    } else if auto == "VALID" {
+        vec![0; 2 * k]
+    } else {
+        let p = node.attr_ints("pads", &vec![0; 2 * k])?;
+        if p.len() != 2 * k {
+            return Err(Msg(format!("pads {p:?} must have {} values", 2 * k)));
+        }
+        p
+    };
+    let g = TransposedGeometry {
+        conv: Geometry {
+            strides,
+            dilations,
+            pads,
+            groups,
+        },
+        output_padding: out_pad,
+    };
+    let mut y = conv_transpose_nd(x, w, &g)?;
+    if let Some(b) = ctx.opt_input(node, 2)? {
+        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
+    }
+    Ok(vec![y])
+}
+
+/// Registers the converters of this file.
+pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
+    t.insert("Conv", conv);
+    t.insert("ConvTranspose", conv_transpose);
+}

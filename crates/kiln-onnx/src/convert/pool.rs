@@ -1,0 +1,265 @@
+//! Pooling converters: MaxPool, AveragePool and LpPool over any number of spatial axes
+//! (kernel, strides, dilations, pads, auto_pad, ceil_mode, count_include_pad), and the global
+//! pools.
+//!
+//! Kiln's graph pools over two axes; the other ranks reduce to that. A 1-D pooling is a 2-D
+//! one over a trailing unit axis. Pooling windows are boxes, so an N-D pooling (N >= 3) is
+//! separable: pool the last two axes (the leading ones folded into the channels), then pool
+//! the remaining leading axes with the pooled trailing extents folded into one axis of unit
+//! kernel. A maximum of maxima is the maximum; for averages the divisor of a box (the number of
+//! elements it holds in the input, or in the padded input with `count_include_pad`) is the
+//! product of its per-axis counts, so an average of averages is the average.
+
+use std::collections::HashMap;
+
+use kiln_graph::ir::Expr;
+
+use super::conv::{drop_last, pads, reshape, spatial_attrs, unit_last};
+use super::{call, dtype_of, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
+use crate::Node;
+
+/// One pooling's window over `k` spatial axes.
+#[derive(Clone, Debug)]
+struct Window {
+    kernel: Vec<i64>,
+    strides: Vec<i64>,
+    dilations: Vec<i64>,
+    /// `[begin..., end...]`.
+    pads: Vec<i64>,
+    ceil_mode: bool,
+}
+
+impl Window {
+    /// The window over the spatial axes `range` (a sub-box).
+    fn axes(&self, range: std::ops::Range<usize>) -> Window {
+        let k = self.kernel.len();
+        let mut pads = self.pads[range.clone()].to_vec();
+        pads.extend(range.clone().map(|i| self.pads[k + i]));
+        Window {
+            kernel: self.kernel[range.clone()].to_vec(),
+            strides: self.strides[range.clone()].to_vec(),
+            dilations: self.dilations[range].to_vec(),
+            pads,
+            ceil_mode: self.ceil_mode,
+        }
+    }
+
+    /// The window with an extra trailing axis of kernel 1 (pooling nothing).
+    fn with_unit_axis(&self) -> Window {
+        let k = self.kernel.len();
+        let mut pads = self.pads[..k].to_vec();
+        pads.push(0);
+        pads.extend_from_slice(&self.pads[k..]);
+        pads.push(0);
+        let push = |v: &[i64]| {
+            let mut v = v.to_vec();
+            v.push(1);
+            v
+        };
+        Window {
+            kernel: push(&self.kernel),
+            strides: push(&self.strides),
+            dilations: push(&self.dilations),
+            pads,
+            ceil_mode: self.ceil_mode,
+        }
+    }
+}
+
+/// `op` (`nn.max_pool2d` or `nn.avg_pool2d`) of `x` `[N, C, S...]` over its spatial axes.
+fn pool_nd(
+    x: Expr,
+    op: &str,
+    w: &Window,
+    extra: &[(&str, kiln_graph::ir::AttrValue)],
+) -> CResult<Expr> {
+    let xs = shape_of(&x)?;
+    let k = xs.len() - 2;
+    match k {
+        1 => {
+            let y = pool_nd(unit_last(x)?, op, &w.with_unit_axis(), extra)?;
+            drop_last(y)
+        }
+        2 => {
+            let mut attrs = vec![
+                ("pool_size", w.kernel.clone().into()),
+                ("strides", w.strides.clone().into()),
+                ("padding", w.pads.clone().into()),
+                ("dilation", w.dilations.clone().into()),
+                ("ceil_mode", w.ceil_mode.into()),
+            ];
+            attrs.extend(extra.iter().cloned());
+            call(op, vec![x], &attrs)
+        }
+        _ => {
+            // The last two axes, the leading spatial axes folded into the channels.
+            let lead: i64 = xs[2..xs.len() - 2].iter().product();
+            let folded = reshape(x, vec![xs[0], xs[1] * lead, xs[k], xs[k + 1]])?;
+            let inner = pool_nd(folded, op, &w.axes(k - 2..k), extra)?;
+            let hw = shape_of(&inner)?[2..].to_vec();
+            // Then the leading axes, the pooled trailing extents as one axis of kernel 1.
+            let mut s = xs[..xs.len() - 2].to_vec();
+            s.push(hw[0] * hw[1]);
+            let outer = pool_nd(
+                reshape(inner, s)?,
+                op,
+                &w.axes(0..k - 2).with_unit_axis(),
+                extra,
+            )?;
+            let mut out = shape_of(&outer)?;
+            out.pop();
+            out.extend_from_slice(&hw);
+            reshape(outer, out)
+        }
+    }
+}
+
+/// The window of a pooling node over input `xs`, checked.
+fn window(node: &Node, xs: &[i64]) -> CResult<Window> {
+    if xs.len() < 3 {
+        return Err(Msg(format!(
+            "input `X` {xs:?} must be [N, C, spatial...] with at least one spatial axis"
+        )));
+    }
+    let kernel = node
+        .opt_ints("kernel_shape")?
+        .ok_or_else(|| Msg::from(node.missing_attr("kernel_shape")))?;
+    if kernel.len() != xs.len() - 2 {
+        return Err(Msg(format!(
+            "attribute `kernel_shape` {kernel:?} must hold one value per spatial axis of input \
+             {xs:?}"
+        )));
+    }
+    let (strides, dilations) = spatial_attrs(node, &kernel)?;
+    let pads = pads(node, &xs[2..], &kernel, &strides, &dilations)?;
+    if pads.iter().any(|&p| p < 0) {
+        return Err(Msg(format!(
+            "attribute `pads` {pads:?} must not be negative"
+        )));
+    }
+    Ok(Window {
+        kernel,
+        strides,
+        dilations,
+        pads,
+        ceil_mode: node.attr_i("ceil_mode", 0)? != 0,
+    })
+}
+
+fn pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let w = window(node, &shape_of(&x)?)?;
+    let y = if node.op_type == "MaxPool" {
+        if node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+            return Err("the Indices output of MaxPool is not supported".into());
+        }
+        pool_nd(x, "nn.max_pool2d", &w, &[])?
+    } else {
+        let cip = node.attr_i("count_include_pad", 0)? != 0;
+        pool_nd(x, "nn.avg_pool2d", &w, &[("count_include_pad", cip.into())])?
+    };
+    Ok(vec![y])
+}
+
+/// LpPool: `(sum |x|^p)^(1/p)` over each window, the sum as an average including the padding
+/// (zeros, which add nothing) times the window size.
+fn lp_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let w = window(node, &shape_of(&x)?)?;
+    if w.ceil_mode {
+        // Windows hanging over the padded input would be divided by a clipped size.
+        return Err("attribute `ceil_mode` = 1 of LpPool is not supported".into());
+    }
+    let p = node.attr_i("p", 2)?;
+    if p < 1 {
+        return Err(Msg(format!("attribute `p` {p} must be positive")));
+    }
+    let dt = dtype_of(&x)?;
+    let pow = |e: Expr, v: f64| call("power", vec![e, scalar(v, dt)?], &[]);
+    let powered = match p {
+        1 => call("abs", vec![x], &[])?,
+        2 => call("multiply", vec![x.clone(), x], &[])?,
+        _ => pow(call("abs", vec![x], &[])?, p as f64)?,
+    };
+    let avg = pool_nd(
+        powered,
+        "nn.avg_pool2d",
+        &w,
+        &[("count_include_pad", true.into())],
+    )?;
+    let size: i64 = w.kernel.iter().product();
+    let sum = call("multiply", vec![avg, scalar(size as f64, dt)?], &[])?;
+    let y = match p {
+        1 => sum,
+        2 => call("sqrt", vec![sum], &[])?,
+        _ => pow(sum, 1.0 / p as f64)?,
+    };
+    Ok(vec![y])
+}
+
+/// GlobalAveragePool / GlobalMaxPool over any number of spatial axes: 2-D directly, others as
+/// a 2-D pooling of `[N, C, 1, prod(spatial)]` reshaped back to `[N, C, 1, ...]`.
+fn global_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    if xs.len() < 3 {
+        return Err(Msg(format!(
+            "global pooling needs an input [N, C, spatial...] of rank 3 or more, got {xs:?}"
+        )));
+    }
+    let op = if node.op_type == "GlobalMaxPool" {
+        "nn.global_max_pool2d"
+    } else {
+        "nn.global_avg_pool2d"
+    };
+    if xs.len() == 4 {
+        return Ok(vec![call(op, vec![x], &[])?]);
+    }
+    let flat: i64 = xs[2..].iter().product();
+    let pooled = call(op, vec![reshape(x, vec![xs[0], xs[1], 1, flat])?], &[])?;
+    let mut out = vec![xs[0], xs[1]];
+    out.extend(std::iter::repeat_n(1, xs.len() - 2));
+    Ok(vec![reshape(pooled, out)?])
+}
+
+/// Registers the converters of this file.
+pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
+    t.insert("MaxPool", pool);
+    t.insert("AveragePool", pool);
+    t.insert("LpPool", lp_pool);
+    t.insert("GlobalAveragePool", global_pool);
+    t.insert("GlobalMaxPool", global_pool);
+    t.insert("GlobalLpPool", global_lp_pool);
+}
+
+/// GlobalLpPool: LpPool with one window over all spatial axes.
+fn global_lp_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    if xs.len() < 3 {
+        return Err(Msg(format!(
+            "input `X` {xs:?} must be [N, C, spatial...] with at least one spatial axis"
+        )));
+    }
+    let p = node.attr_i("p", 2)?;
+    if p < 1 {
+        return Err(Msg(format!("attribute `p` {p} must be positive")));
+    }
+    let dt = dtype_of(&x)?;
+    let powered = call(
+        "power",
+        vec![call("abs", vec![x], &[])?, scalar(p as f64, dt)?],
+        &[],
+    )?;
+    let axes: Vec<i64> = (2..xs.len() as i64).collect();
+    let sum = call(
+        "sum",
+        vec![powered],
+        &[("axis", axes.into()), ("keepdims", true.into())],
+    )?;
+    Ok(vec![call(
+        "power",
+        vec![sum, scalar(1.0 / p as f64, dt)?],
+        &[],
+    )?])
+}

@@ -1,0 +1,125 @@
+"""Convolutions and poolings over 1, 2 and 3 spatial axes (Conv, ConvTranspose, MaxPool,
+AveragePool, LpPool), each a one-node ONNX model compiled by Kiln and compared with onnxruntime
+on fresh random inputs and weights, outputs poisoned first. Kiln's graph convolves and pools over
+two axes; 3-D ones are reduced to those (depth windows stacked as channels, separable pooling),
+so the cases mix groups, strides, dilations, asymmetric pads, ceil mode and output padding on
+every axis, the depth axis included."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.graph_executor import GraphModule
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def run_both(node, x, out_rank, initializers=(), opset=19, reference=None):
+    """(Kiln's output, the reference's) of a one-node model with input `x` and output `y`; the
+    reference is onnxruntime unless `reference` (a function of `x`) is given."""
+    out_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * out_rank)
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [out_info], initializer=list(initializers))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    if reference is None:
+        want = ort.InferenceSession(m.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    else:
+        want = reference(x)
+    lib = kiln.onnx.compile(m.SerializeToString(), target="llvm -mcpu=native")
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    gm.set_input("x", x)
+    out = np.full(want.shape, np.nan, dtype="float32")
+    gm.run()
+    gm.get_output(0, out)
+    return out, want
+
+
+CONVS = [
+    # (input shape, out channels, kernel, attributes)
+    ((1, 3, 7), 4, (3,), dict(strides=[2], pads=[1, 2], dilations=[2])),
+    ((2, 4, 5, 6, 7), 6, (3, 2, 3), dict(pads=[1, 0, 1, 0, 1, 1])),
+    ((1, 4, 7, 5, 6), 4, (3, 3, 2), dict(group=2, strides=[2, 1, 2], dilations=[2, 1, 1])),
+    ((1, 6, 4, 4, 4), 6, (2, 3, 3), dict(group=6, auto_pad="SAME_UPPER")),
+    ((1, 2, 3, 4, 5), 3, (1, 1, 1), dict()),
+]
+
+
+@pytest.mark.parametrize("shape,cout,kernel,attrs", CONVS)
+def test_conv_any_rank(shape, cout, kernel, attrs):
+    rng = np.random.default_rng()
+    g = attrs.get("group", 1)
+    w = rng.standard_normal((cout, shape[1] // g, *kernel)).astype("float32")
+    b = rng.standard_normal(cout).astype("float32")
+    x = rng.standard_normal(shape).astype("float32")
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=list(kernel), **attrs)
+    got, want = run_both(node, x, len(shape),
+                         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+CONV_TRANSPOSES = [
+    ((1, 3, 5), 2, (3,), dict(strides=[2], output_padding=[1], pads=[1, 0])),
+    ((1, 2, 3, 4, 3), 3, (3, 2, 2), dict(strides=[2, 1, 2], pads=[1, 0, 0, 0, 1, 1])),
+    ((2, 4, 3, 3, 2), 2, (2, 3, 3), dict(group=2, strides=[3, 2, 1], dilations=[2, 1, 2],
+                                         output_padding=[1, 1, 0])),
+    ((1, 2, 2, 3, 3), 2, (3, 3, 3), dict(strides=[2, 2, 2], output_shape=[6, 7, 8])),
+]
+
+
+@pytest.mark.parametrize("shape,cout_per_group,kernel,attrs", CONV_TRANSPOSES)
+def test_conv_transpose_any_rank(shape, cout_per_group, kernel, attrs):
+    rng = np.random.default_rng()
+    g = attrs.get("group", 1)
+    w = rng.standard_normal((shape[1], cout_per_group, *kernel)).astype("float32")
+    b = rng.standard_normal(cout_per_group * g).astype("float32")
+    x = rng.standard_normal(shape).astype("float32")
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=list(kernel),
+                            **attrs)
+    got, want = run_both(node, x, len(shape),
+                         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+POOLS = [
+    ("MaxPool", (1, 2, 9), dict(kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1)),
+    ("MaxPool", (2, 3, 6, 7, 8), dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2],
+                                      dilations=[1, 2, 1], pads=[1, 0, 1, 1, 1, 0])),
+    ("AveragePool", (1, 2, 7, 6, 5), dict(kernel_shape=[3, 3, 2], strides=[2, 2, 2],
+                                          pads=[1, 1, 0, 1, 0, 1], ceil_mode=1)),
+    ("AveragePool", (1, 2, 7, 6, 5), dict(kernel_shape=[3, 3, 2], strides=[2, 2, 1],
+                                          pads=[1, 1, 1, 1, 1, 1], count_include_pad=1)),
+    ("AveragePool", (1, 3, 5, 5, 5, 4), dict(kernel_shape=[2, 3, 2, 2], strides=[1, 2, 2, 1])),
+    ("LpPool", (1, 2, 6, 5, 4), dict(kernel_shape=[2, 3, 2], strides=[2, 1, 1], p=3,
+                                     pads=[0, 1, 1, 1, 1, 0])),
+    ("LpPool", (1, 3, 8, 7), dict(kernel_shape=[3, 2], auto_pad="SAME_LOWER")),
+]
+
+
+@pytest.mark.parametrize("op,shape,attrs", POOLS)
+def test_pooling_any_rank(op, shape, attrs):
+    x = np.random.default_rng().standard_normal(shape).astype("float32")
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    reference = None
+    if len(shape) > 5:
+        # onnxruntime pools at most 3 spatial axes: the reference is a loop over windows.
+        reference = lambda x: avg_pool_reference(x, attrs["kernel_shape"], attrs["strides"])
+    got, want = run_both(node, x, len(shape), reference=reference)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def avg_pool_reference(x, kernel, strides):
+    """Unpadded average pooling over every spatial axis, by a loop over output positions."""
+    spatial = x.shape[2:]
+    out_sp = [(n - k) // s + 1 for n, k, s in zip(spatial, kernel, strides)]
+    out = np.empty(x.shape[:2] + tuple(out_sp), dtype="float64")
+    for idx in np.ndindex(*out_sp):
+        sl = tuple(slice(i * s, i * s + k) for i, k, s in zip(idx, kernel, strides))
+        out[(slice(None), slice(None)) + idx] = x[(slice(None), slice(None)) + sl].mean(
+            axis=tuple(range(2, x.ndim)))
+    return out.astype("float32")
