@@ -10,7 +10,9 @@
       gm = kiln.graph_executor.GraphModule(lib["default"](kiln.cpu()))
 
 Input shapes come from the model; ``shape_dict`` (``{name: (1, 3, 224, 224)}``) gives
-static shapes to inputs with symbolic dimensions. Errors keep the front end's messages: an
+static shapes to inputs with symbolic dimensions; ``frozen_inputs`` (``{name: array}``) fixes
+run-time inputs to values at import, so that shapes computed from them (Resize's ``sizes``,
+Reshape's ``shape``, a Reduce's ``axes``) are known at compile time. Errors keep the front end's messages: an
 unsupported operator raises one error listing every unsupported op type.
 """
 
@@ -18,6 +20,7 @@ import os
 
 from . import core
 from . import graph as _graph
+from .tensor import Tensor, tensor
 
 #: The global function that converts a serialized ONNX model.
 FROM_ONNX = "onnx.FromOnnx"
@@ -48,16 +51,31 @@ def _shape_map(shape_dict):
     return out
 
 
-def from_onnx(model, shape_dict=None):
+def _frozen_map(frozen_inputs):
+    if frozen_inputs is None:
+        return None
+    out = {}
+    for name, value in frozen_inputs.items():
+        if not isinstance(name, str):
+            raise TypeError(
+                f"frozen_inputs keys must be input names (str), got {type(name).__name__}")
+        out[name] = value if isinstance(value, Tensor) else tensor(value)
+    return out
+
+
+def from_onnx(model, shape_dict=None, frozen_inputs=None):
     """Convert ``model`` (an ``onnx.ModelProto``, bytes, or a path to a ``.onnx`` file) to
     ``(module, params)``: the graph module (typed) and a map of initializer name to
     :class:`kiln.Tensor`, to pass to :func:`kiln.graph.build`.
 
-    ``shape_dict`` maps input names to static shapes for symbolic dimensions.
+    ``shape_dict`` maps input names to static shapes for symbolic dimensions;
+    ``frozen_inputs`` maps input names to values (arrays or :class:`kiln.Tensor`) that replace
+    those inputs by constants.
     """
     data = _model_bytes(model)
     try:
-        res = core.call_global(FROM_ONNX, data, _shape_map(shape_dict))
+        res = core.call_global(FROM_ONNX, data, _shape_map(shape_dict),
+                               _frozen_map(frozen_inputs))
     except ValueError as e:
         # The front end names the model '<bytes>'; name the file it came from instead.
         if isinstance(model, (str, os.PathLike)) and "'<bytes>'" in str(e):
@@ -66,9 +84,10 @@ def from_onnx(model, shape_dict=None):
     return res[0], res[1]
 
 
-def compile(model, shape_dict=None, target="llvm -mcpu=native"):
+def compile(model, shape_dict=None, target="llvm -mcpu=native", frozen_inputs=None):
     """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a
     ``GraphExecutorFactory`` :class:`kiln.Module` (what :func:`kiln.graph.build` returns);
-    ``target`` may be a list (one library with code for each CPU)."""
-    mod, params = from_onnx(model, shape_dict)
+    ``target`` may be a list (one library with code for each CPU). ``shape_dict`` and
+    ``frozen_inputs`` are :func:`from_onnx`'s."""
+    mod, params = from_onnx(model, shape_dict, frozen_inputs)
     return _graph.build(mod, target, params)

@@ -146,3 +146,33 @@ def test_question_mark_dims_are_independent_unknowns():
     model.ir_version = 8
     lib = kiln.onnx.compile(model.SerializeToString(), {"x": x.shape}, target=TARGET)
     np.testing.assert_array_equal(run(lib, x), np.maximum(x, 0))
+
+
+def test_frozen_inputs_fix_shape_inputs_at_import():
+    # `shape` is a run-time input whose value decides the output's shape: refused with an error
+    # naming it, then compiled with it frozen to a value, which must be of its declared type.
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Relu", ["r"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "reshape_by_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    with pytest.raises(ValueError, match=r"'shape'\) is a run-time input of the graph"):
+        kiln.onnx.compile(model)
+    with pytest.raises(ValueError, match="frozen input 'shape' is declared"):
+        kiln.onnx.compile(model, frozen_inputs={"shape": np.array([4, 6], dtype="int32")})
+    with pytest.raises(ValueError, match="'nope' is not a run-time input"):
+        kiln.onnx.compile(model, frozen_inputs={"nope": np.array([4, 6], dtype="int64")})
+    shape = np.array([4, 6], dtype="int64")
+    lib = kiln.onnx.compile(model, frozen_inputs={"shape": shape})
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    assert gm.get_num_inputs() == 1
+    x = np.random.default_rng().standard_normal((2, 3, 4)).astype("float32")
+    gm.set_input("x", x)
+    out = np.full((4, 6), np.nan, dtype="float32")
+    gm.run()
+    gm.get_output(0, out)
+    np.testing.assert_array_equal(out, np.maximum(x.reshape(4, 6), 0))

@@ -4,7 +4,11 @@ Kiln and through onnxruntime in the same run.
 The data come from the onnx==1.20.1 wheel, fetched from PyPI at run time into
 ``build/onnx_node/`` (nothing is committed). Each case (a model and its test_data_set_0 inputs and
 expected outputs) runs in its own process, so that a crash is a failed case and not the end of
-the run; outputs are compared with rtol 1e-3, atol 1e-5 (NaNs must match).
+the run; outputs are compared with rtol 1e-3, atol 1e-5 (NaNs must match). Kiln fixes shapes
+at compile time: when a case feeds a value that decides a shape as a run-time input (Resize's
+``sizes``, a Reduce's ``axes``...), Kiln's error names it and the case is compiled again with that
+input frozen to the case's value (``kiln.onnx.compile(..., frozen_inputs=...)``); such passes are
+counted apart and listed in ``<out>/kiln_<suite>_frozen.txt``.
 
     python tests/onnx_node/run.py                       # every suite, every case
     python tests/onnx_node/run.py --suites node --sample 120
@@ -102,13 +106,28 @@ try:
                                     providers=["CPUExecutionProvider"])
         got = sess.run(None, feeds)
     else:
+        import re
         import kiln, kiln.onnx
         from kiln.graph_executor import GraphModule
-        lib = kiln.onnx.compile(model.SerializeToString(),
-                                {k: v.shape for k, v in feeds.items()}, target="llvm -mcpu=native")
+        # An input whose value decides a shape (Resize's sizes, a Reduce's axes...) is frozen
+        # to the case's value and the compile retried; such a pass is reported as frozen.
+        frozen = {}
+        while True:
+            try:
+                lib = kiln.onnx.compile(model.SerializeToString(),
+                                        {k: v.shape for k, v in feeds.items()},
+                                        target="llvm -mcpu=native", frozen_inputs=frozen)
+                break
+            except ValueError as e:
+                m = re.search(r"\('([^']*)'\) is a run-time input of the graph", str(e))
+                if not m or m.group(1) not in feeds or m.group(1) in frozen:
+                    raise
+                frozen[m.group(1)] = np.require(feeds[m.group(1)], requirements="C")
+        res["frozen"] = sorted(frozen)
         gm = GraphModule(lib["default"](kiln.cpu()))
         for k, v in feeds.items():
-            gm.set_input(k, np.require(v, requirements="C"))
+            if k not in frozen:
+                gm.set_input(k, np.require(v, requirements="C"))
         gm.run()
         got = [gm.get_output(i).numpy() for i in range(gm.get_num_outputs())]
     if len(got) < len(expected):
@@ -151,16 +170,19 @@ def run_case(engine, path, timeout):
 
 
 def summarize(results, suites):
-    lines = ["| suite | cases | Kiln passes | onnxruntime passes | both | Kiln only | "
-             "onnxruntime only |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| suite | cases | Kiln passes | of which with shape inputs frozen | "
+             "onnxruntime passes | both | Kiln only | onnxruntime only |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in suites:
         rs = [r for r in results if r["suite"] == s]
         if not rs:
             continue
         k = sum(r["kiln"]["ok"] for r in rs)
+        fr = sum(bool(r["kiln"]["ok"] and r["kiln"].get("frozen")) for r in rs)
         o = sum(r["ort"]["ok"] for r in rs)
         both = sum(r["kiln"]["ok"] and r["ort"]["ok"] for r in rs)
-        lines.append(f"| {s} | {len(rs)} | {k} | {o} | {both} | {k - both} | {o - both} |")
+        lines.append(f"| {s} | {len(rs)} | {k} | {fr} | {o} | {both} | {k - both} | "
+                     f"{o - both} |")
     per_op = {}
     for r in results:
         if r["kiln"]["ok"] or not r["ort"]["ok"]:
@@ -191,9 +213,14 @@ def main():
                     help="a file of case names that must pass in Kiln (run only those, unless "
                          "--cases is given)")
     ap.add_argument("--skip-ort", action="store_true")
+    ap.add_argument("--fetch-only", action="store_true",
+                    help="fetch the data, print its folder and stop")
     args = ap.parse_args()
 
     data = fetch(args.cache)
+    if args.fetch_only:
+        print(data)
+        return
     todo = cases(data, args.suites)
     if args.expect_pass and not args.cases:
         with open(args.expect_pass) as f:
@@ -225,6 +252,10 @@ def main():
             with open(os.path.join(args.out, f"{e}_{s}_pass.txt"), "w") as f:
                 f.writelines(r["case"] + "\n" for r in results
                              if r["suite"] == s and r[e]["ok"])
+    for s in args.suites:
+        with open(os.path.join(args.out, f"kiln_{s}_frozen.txt"), "w") as f:
+            f.writelines(f"{r['case']} {' '.join(r['kiln']['frozen'])}\n" for r in results
+                         if r["suite"] == s and r["kiln"]["ok"] and r["kiln"].get("frozen"))
     table = summarize(results, args.suites)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(table + "\n")

@@ -45,7 +45,7 @@ mod tensor;
 mod validate;
 
 pub use attr::AttrValue;
-pub use convert::{from_onnx, supported_ops};
+pub use convert::{from_onnx, from_onnx_frozen, supported_ops, FrozenInputs};
 pub use error::{AttrProblem, OnnxError, Result};
 pub use globals::link_globals;
 pub use model::{

@@ -22,7 +22,7 @@ mod pool;
 mod reduce;
 mod shape;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kiln_ffi::DataType as GDataType;
 use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
@@ -136,12 +136,9 @@ impl Ctx<'_> {
         if node.input(i).is_none() {
             return Ok(None);
         }
-        let t = self.const_input(node, i)?.ok_or_else(|| {
-            Msg(format!(
-                "input #{i} ('{}') must be a compile-time constant (it does not fold to one)",
-                node.inputs[i]
-            ))
-        })?;
+        let t = self
+            .const_input(node, i)?
+            .ok_or_else(|| self.not_constant(node, i))?;
         Ok(Some(
             t.to_f64_vec()?.into_iter().map(|v| v as i64).collect(),
         ))
@@ -152,13 +149,28 @@ impl Ctx<'_> {
         if node.input(i).is_none() {
             return Ok(None);
         }
-        let t = self.const_input(node, i)?.ok_or_else(|| {
-            Msg(format!(
-                "input #{i} ('{}') must be a compile-time constant",
-                node.inputs[i]
-            ))
-        })?;
+        let t = self
+            .const_input(node, i)?
+            .ok_or_else(|| self.not_constant(node, i))?;
         Ok(Some(t.to_f64_vec()?))
+    }
+
+    /// The error for input `i` of `node`, which must be known at compile time but is not.
+    fn not_constant(&self, node: &Node, i: usize) -> Msg {
+        let name = &node.inputs[i];
+        if self.model.graph.inputs.iter().any(|v| v.name == *name) {
+            Msg(format!(
+                "input #{i} ('{name}') is a run-time input of the graph, but its value decides \
+                 the output's shape, which Kiln fixes at compile time: make it an initializer \
+                 or freeze it at import (frozen inputs)"
+            ))
+        } else {
+            Msg(format!(
+                "input #{i} ('{name}') must be a compile-time constant: it is computed at run \
+                 time (it does not fold to a constant), but its value decides the output's \
+                 shape, which Kiln fixes at compile time"
+            ))
+        }
     }
 
     /// Axes given by attribute `attr` before opset `input_since`, by input `input` from it on.
@@ -304,6 +316,11 @@ fn node_error(node: &Node, m: Msg) -> OnnxError {
     }
 }
 
+/// Graph inputs given fixed values at import: each becomes a constant of the graph instead of a
+/// run-time input (like an initializer), so that shapes computed from it (Resize's `sizes`,
+/// Reshape's `shape`, Slice's `starts`, a Reduce's `axes`...) are known at compile time.
+pub type FrozenInputs = BTreeMap<String, RtTensor>;
+
 /// Converts `model` to a Kiln graph module and its parameters.
 ///
 /// `shapes` gives static shapes to inputs with symbolic dimensions (see
@@ -313,6 +330,16 @@ pub fn from_onnx(
     model: &Model,
     shapes: &InputShapes,
 ) -> Result<(IRModule, Vec<(String, RtTensor)>)> {
+    from_onnx_frozen(model, shapes, &FrozenInputs::new())
+}
+
+/// [`from_onnx`] with the graph inputs of `frozen` fixed to their values (see [`FrozenInputs`]);
+/// each value must have the input's element type and (bound) shape.
+pub fn from_onnx_frozen(
+    model: &Model,
+    shapes: &InputShapes,
+    frozen: &FrozenInputs,
+) -> Result<(IRModule, Vec<(String, RtTensor)>)> {
     let table = converters();
     model.check_supported_ops(table.keys().copied())?;
     let bound = model.graph.bind_input_shapes(shapes)?;
@@ -321,13 +348,34 @@ pub fn from_onnx(
         opset: model.opset(),
         values: HashMap::new(),
     };
+    for name in frozen.keys() {
+        if !bound.inputs.iter().any(|i| i.name == *name) {
+            return Err(OnnxError::Graph(format!(
+                "frozen input '{name}' is not a run-time input of the graph"
+            )));
+        }
+    }
     let mut vars = Vec::new();
     for inp in &bound.inputs {
         let shape: Vec<i64> = inp.shape.iter().map(|&d| d as i64).collect();
-        let v = Var::new(&inp.name, Type::tensor(&shape, graph_dtype(inp.dtype)));
+        let ty = Type::tensor(&shape, graph_dtype(inp.dtype));
+        if let Some(t) = frozen.get(&inp.name) {
+            let given = Type::tensor(t.shape(), t.dtype());
+            if given != ty {
+                return Err(OnnxError::Graph(format!(
+                    "frozen input '{}' is declared {ty} but its value is {given}",
+                    inp.name
+                )));
+            }
+            let e = typed_constant(Expr::constant(t.clone())).map_err(|m| OnnxError::Graph(m.0))?;
+            ctx.values.insert(inp.name.clone(), e);
+            continue;
+        }
+        let v = Var::new(&inp.name, ty);
         ctx.values.insert(inp.name.clone(), v.expr());
         vars.push(v);
     }
+    let n_inputs = vars.len();
     let mut params = Vec::new();
     for t in model.graph.initializers() {
         let rt = to_runtime(t)?;
@@ -349,7 +397,11 @@ pub fn from_onnx(
         if node.is_constant() {
             let t = node.constant_value()?;
             let e = typed(Expr::constant(to_runtime(&t)?)).map_err(|m| node_error(node, m))?;
-            ctx.values.insert(node.outputs[0].clone(), e);
+            let out = node
+                .outputs
+                .first()
+                .ok_or_else(|| node_error(node, Msg("the node has no output".into())))?;
+            ctx.values.insert(out.clone(), e);
             continue;
         }
         let f = table[node.op_type.as_str()];
@@ -391,7 +443,6 @@ pub fn from_onnx(
         .filter(|e| matches!(e, Expr::Var(_)))
         .map(Expr::key)
         .collect();
-    let n_inputs = bound.inputs.len();
     let mut kept_vars = vars[..n_inputs].to_vec();
     let mut kept_params = Vec::new();
     for (v, p) in vars[n_inputs..].iter().zip(params) {
