@@ -5,7 +5,7 @@
 //! floating-point initializers become named parameter variables, returned with their values
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
-//! grouped by family (`elemwise`, `nn`, `reduce`, `shape`); the table's keys are what
+//! grouped by family (`elemwise`, `nn`, `quant`, `reduce`, `shape`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
 //!
@@ -17,6 +17,7 @@
 mod elemwise;
 mod fold;
 mod nn;
+mod quant;
 mod reduce;
 mod shape;
 
@@ -68,6 +69,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         let mut t: HashMap<&'static str, ConvertFn> = HashMap::new();
         elemwise::register(&mut t);
         nn::register(&mut t);
+        quant::register(&mut t);
         reduce::register(&mut t);
         shape::register(&mut t);
         t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver

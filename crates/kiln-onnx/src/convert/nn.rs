@@ -76,8 +76,17 @@ fn widen(v: &[i64], fill: i64) -> Vec<i64> {
 }
 
 fn conv(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let mut x = ctx.input(node, 0)?;
-    let mut w = ctx.input(node, 1)?;
+    let (x, w) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let mut y = conv_of(node, x, w)?;
+    if let Some(b) = ctx.opt_input(node, 2)? {
+        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
+    }
+    Ok(vec![y])
+}
+
+/// The convolution of `x` by `w` (1-D or 2-D, without bias) under the attributes of `node`,
+/// a Conv-like node (Conv, ConvInteger, QLinearConv share them).
+pub(super) fn conv_of(node: &Node, mut x: Expr, mut w: Expr) -> CResult<Expr> {
     let xs = shape_of(&x)?;
     let ws = shape_of(&w)?;
     let rank = xs.len();
@@ -108,13 +117,10 @@ fn conv(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             ("channels", ws[0].into()),
         ],
     )?;
-    if let Some(b) = ctx.opt_input(node, 2)? {
-        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
-    }
     if rank == 3 {
         y = drop_last(y)?;
     }
-    Ok(vec![y])
+    Ok(y)
 }
 
 fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -216,8 +222,12 @@ fn gemm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 }
 
 fn matmul(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let mut a = ctx.input(node, 0)?;
-    let mut b = ctx.input(node, 1)?;
+    Ok(vec![matmul_of(ctx.input(node, 0)?, ctx.input(node, 1)?)?])
+}
+
+/// ONNX MatMul of `a` and `b` (numpy semantics: 1-D operands promoted and their unit axis
+/// dropped again, leading axes broadcast).
+pub(super) fn matmul_of(mut a: Expr, mut b: Expr) -> CResult<Expr> {
     let (ra, rb) = (shape_of(&a)?.len(), shape_of(&b)?.len());
     if ra == 1 {
         a = call("expand_dims", vec![a], &[("axis", 0i64.into())])?;
@@ -233,7 +243,7 @@ fn matmul(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         let axis = if rb == 1 { -1i64 } else { -2 };
         y = call("squeeze", vec![y], &[("axis", vec![axis].into())])?;
     }
-    Ok(vec![y])
+    Ok(y)
 }
 
 fn batch_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
