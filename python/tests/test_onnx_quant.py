@@ -138,6 +138,33 @@ def test_quantize_default_uint8_and_int32_dequantize():
     np.testing.assert_array_equal(got[1], want[1])
 
 
+@pytest.mark.parametrize(
+    "x_type, opset, precision",
+    [("float16", 21, None), ("float32", 24, TensorProto.FLOAT16), ("float16", 24, TensorProto.FLOAT)],
+)
+def test_quantize_divides_in_the_reference_precision(x_type, opset, precision):
+    """float16 inputs divide in float16 (numpy's promotion, as the ONNX reference does), and
+    opset 23+ ``precision`` picks the type; onnxruntime ignores ``precision``, so the ONNX
+    reference evaluator is the reference here."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(18)
+    x = (rng.standard_normal((4, 50)) * 20).astype(x_type)
+    attrs = {"precision": precision} if precision else {}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], **attrs)]
+    graph = helper.make_graph(
+        nodes, "q",
+        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, x.shape)],
+        initializer=[numpy_helper.from_array(np.array(0.1, x_type), "s"),
+                     numpy_helper.from_array(np.int8(3), "z")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(run_kiln(model, {"x": x})[0], want)
+
+
 def test_dynamic_quantize_linear_matches_onnxruntime():
     rng = np.random.default_rng(12)
     for x in (

@@ -4,8 +4,9 @@
 //! subtracted, then an `int32` convolution or matrix product), QLinearConv and QLinearMatMul
 //! (the same integer product, requantized through `float32`).
 //!
-//! Quantization is `saturate(round_half_even(x / scale) + zero_point)` computed in `float32`
-//! (division, not a multiplication by the reciprocal, as onnxruntime does); dequantization is
+//! Quantization is `saturate(round_half_even(x / scale) + zero_point)`, the division (not a
+//! multiplication by the reciprocal, as onnxruntime and the ONNX reference do) in the common
+//! floating-point type of `x` and `scale` or the `precision` attribute; dequantization is
 //! `float32(int32(x) - int32(zero_point)) * scale`. Kiln quantizes to `int8`, `uint8`, `int16`
 //! and `uint16`; the float8, float4 and 4-/2-bit integer types are refused with an error naming
 //! the type.
@@ -74,10 +75,11 @@ fn qrange(d: GDataType, what: &str) -> CResult<(f64, f64)> {
     })
 }
 
-/// `saturate(round(v) + zp)` cast to `out`: `v` and `zp` are `float32`.
+/// `saturate(round(v) + zp)` cast to `out`: `v` is rounded in its own floating-point type,
+/// the zero point `zp` (`float32`) added in `float32`, where every quantized value is exact.
 fn saturate_round(v: Expr, zp: Option<Expr>, out: GDataType) -> CResult<Expr> {
     let (lo, hi) = qrange(out, "the quantized output")?;
-    let mut q = call("round", vec![v], &[])?;
+    let mut q = cast(call("round", vec![v], &[])?, f32t())?;
     if let Some(zp) = zp {
         q = binary("add", q, zp)?;
     }
@@ -181,17 +183,48 @@ fn quantized_type(ctx: &Ctx<'_>, node: &Node, zp: Option<&Expr>) -> CResult<GDat
     }
 }
 
+fn is_floating(d: GDataType) -> bool {
+    matches!(d.code(), code::FLOAT | code::BFLOAT)
+}
+
+/// The type QuantizeLinear divides `x` (of type `x`) by `y_scale` (of type `s`) in: attribute
+/// `precision` (opset 23+), else the common floating-point type of the two as the ONNX
+/// reference promotes them (`float16` for two `float16`s; `float32` when they differ in kind,
+/// e.g. `float16` with `bfloat16`).
+fn division_type(ctx: &Ctx<'_>, node: &Node, x: GDataType, s: GDataType) -> CResult<GDataType> {
+    if ctx.opset >= 23 {
+        if let Some(c) = node.opt_i("precision")?.filter(|&c| c != 0) {
+            let d = attr_dtype(c, "precision")?;
+            if !is_floating(d) {
+                return Err(Msg(format!(
+                    "attribute `precision` = {d} is not a floating-point type"
+                )));
+            }
+            return Ok(d);
+        }
+    }
+    let floats: Vec<GDataType> = [x, s].into_iter().filter(|&d| is_floating(d)).collect();
+    Ok(match floats.as_slice() {
+        [d] => *d,
+        [a, b] if a == b => *a,
+        [a, b] if a.code() == code::FLOAT && a.bits() >= b.bits().max(32) => *a,
+        [a, b] if b.code() == code::FLOAT && b.bits() >= a.bits().max(32) => *b,
+        _ => f32t(),
+    })
+}
+
 fn quantize_linear(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let zp = ctx.opt_input(node, 2)?;
     let out = quantized_type(ctx, node, zp.as_ref())?;
     qrange(out, "the output `y`")?;
     let layout = Layout::of(node, shape_of(&x)?)?;
-    let scale = cast(layout.place(ctx.input(node, 1)?, "y_scale")?, f32t())?;
+    let scale = layout.place(ctx.input(node, 1)?, "y_scale")?;
+    let div = division_type(ctx, node, dtype_of(&x)?, dtype_of(&scale)?)?;
     let zp = zp
         .map(|z| cast(layout.place(z, "y_zero_point")?, f32t()))
         .transpose()?;
-    let v = binary("divide", cast(x, f32t())?, scale)?;
+    let v = binary("divide", cast(x, div)?, cast(scale, div)?)?;
     Ok(vec![saturate_round(v, zp, out)?])
 }
 
