@@ -360,4 +360,33 @@ fn bad_quantization_attributes_and_parameters_are_named() {
         msg.contains("output_dtype") && msg.contains("y_zero_point"),
         "{msg}"
     );
+    // ConvInteger with a matrix for a weight; QLinearMatMul with a scale per row of `b`.
+    let xq = || vec![input("x", PType::Uint8, &[1, 2, 4, 4])];
+    let msg = convert_error(&model(
+        10,
+        vec![node("ConvInteger", &["x", "w"], vec![])],
+        vec![tensor("w", PType::Uint8, &[3, 2], &[1.0; 6])],
+        xq(),
+    ));
+    assert!(msg.contains("`w`") && msg.contains("[3, 2]"), "{msg}");
+    let one = |name: &str, ty| tensor(name, ty, &[], &[1.0]);
+    let msg = convert_error(&model(
+        10,
+        vec![node(
+            "QLinearMatMul",
+            &["x", "sa", "za", "b", "sb", "zb", "sy", "zy"],
+            vec![],
+        )],
+        vec![
+            one("sa", PType::Float),
+            one("za", PType::Uint8),
+            tensor("b", PType::Uint8, &[4, 3], &[1.0; 12]),
+            tensor("sb", PType::Float, &[4], &[1.0; 4]),
+            one("zb", PType::Uint8),
+            one("sy", PType::Float),
+            one("zy", PType::Uint8),
+        ],
+        xq(),
+    ));
+    assert!(msg.contains("`b_scale`") && msg.contains("[4]"), "{msg}");
 }

@@ -301,9 +301,13 @@ fn param(p: Expr, what: &str, shape: &[i64]) -> CResult<Expr> {
     if ps.len() == 1 && n == numel(shape) {
         return reshape(p, shape.to_vec());
     }
+    let per = if numel(shape) > 1 {
+        format!(" or {} (one per entry of shape {shape:?})", numel(shape))
+    } else {
+        String::new()
+    };
     Err(Msg(format!(
-        "input `{what}` has shape {ps:?}: expected one value or {} (shape {shape:?})",
-        numel(shape)
+        "input `{what}` has shape {ps:?}: expected one value{per}"
     )))
 }
 
@@ -325,13 +329,18 @@ fn rows_of(a: &Expr) -> CResult<Vec<i64>> {
 /// The shape that puts a per-filter parameter of convolution weight `w` on its first axis.
 fn filters_of(w: &Expr) -> CResult<Vec<i64>> {
     let s = shape_of(w)?;
+    if s.len() < 3 {
+        return Err(Msg(format!(
+            "input `w` has shape {s:?}: a convolution weight has rank 3 or more"
+        )));
+    }
     let mut v = vec![1; s.len()];
     v[0] = s[0];
     Ok(v)
 }
 
-/// The shape that puts a per-filter parameter on the channel axis of a convolution output of
-/// rank `rank` (`[O, 1, ...]`, broadcasting over the batch axis).
+/// The shape that puts a per-filter parameter of weight `w` on the channel axis of the
+/// convolution's output (`[O, 1, ...]`, one axis fewer than `w`, broadcasting over the batch).
 fn out_channels(w: &Expr) -> CResult<Vec<i64>> {
     let mut v = filters_of(w)?;
     v.remove(1);
