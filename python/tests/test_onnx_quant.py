@@ -28,7 +28,9 @@ ONNX_TYPE = {
 
 def model_of(nodes, inputs, outputs, inits, opset):
     """A checked model: ``inputs``/``outputs`` are ``(name, dtype, shape)``."""
-    info = lambda n, d, s: helper.make_tensor_value_info(n, ONNX_TYPE[np.dtype(d)], s)
+    def info(name, dtype, shape):
+        return helper.make_tensor_value_info(name, ONNX_TYPE[np.dtype(dtype)], shape)
+
     graph = helper.make_graph(
         nodes,
         "quant",
@@ -321,13 +323,17 @@ def test_qdq_model_matches_onnxruntime():
 # ---- QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger directly -----------------
 
 
-def test_qlinear_conv_per_channel_matches_onnxruntime():
+@pytest.mark.parametrize("w_type", ["int8", "uint8"])
+def test_qlinear_conv_per_channel_matches_onnxruntime(w_type):
+    """Per-channel weight scales; int8 weights symmetric, uint8 ones with a zero point per
+    output channel."""
     rng = np.random.default_rng(15)
     x = random_q(rng, (2, 4, 9, 9), "uint8")
+    wz = np.zeros(6, w_type) if w_type == "int8" else rng.integers(100, 150, 6).astype(w_type)
     inits = {
         "xs": np.float32(0.05), "xz": np.uint8(120),
-        "w": random_q(rng, (6, 2, 3, 3), "int8"),
-        "ws": rng.uniform(0.01, 0.03, size=6).astype("float32"), "wz": np.zeros(6, "int8"),
+        "w": random_q(rng, (6, 2, 3, 3), w_type),
+        "ws": rng.uniform(0.01, 0.03, size=6).astype("float32"), "wz": wz,
         "ys": np.float32(0.4), "yz": np.uint8(60),
         "b": rng.integers(-2000, 2000, size=6).astype("int32"),
     }
@@ -336,7 +342,6 @@ def test_qlinear_conv_per_channel_matches_onnxruntime():
                           ["y"], pads=[1, 0, 1, 2], strides=[2, 1], group=2)],
         [("x", "uint8", x.shape)], [("y", "uint8", [2, 6, 5, 9])], inits, 10)
     got, want = run_kiln(model, {"x": x})[0], run_ort(model, {"x": x})[0]
-    assert got.shape == want.shape
     # Requantization multiplies the exact int32 sum by one float32 multiplier in both; ORT's
     # kernels may fold the multiply differently (a fused multiply-add), hence one step.
     diff = np.abs(got.astype(int) - want.astype(int))
@@ -360,9 +365,32 @@ def test_qlinear_matmul_per_column_matches_onnxruntime():
     assert diff.max() <= 1 and np.mean(diff) < 0.01
 
 
+def test_qlinear_matmul_per_row_and_column_matches_numpy():
+    """Scales and zero points per row of ``a`` and per column of ``b`` (onnxruntime reads
+    only one zero point for ``a``): numpy float32 arithmetic in the same order is exact."""
+    rng = np.random.default_rng(19)
+    a = random_q(rng, (3, 5, 40), "uint8")
+    p = {
+        "as": rng.uniform(0.01, 0.03, size=5).astype("float32"),
+        "az": rng.integers(100, 150, size=5).astype("uint8"),
+        "b": random_q(rng, (40, 7), "uint8"),
+        "bs": rng.uniform(0.01, 0.03, size=7).astype("float32"),
+        "bz": rng.integers(100, 150, size=7).astype("uint8"),
+        "ys": np.float32(0.3), "yz": np.uint8(5),
+    }
+    model = model_of(
+        [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
+        [("a", "uint8", a.shape)], [("y", "uint8", [3, 5, 7])], p, 10)
+    acc = (a.astype(np.int64) - p["az"][:, None]) @ (p["b"].astype(np.int64) - p["bz"])
+    mult = (p["as"][:, None] * p["bs"]) / p["ys"]
+    want = np.clip(np.rint(acc.astype("float32") * mult) + 5, 0, 255)
+    np.testing.assert_array_equal(run_kiln(model, {"a": a})[0], want)
+
+
 def test_integer_conv_and_matmul_are_exact():
-    """int32 results: exact against onnxruntime (ConvInteger) and numpy (MatMulInteger with a
-    per-column zero point, which onnxruntime also reads)."""
+    """int32 results: exact against onnxruntime (ConvInteger, and a float Conv for a zero point
+    per filter) and numpy (MatMulInteger with a per-column zero point, which onnxruntime also
+    reads)."""
     rng = np.random.default_rng(17)
     x = random_q(rng, (1, 16, 10, 10), "uint8")
     w = random_q(rng, (24, 16, 3, 3), "uint8")
@@ -371,6 +399,19 @@ def test_integer_conv_and_matmul_are_exact():
         [("x", "uint8", x.shape)], [("y", "int32", [1, 24, 10, 10])],
         {"w": w, "xz": np.uint8(17), "wz": np.uint8(140)}, 10)
     np.testing.assert_array_equal(run_kiln(model, {"x": x})[0], run_ort(model, {"x": x})[0])
+    # A zero point per filter (onnxruntime's ConvInteger reads one): a float32 Conv of the
+    # centered values is exact (every partial sum is below 2**24).
+    wz = rng.integers(100, 150, size=24).astype("uint8")
+    model = model_of(
+        [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], strides=[2, 2])],
+        [("x", "uint8", x.shape)], [("y", "int32", [1, 24, 4, 4])],
+        {"w": w, "xz": np.uint8(17), "wz": wz}, 10)
+    conv = model_of(
+        [helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2])],
+        [("x", "float32", x.shape)], [("y", "float32", [1, 24, 4, 4])],
+        {"w": w.astype("float32") - wz.astype("float32")[:, None, None, None]}, 11)
+    want = run_ort(conv, {"x": x.astype("float32") - 17})[0]
+    np.testing.assert_array_equal(run_kiln(model, {"x": x})[0], want.astype("int32"))
 
     a = random_q(rng, (2, 33, 64), "uint8")
     b = random_q(rng, (64, 48), "int8")
