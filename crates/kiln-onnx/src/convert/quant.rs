@@ -46,17 +46,16 @@ fn binary(op: &str, a: Expr, b: Expr) -> CResult<Expr> {
     call(op, vec![a, b], &[])
 }
 
-/// Kiln's element type for the ONNX type code `code` given by attribute `attr`, or an error
-/// naming the ONNX type Kiln lacks.
-fn attr_dtype(code: i64, attr: &str) -> CResult<GDataType> {
-    DataType::from_onnx(code as i32)
-        .map(graph_dtype)
-        .ok_or_else(|| {
-            Msg(format!(
-                "attribute `{attr}` = {} is not supported: Kiln has no such element type",
-                onnx_type_name(code as i32)
-            ))
-        })
+/// Kiln's element type for the ONNX type code `onnx_code` given by attribute `attr`, or an
+/// error naming the ONNX type Kiln lacks.
+fn attr_dtype(onnx_code: i64, attr: &str) -> CResult<GDataType> {
+    let c = i32::try_from(onnx_code).unwrap_or(-1);
+    DataType::from_onnx(c).map(graph_dtype).ok_or_else(|| {
+        Msg(format!(
+            "attribute `{attr}` = {} is not supported: Kiln has no such element type",
+            onnx_type_name(c)
+        ))
+    })
 }
 
 /// The range `[lo, hi]` of the quantized type `d` (`what` names the tensor for the error).
@@ -239,9 +238,9 @@ fn dequantize_linear(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         Some(c) if c != 0 && ctx.opset >= 23 => attr_dtype(c, "output_dtype")?,
         _ => dtype_of(&scale)?,
     };
-    if !matches!(out.code(), code::FLOAT | code::BFLOAT) {
+    if !is_floating(out) {
         return Err(Msg(format!(
-            "the output type {out} is not a floating-point type"
+            "the output type {out} (attribute `output_dtype` or `x_scale`'s type) is not a floating-point type"
         )));
     }
     let layout = Layout::of(node, shape_of(&x)?)?;
