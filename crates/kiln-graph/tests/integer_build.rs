@@ -1,8 +1,8 @@
 //! Integer convolutions and matrix products end to end (what ONNX ConvInteger, MatMulInteger
 //! and the QLinear ops lower to): `int8`/`uint8` operands cast to `int32`, zero points
-//! subtracted, then `nn.conv2d` (direct, 1x1, grouped, depthwise), `nn.dense` and batched
-//! `nn.matmul` in `int32`, built through LLVM for the host CPU and checked exactly against
-//! naive `i64` loops.
+//! subtracted, then `nn.conv2d` (direct, 1x1, grouped, depthwise; also on the raw `int8`
+//! operands with `out_dtype="int32"`), `nn.dense` and batched `nn.matmul` in `int32`, built
+//! through LLVM for the host CPU and checked exactly against naive `i64` loops.
 
 mod common;
 use common::random;
@@ -165,23 +165,34 @@ fn int32_convolutions_are_exact() {
         let wd = random_ints(o * (c / g) * k * k, 10 + i as u64, -128, 127);
         let shape = [o as i64, (c / g) as i64, k as i64, k as i64];
         let ints = |v: Vec<i64>| AttrValue::Ints(v);
+        let attrs = [
+            ("padding", ints(vec![p as i64; 4])),
+            ("strides", ints(vec![s as i64; 2])),
+            ("groups", AttrValue::Int(g as i64)),
+        ];
         outs.push(mk(
             "nn.conv2d",
             vec![centered(x.expr(), xzp as i32), int32(const_i8(&wd, &shape))],
-            &[
-                ("padding", ints(vec![p as i64; 4])),
-                ("strides", ints(vec![s as i64; 2])),
-                ("groups", AttrValue::Int(g as i64)),
-            ],
+            &attrs,
+        ));
+        // The same convolution of the raw int8 operands summed in `out_dtype`.
+        let mut widen = attrs.to_vec();
+        widen.push(("out_dtype", AttrValue::Str("int32".into())));
+        outs.push(mk(
+            "nn.conv2d",
+            vec![x.expr(), const_i8(&wd, &shape)],
+            &widen,
         ));
         weights.push(wd);
     }
     let module = IRModule::from_main(Function::new(vec![x], Expr::tuple(outs)));
     let xt = Tensor::from_slice(&i8s(&xd), &[1, c as i64, h as i64, w as i64]).unwrap();
-    let got = build_run(&module, vec![("x", xt)], cases.len(), "conv");
+    let got = build_run(&module, vec![("x", xt)], 2 * cases.len(), "conv");
     for (i, &(o, k, g, p, s)) in cases.iter().enumerate() {
         let want = conv_ref(&xc, (c, h, w), &weights[i], (o, k), g, p, s);
-        assert_exact(&got[i], &want, &format!("conv case {i}"));
+        assert_exact(&got[2 * i], &want, &format!("conv case {i}"));
+        let want = conv_ref(&xd, (c, h, w), &weights[i], (o, k), g, p, s);
+        assert_exact(&got[2 * i + 1], &want, &format!("out_dtype conv case {i}"));
     }
 }
 
