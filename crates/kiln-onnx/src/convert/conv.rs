@@ -258,8 +258,17 @@ fn check_ranks(xs: &[i64], ws: &[i64]) -> CResult<()> {
 }
 
 fn conv(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let x = ctx.input(node, 0)?;
-    let w = ctx.input(node, 1)?;
+    let (x, w) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let mut y = conv_of(node, x, w)?;
+    if let Some(b) = ctx.opt_input(node, 2)? {
+        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
+    }
+    Ok(vec![y])
+}
+
+/// The convolution of `x` by `w` (any spatial rank, without bias) under the attributes of
+/// `node`, a Conv-like node (Conv, ConvInteger and QLinearConv share them).
+pub(super) fn conv_of(node: &Node, x: Expr, w: Expr) -> CResult<Expr> {
     let xs = shape_of(&x)?;
     let ws = shape_of(&w)?;
     check_ranks(&xs, &ws)?;
@@ -285,11 +294,7 @@ fn conv(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         pads,
         groups,
     };
-    let mut y = conv_nd(x, w, &g)?;
-    if let Some(b) = ctx.opt_input(node, 2)? {
-        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
-    }
-    Ok(vec![y])
+    conv_nd(x, w, &g)
 }
 
 /// The geometry of a transposed convolution (pads from `output_shape` or `auto_pad`).

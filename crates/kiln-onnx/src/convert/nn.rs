@@ -41,8 +41,12 @@ fn gemm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 }
 
 fn matmul(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let mut a = ctx.input(node, 0)?;
-    let mut b = ctx.input(node, 1)?;
+    Ok(vec![matmul_of(ctx.input(node, 0)?, ctx.input(node, 1)?)?])
+}
+
+/// ONNX MatMul of `a` and `b` (numpy semantics: 1-D operands promoted and their unit axis
+/// dropped again, leading axes broadcast).
+pub(super) fn matmul_of(mut a: Expr, mut b: Expr) -> CResult<Expr> {
     let (ra, rb) = (shape_of(&a)?.len(), shape_of(&b)?.len());
     if ra == 1 {
         a = call("expand_dims", vec![a], &[("axis", 0i64.into())])?;
@@ -58,7 +62,7 @@ fn matmul(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         let axis = if rb == 1 { -1i64 } else { -2 };
         y = call("squeeze", vec![y], &[("axis", vec![axis].into())])?;
     }
-    Ok(vec![y])
+    Ok(y)
 }
 
 fn batch_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {

@@ -174,10 +174,24 @@ pub fn topi_attrs(a: &Attrs<'_>) -> Result<nn::Conv2dAttrs> {
 }
 
 /// The lowering: the packed-kernel compute for an `OIHW{b}o` weight, the flattened-row compute
-/// for 1x1 convolutions it suits on `cpu`, else the direct NCHW compute.
-fn lower(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
-    let a = topi_attrs(a)?;
-    let (data, weight) = (input("nn.conv2d", i, 0)?, input("nn.conv2d", i, 1)?);
+/// for 1x1 convolutions it suits on `cpu`, else the direct NCHW compute. With an `out_dtype`
+/// other than the operands' type, both operands are first cast to it, so that the sums
+/// accumulate in it (`int8` operands, `int32` sums).
+fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let a = topi_attrs(attrs)?;
+    let (mut data, mut weight) = (input("nn.conv2d", i, 0)?, input("nn.conv2d", i, 1)?);
+    let out_dtype = attrs.str("out_dtype")?;
+    let widened;
+    if !out_dtype.is_empty() {
+        let d = crate::op::tensor::cast::parse_dtype(&out_dtype)?;
+        if d != data.dtype() {
+            widened = [
+                kiln_topi::elemwise::cast(data, d)?,
+                kiln_topi::elemwise::cast(weight, d)?,
+            ];
+            (data, weight) = (&widened[0], &widened[1]);
+        }
+    }
     if weight.ndim() == 5 {
         return one(nn::conv2d_packed(data, weight, &a));
     }
