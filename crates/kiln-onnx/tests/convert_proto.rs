@@ -194,3 +194,57 @@ fn supported_ops_cover_the_issue_list() {
         assert!(ops.contains(&op), "{op} missing from {ops:?}");
     }
 }
+
+/// The message of the error `m` converts to (a panic fails the test).
+fn conversion_error(m: &kiln_onnx::Model) -> String {
+    match from_onnx(m, &Default::default()) {
+        Ok(_) => panic!("the model converted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn shapes_too_large_to_index_are_errors() {
+    // Tile whose repeats overflow the output extent.
+    let m = model(
+        vec![node("Tile", "big_tile", &["x", "r"], &["y"])],
+        vec![ints("r", vec![2], vec![1 << 62, 4])],
+        &["2", "3"],
+    );
+    let msg = conversion_error(&m);
+    assert!(msg.contains("'big_tile'") && msg.contains("repeats"), "{msg}");
+    // Reshape to a shape whose element count overflows.
+    let m = model(
+        vec![node("Reshape", "big_reshape", &["x", "s"], &["y"])],
+        vec![ints("s", vec![3], vec![1 << 40, 1 << 40, -1])],
+        &["2", "3"],
+    );
+    let msg = conversion_error(&m);
+    assert!(msg.contains("'big_reshape'") && msg.contains("too many"), "{msg}");
+    // An input of more elements than a flat index can address.
+    let m = model(
+        vec![node("Relu", "relu", &["x"], &["y"])],
+        vec![],
+        &["4611686018427387904", "4"],
+    );
+    let msg = conversion_error(&m);
+    assert!(msg.contains("elements"), "{msg}");
+}
+
+#[test]
+fn a_constant_node_without_output_is_an_error() {
+    let mut c = node("Constant", "no_output", &[], &[]);
+    c.attribute.push(proto::AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Tensor as i32),
+        t: Some(ints("v", vec![1], vec![3])),
+        ..Default::default()
+    });
+    let m = model(
+        vec![c, node("Relu", "relu", &["x"], &["y"])],
+        vec![],
+        &["2"],
+    );
+    let msg = conversion_error(&m);
+    assert!(msg.contains("'no_output'") && msg.contains("no output"), "{msg}");
+}

@@ -8,8 +8,48 @@ use crate::ir::{Expr, Function, Type};
 use crate::op::{self, RelCtx};
 use kiln_ffi::{Error, Result};
 
-/// The type of a node whose inputs are typed.
+/// The most elements a tensor may have: its size in bytes (at most 8 per element) and every
+/// flat index into it must fit in an `i64`.
+pub const MAX_ELEMENTS: i64 = i64::MAX / 8;
+
+/// Checks that every tensor of `ty` has non-negative extents and at most [`MAX_ELEMENTS`]
+/// elements (so that no later shape computation overflows).
+pub fn check_size(ty: &Type) -> Result<()> {
+    if let Some((shape, _)) = ty.as_tensor() {
+        let n = shape.iter().try_fold(1i64, |acc, &d| {
+            if d < 0 {
+                None
+            } else {
+                acc.checked_mul(d).filter(|&n| n <= MAX_ELEMENTS)
+            }
+        });
+        if n.is_none() {
+            return Err(Error::value_error(format!(
+                "tensor shape {shape:?} has a negative extent or more than {MAX_ELEMENTS} elements"
+            )));
+        }
+    }
+    for f in ty.as_tuple().unwrap_or_default() {
+        check_size(f)?;
+    }
+    Ok(())
+}
+
+/// The type of a node whose inputs are typed, its tensor sizes checked.
 fn node_type(e: &Expr) -> Result<Type> {
+    let ty = node_type_unchecked(e)?;
+    check_size(&ty).map_err(|err| match e {
+        Expr::Call(c) => match &c.op {
+            Expr::Op(o) => Error::value_error(format!("{}: output {}", o.name, err.message())),
+            _ => err,
+        },
+        Expr::Var(v) => Error::value_error(format!("variable %{}: {}", v.name(), err.message())),
+        _ => err,
+    })?;
+    Ok(ty)
+}
+
+fn node_type_unchecked(e: &Expr) -> Result<Type> {
     match e {
         Expr::Var(v) => v.ty().cloned().ok_or_else(|| {
             Error::type_error(format!("variable %{} has no type annotation", v.name()))

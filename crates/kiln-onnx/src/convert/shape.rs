@@ -425,7 +425,16 @@ fn tile(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     }
     let view: Vec<i64> = xs.iter().flat_map(|&d| [1, d]).collect();
     let wide: Vec<i64> = xs.iter().zip(&reps).flat_map(|(&d, &r)| [r, d]).collect();
-    let out: Vec<i64> = xs.iter().zip(&reps).map(|(&d, &r)| d * r).collect();
+    let out = xs
+        .iter()
+        .zip(&reps)
+        .map(|(&d, &r)| d.checked_mul(r).filter(|_| r >= 0))
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| {
+            Msg(format!(
+                "repeats {reps:?} of input {xs:?} are negative or too large"
+            ))
+        })?;
     let v = call("reshape", vec![x], &[("newshape", view.into())])?;
     let b = call("broadcast_to", vec![v], &[("shape", wide.into())])?;
     Ok(vec![call("reshape", vec![b], &[("newshape", out.into())])?])

@@ -29,7 +29,10 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
             _ => return Err(ctx.err(format!("newshape {ns:?} has an invalid value {x}"))),
         }
     }
-    let known: i64 = out.iter().product();
+    let known = out
+        .iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| ctx.err(format!("newshape {ns:?} has too many elements")))?;
     if let Some(i) = infer {
         if known == 0 || total % known != 0 {
             return Err(ctx.err(format!("cannot reshape {s:?} ({total} elements) to {ns:?}")));
