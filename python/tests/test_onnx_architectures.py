@@ -1,0 +1,143 @@
+"""Small networks of the architectures users bring, built with onnx.helper as PyTorch exports
+them, compiled by Kiln and compared with onnxruntime on fresh random inputs and weights, outputs
+poisoned first: a YOLO-style detector (SiLU convolutions, nearest Resize by `sizes`, a
+concatenated feature pyramid, a reshaped and transposed head), a DBNet-style text detector
+(BatchNorm, ConvTranspose upsampling, bilinear Resize by `scales`, residual adds), and a 1-D
+convolutional file classifier (Conv1d, MaxPool1d, GlobalMaxPool over one axis, Gemm)."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.graph_executor import GraphModule
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+class Net:
+    """An ONNX graph under construction, with seeded random weights."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.k = [], [], 0
+
+    def name(self, prefix):
+        self.k += 1
+        return f"{prefix}{self.k}"
+
+    def weight(self, shape, scale=None, dtype="float32"):
+        n = self.name("w")
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        s = scale if scale is not None else 1.0 / np.sqrt(fan_in)
+        self.inits.append(numpy_helper.from_array(
+            (self.rng.standard_normal(shape) * s).astype(dtype), n))
+        return n
+
+    def const(self, values, dtype):
+        n = self.name("c")
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), n))
+        return n
+
+    def op(self, op_type, inputs, **attrs):
+        out = self.name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+    def conv(self, x, cin, cout, k, stride=1, pad=None, bias=True, dims=2):
+        pad = k // 2 if pad is None else pad
+        ins = [x, self.weight((cout, cin) + (k,) * dims)]
+        if bias:
+            ins.append(self.weight((cout,), 0.1))
+        return self.op("Conv", ins, kernel_shape=[k] * dims, strides=[stride] * dims,
+                       pads=[pad] * (2 * dims))
+
+    def bn(self, x, c):
+        scale = self.const(self.rng.uniform(0.5, 1.5, c), "float32")
+        bias = self.const(self.rng.standard_normal(c) * 0.1, "float32")
+        mean = self.const(self.rng.standard_normal(c) * 0.1, "float32")
+        var = self.const(self.rng.uniform(0.5, 1.5, c), "float32")
+        return self.op("BatchNormalization", [x, scale, bias, mean, var], epsilon=1e-5)
+
+    def silu(self, x):
+        return self.op("Mul", [x, self.op("Sigmoid", [x])])
+
+    def model(self, inputs, output, out_rank, opset=17):
+        graph = helper.make_graph(
+            self.nodes, "net",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+            [helper.make_tensor_value_info(output, TensorProto.FLOAT, [None] * out_rank)],
+            initializer=self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def compare(model, x, rtol=1e-4, atol=1e-4):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x})[0]
+    lib = kiln.onnx.compile(model.SerializeToString(), target="llvm -mcpu=native")
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    gm.set_input("x", x)
+    got = np.full(want.shape, np.nan, dtype="float32")
+    gm.run()
+    gm.get_output(0, got)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def test_yolo_style_detector():
+    net = Net(seed=np.random.SeedSequence().entropy)
+    x = "x"
+    c1 = net.silu(net.conv(x, 3, 8, 3, stride=2))            # 32x32
+    c2 = net.silu(net.conv(c1, 8, 16, 3, stride=2))          # 16x16
+    c3 = net.silu(net.conv(c2, 16, 32, 3, stride=2))         # 8x8
+    lat = net.silu(net.conv(c3, 32, 16, 1))
+    sizes = net.const([1, 16, 16, 16], "int64")
+    up = net.op("Resize", [lat, "", "", sizes], mode="nearest",
+                coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    cat = net.op("Concat", [up, c2], axis=1)                  # 32 x 16 x 16
+    p = net.silu(net.conv(cat, 32, 16, 3))
+    head = net.conv(p, 16, 3 * 7, 1)                          # 3 anchors x (4 box + 1 + 2 cls)
+    shape = net.const([1, 3, 7, 16 * 16], "int64")
+    r = net.op("Reshape", [head, shape])
+    t = net.op("Transpose", [r], perm=[0, 1, 3, 2])
+    y = net.op("Sigmoid", [t])
+    model = net.model([("x", [1, 3, 64, 64])], y, 4)
+    compare(model, np.random.default_rng().standard_normal((1, 3, 64, 64)).astype("float32"))
+
+
+def test_dbnet_style_text_detector():
+    net = Net(seed=np.random.SeedSequence().entropy)
+    relu = lambda v: net.op("Relu", [v])  # noqa: E731
+    c1 = relu(net.bn(net.conv("x", 3, 8, 3, stride=2, bias=False), 8))    # 24x40
+    c2 = relu(net.bn(net.conv(c1, 8, 16, 3, stride=2, bias=False), 16))   # 12x20
+    c3 = relu(net.bn(net.conv(c2, 16, 16, 3, stride=2, bias=False), 16))  # 6x10
+    scales = net.const([1, 1, 2, 2], "float32")
+    up = net.op("Resize", [c3, "", scales], mode="linear",
+                coordinate_transformation_mode="pytorch_half_pixel")
+    fused = net.op("Add", [up, c2])
+    f = relu(net.bn(net.conv(fused, 16, 8, 3, bias=False), 8))
+    t1 = net.op("ConvTranspose", [f, net.weight((8, 8, 2, 2)), net.weight((8,), 0.1)],
+                kernel_shape=[2, 2], strides=[2, 2])                     # 24x40
+    t1 = relu(net.bn(t1, 8))
+    t2 = net.op("ConvTranspose", [t1, net.weight((8, 1, 2, 2)), net.weight((1,), 0.1)],
+                kernel_shape=[2, 2], strides=[2, 2])                     # 48x80
+    y = net.op("Sigmoid", [t2])
+    model = net.model([("x", [1, 3, 48, 80])], y, 4)
+    compare(model, np.random.default_rng().standard_normal((1, 3, 48, 80)).astype("float32"))
+
+
+def test_1d_convolutional_file_classifier():
+    net = Net(seed=np.random.SeedSequence().entropy)
+    c1 = net.op("Relu", [net.conv("x", 16, 32, 5, stride=2, pad=2, dims=1)])   # 254
+    p1 = net.op("MaxPool", [c1], kernel_shape=[3], strides=[2], pads=[1, 1])     # 127
+    c2 = net.op("Relu", [net.conv(p1, 32, 32, 3, dims=1)])
+    g = net.op("GlobalMaxPool", [c2])                                             # 1x32x1
+    f = net.op("Flatten", [g], axis=1)
+    logits = net.op("Gemm", [f, net.weight((10, 32)), net.weight((10,), 0.1)], transB=1)
+    y = net.op("Softmax", [logits], axis=1)
+    model = net.model([("x", [1, 16, 508])], y, 2)
+    compare(model, np.random.default_rng().standard_normal((1, 16, 508)).astype("float32"),
+            rtol=1e-4, atol=1e-6)
