@@ -5,15 +5,16 @@
 //! floating-point initializers become named parameter variables, returned with their values
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
-//! grouped by family (`elemwise`, `nn`, `reduce`, `shape`); the table's keys are what
-//! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
-//! error listing every gap.
+//! grouped by family (`elemwise`, `nn`, `attention`, `reduce`, `shape`);
+//! the table's keys are what [`Model::check_supported_ops`] is given, so an unsupported op
+//! stops the import with one error listing every gap.
 //!
 //! Every converted node is typed at once (errors carry the ONNX node's label and op type), and
 //! a call whose arguments are all constants is folded ([`fold`]): shape computations
 //! (`Shape -> Gather -> Concat -> Reshape`, `ConstantOfShape`, `Range`...) become constants
 //! at compile time. The finished module goes through `InferType`.
 
+mod attention;
 mod elemwise;
 mod fold;
 mod nn;
@@ -66,6 +67,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t: HashMap<&'static str, ConvertFn> = HashMap::new();
+        attention::register(&mut t);
         elemwise::register(&mut t);
         nn::register(&mut t);
         reduce::register(&mut t);
