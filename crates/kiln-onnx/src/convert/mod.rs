@@ -5,7 +5,7 @@
 //! floating-point initializers become named parameter variables, returned with their values
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
-//! grouped by family (`elemwise`, `nn`, `attention`, `reduce`, `shape`);
+//! grouped by family (`elemwise`, `nn`, `attention`, `loss`, `reduce`, `shape`);
 //! the table's keys are what [`Model::check_supported_ops`] is given, so an unsupported op
 //! stops the import with one error listing every gap.
 //!
@@ -17,6 +17,7 @@
 mod attention;
 mod elemwise;
 mod fold;
+mod loss;
 mod nn;
 mod reduce;
 mod shape;
@@ -69,6 +70,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         let mut t: HashMap<&'static str, ConvertFn> = HashMap::new();
         attention::register(&mut t);
         elemwise::register(&mut t);
+        loss::register(&mut t);
         nn::register(&mut t);
         reduce::register(&mut t);
         shape::register(&mut t);
