@@ -5,7 +5,7 @@
 //! floating-point initializers become named parameter variables, returned with their values
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
-//! grouped by family (`elemwise`, `nn`, `attention`, `loss`, `reduce`, `shape`);
+//! grouped by family (`elemwise`, `nn`, `normalize`, `attention`, `loss`, `reduce`, `shape`);
 //! the table's keys are what [`Model::check_supported_ops`] is given, so an unsupported op
 //! stops the import with one error listing every gap.
 //!
@@ -19,6 +19,7 @@ mod elemwise;
 mod fold;
 mod loss;
 mod nn;
+mod normalize;
 mod reduce;
 mod shape;
 
@@ -72,6 +73,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         elemwise::register(&mut t);
         loss::register(&mut t);
         nn::register(&mut t);
+        normalize::register(&mut t);
         reduce::register(&mut t);
         shape::register(&mut t);
         t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver
