@@ -140,6 +140,40 @@ fn nonpad_bias(nonpad: Expr, q: i64, kv: i64, causal: bool, dtype: GDataType) ->
     bias_from_allowed(allowed, dtype)
 }
 
+/// The additive bias of Attention's scores, `[.., q, kv]` in the compute type of `st`: the
+/// mask (input #3), the causal mask and the `nonpad_kv_seqlen` padding (input #6) summed;
+/// `None` when nothing is masked. `dims` is `[q, kv, past]`.
+fn attention_bias(
+    ctx: &Ctx<'_>,
+    node: &Node,
+    at: &AttnAttrs,
+    [q, kv, past]: [i64; 3],
+    st: &Stash,
+) -> CResult<Option<Expr>> {
+    let dc = st.compute_dtype();
+    let mut parts = Vec::new();
+    if let Some(m) = ctx.opt_input(node, 3)? {
+        parts.push(mask_bias(m, kv, dtype_of(&ctx.input(node, 0)?)?, st)?);
+    }
+    let nonpad = ctx.opt_input(node, 6)?;
+    if nonpad.is_some() && past > 0 {
+        return Err("input #6 ('nonpad_kv_seqlen') cannot be used with past_key".into());
+    }
+    match nonpad {
+        // The causal frontier then depends on each batch's key count.
+        Some(n) => parts.push(nonpad_bias(n, q, kv, at.causal, dc)?),
+        None if at.causal => parts.push(causal_bias(q, kv, past, dc)?),
+        None => {}
+    }
+    let mut parts = parts.into_iter();
+    let Some(first) = parts.next() else {
+        return Ok(None);
+    };
+    parts
+        .try_fold(first, |acc, p| binary("add", acc, p))
+        .map(Some)
+}
+
 /// The Attention attributes Kiln reads.
 struct AttnAttrs {
     causal: bool,
@@ -255,7 +289,7 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         )));
     }
 
-    // Q and K are each scaled by sqrt(scale), in Q's type, against overflow.
+    // Q and K are each scaled by sqrt(scale) against overflow.
     let scale = at.scale.unwrap_or(1.0 / (dh as f64).sqrt()).sqrt();
     let q = binary("multiply", q, scalar(scale, dc)?)?;
     let k = binary("multiply", k, scalar(scale, dc)?)?;
@@ -278,28 +312,7 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         qk.clone()
     };
 
-    let mut bias = match ctx.opt_input(node, 3)? {
-        Some(m) => Some(mask_bias(m, skv, d, &st)?),
-        None => None,
-    };
-    let nonpad = ctx.opt_input(node, 6)?;
-    if at.causal && !(nonpad.is_some() && past_len == 0) {
-        let c = causal_bias(sq, skv, past_len, dc)?;
-        bias = Some(match bias {
-            Some(b) => binary("add", b, c)?,
-            None => c,
-        });
-    }
-    if let Some(n) = nonpad {
-        if past_len > 0 {
-            return Err("input #6 ('nonpad_kv_seqlen') cannot be used with past_key".into());
-        }
-        let p = nonpad_bias(n, sq, skv, at.causal, dc)?;
-        bias = Some(match bias {
-            Some(b) => binary("add", b, p)?,
-            None => p,
-        });
-    }
+    let bias = attention_bias(ctx, node, &at, [sq, skv, past_len], &st)?;
     let logits = match &bias {
         Some(b) => binary("add", capped.clone(), b.clone())?,
         None => capped.clone(),
