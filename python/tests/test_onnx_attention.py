@@ -132,3 +132,51 @@ def test_attention_3d_needs_head_counts():
     del model.graph.node[0].attribute[:]
     with pytest.raises(Exception, match="q_num_heads"):
         kiln.onnx.from_onnx(model)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_attention_qk_output_and_fully_masked_rows(mode):
+    """4-D GQA with softcap and a run-time bool mask that masks one query row entirely: that
+    row of Y is 0, and `qk_matmul_output` is the stage `mode` names; checked against onnx's
+    reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(mode)
+    b, hq, hk, sq, skv, dim = 2, 4, 2, 3, 5, 8
+    mask = rng.random((b, 1, sq, skv)) < 0.6
+    mask[..., 0] = True
+    mask[1, 0, 2, :] = False  # batch 1, query 2 attends nothing
+    feeds = dict(
+        Q=rng.standard_normal((b, hq, sq, dim)).astype("float32"),
+        K=rng.standard_normal((b, hk, skv, dim)).astype("float32"),
+        V=rng.standard_normal((b, hk, skv, dim)).astype("float32"),
+        attn_mask=mask,
+    )
+    node = helper.make_node(
+        "Attention", list(feeds), ["Y", "", "", "qk"], softcap=2.0, qk_matmul_output_mode=mode
+    )
+    types = [TensorProto.FLOAT] * 3 + [TensorProto.BOOL]
+    inputs = [helper.make_tensor_value_info(n, t, a.shape) for (n, a), t in zip(feeds.items(), types)]
+    outputs = [
+        helper.make_tensor_value_info("Y", TensorProto.FLOAT, (b, hq, sq, dim)),
+        helper.make_tensor_value_info("qk", TensorProto.FLOAT, (b, hq, sq, skv)),
+    ]
+    graph = helper.make_graph([node], "attention", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+
+    lib = kiln.onnx.compile(model, target=TARGET)
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for name, value in feeds.items():
+        gm.set_input(name, value)
+    gm.run()
+    y, qk = gm.get_output(0).numpy(), gm.get_output(1).numpy()
+    np.testing.assert_array_equal(y[1, :, 2], 0.0)
+    ref_y, ref_qk = ReferenceEvaluator(model).run(None, feeds)
+    np.testing.assert_allclose(y, ref_y, rtol=1e-4, atol=1e-5)
+    if mode == 0:
+        # The spec (and onnxruntime): the raw scaled product, before softcap (onnx's
+        # reference evaluator returns it softcapped).
+        k = np.repeat(feeds["K"], hq // hk, axis=1)
+        ref_qk = feeds["Q"] @ k.transpose(0, 1, 3, 2) / np.sqrt(dim)
+    np.testing.assert_allclose(qk, ref_qk, rtol=1e-4, atol=1e-5)

@@ -298,12 +298,10 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let rep = hq / hk;
     let grouped = |x: Expr, s: &[i64]| reshape(x, &[batch, hk, rep, s[2], s[3]]);
     let shared = |x: Expr, s: &[i64]| reshape(x, &[batch, hk, 1, s[2], s[3]]);
-    let qk = call(
-        "nn.matmul",
-        vec![grouped(q, &qs)?, shared(k, &ks)?],
-        &[("transpose_b", true.into())],
-    )?;
-    let qk = reshape(qk, &[batch, hq, sq, skv])?;
+    // K^T materialized: the product's vectorized key axis then reads contiguous memory.
+    let kt = transpose(shared(k, &ks)?, &[0, 1, 2, 4, 3])?;
+    // Scores stay in the grouped layout [batch, hk, rep, q, kv] up to the second product.
+    let qk = call("nn.matmul", vec![grouped(q, &qs)?, kt], &[])?;
     let capped = if at.softcap > 0.0 {
         let c = scalar(at.softcap, dc)?;
         let t = call("tanh", vec![binary("divide", qk.clone(), c.clone())?], &[])?;
@@ -314,7 +312,7 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
     let bias = attention_bias(ctx, node, &at, [sq, skv, past_len], &st)?;
     let logits = match &bias {
-        Some(b) => binary("add", capped.clone(), b.clone())?,
+        Some(b) => binary("add", capped.clone(), grouped_bias(b.clone(), hq, hk)?)?,
         None => capped.clone(),
     };
     let sd = at.softmax_dtype.unwrap_or(dc);
@@ -331,29 +329,54 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             &[("axis", vec![-1i64].into()), ("keepdims", true.into())],
         )?;
         let dead = binary("equal", row_max, scalar(f64::NEG_INFINITY, dc)?)?;
-        probs = call("where", vec![dead, scalar(0.0, sd)?, probs], &[])?;
+        let none_dead = match dead.as_constant() {
+            Some(t) => t.to_f64_vec()?.iter().all(|&x| x == 0.0),
+            None => false,
+        };
+        if !none_dead {
+            let dead = grouped_bias(dead, hq, hk)?;
+            probs = call("where", vec![dead, scalar(0.0, sd)?, probs], &[])?;
+        }
     }
     let probs = cast(probs, dc)?;
-    let y = call(
-        "nn.matmul",
-        vec![
-            grouped(probs.clone(), &[batch, hq, sq, skv])?,
-            shared(v, &vs)?,
-        ],
-        &[],
-    )?;
+    let y = call("nn.matmul", vec![probs.clone(), shared(v, &vs)?], &[])?;
     let mut y = st.restore(reshape(y, &[batch, hq, sq, dv])?)?;
     if rank == 3 {
         y = transpose(y, &[0, 2, 1, 3])?;
         y = reshape(y, &[batch, sq, hq * dv])?;
     }
-    let qk_out = st.restore(match at.qk_mode {
+    let qk_out = match at.qk_mode {
         0 => qk,
         1 => capped,
         2 => logits,
         _ => probs,
-    })?;
+    };
+    let qk_out = st.restore(reshape(qk_out, &[batch, hq, sq, skv])?)?;
     Ok(vec![y, present_k, present_v, qk_out])
+}
+
+/// A bias `[.., q, kv]` of rank <= 4 that broadcasts over the scores `[batch, hq, q, kv]`,
+/// viewed in their grouped layout `[batch, hk, hq / hk, q, kv]`.
+fn grouped_bias(b: Expr, hq: i64, hk: i64) -> CResult<Expr> {
+    let mut s = shape_of(&b)?;
+    if s.len() > 4 {
+        return Err(Msg(format!(
+            "input #3 ('attn_mask') must have rank <= 4, got {s:?}"
+        )));
+    }
+    while s.len() < 4 {
+        s.insert(0, 1);
+    }
+    let heads = match s[1] {
+        1 => [1, 1],
+        h if h == hq => [hk, hq / hk],
+        h => {
+            return Err(Msg(format!(
+                "input #3 ('attn_mask') has {h} heads, which do not broadcast to {hq}"
+            )))
+        }
+    };
+    reshape(b, &[s[0], heads[0], heads[1], s[2], s[3]])
 }
 
 /// `x[..., begin..end]` along `axis`.
