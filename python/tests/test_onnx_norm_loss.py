@@ -163,3 +163,14 @@ def test_loss_bad_reduction():
     model = single_node_model("NegativeLogLikelihoodLoss", feeds, [()], 13, reduction="avg")
     with pytest.raises(Exception, match="reduction"):
         kiln.onnx.from_onnx(model)
+
+
+def test_rotary_embedding_3d_needs_num_heads():
+    feeds = dict(
+        x=np.zeros((1, 2, 8), "float32"),
+        cos_cache=np.ones((1, 2, 4), "float32"),
+        sin_cache=np.zeros((1, 2, 4), "float32"),
+    )
+    model = single_node_model("RotaryEmbedding", feeds, [(1, 2, 8)], 23)
+    with pytest.raises(Exception, match="num_heads"):
+        kiln.onnx.from_onnx(model)
