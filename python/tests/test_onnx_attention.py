@@ -180,3 +180,36 @@ def test_attention_qk_output_and_fully_masked_rows(mode):
         k = np.repeat(feeds["K"], hq // hk, axis=1)
         ref_qk = feeds["Q"] @ k.transpose(0, 1, 3, 2) / np.sqrt(dim)
     np.testing.assert_allclose(qk, ref_qk, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_nonpad_kv_seqlen(causal):
+    """Opset 24's external cache: keys at or past `nonpad_kv_seqlen[b]` are masked, and the
+    causal frontier moves with each batch's key count; against onnx's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(causal)
+    b, hq, hk, sq, skv, dim = 3, 4, 2, 2, 6, 8
+    feeds = dict(
+        Q=rng.standard_normal((b, hq, sq, dim)).astype("float32"),
+        K=rng.standard_normal((b, hk, skv, dim)).astype("float32"),
+        V=rng.standard_normal((b, hk, skv, dim)).astype("float32"),
+        nonpad_kv_seqlen=np.array([6, 3, 4], dtype="int64"),
+    )
+    node = helper.make_node(
+        "Attention", ["Q", "K", "V", "", "", "", "nonpad_kv_seqlen"], ["Y"], is_causal=causal
+    )
+    types = [TensorProto.FLOAT] * 3 + [TensorProto.INT64]
+    inputs = [helper.make_tensor_value_info(n, t, a.shape) for (n, a), t in zip(feeds.items(), types)]
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, (b, hq, sq, dim))]
+    graph = helper.make_graph([node], "attention", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+    model.ir_version = 10
+
+    lib = kiln.onnx.compile(model, target=TARGET)
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for name, value in feeds.items():
+        gm.set_input(name, value)
+    gm.run()
+    (expected,) = ReferenceEvaluator(model).run(None, feeds)
+    np.testing.assert_allclose(gm.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
