@@ -5,19 +5,22 @@
 //! floating-point initializers become named parameter variables, returned with their values
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
-//! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `quant`, `reduce`, `shape`); the table's keys are what
-//! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
-//! error listing every gap.
+//! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
+//! `quant`, `reduce`, `shape`); the table's keys are what [`Model::check_supported_ops`] is
+//! given, so an unsupported op stops the import with one error listing every gap.
 //!
 //! Every converted node is typed at once (errors carry the ONNX node's label and op type), and
 //! a call whose arguments are all constants is folded ([`fold`]): shape computations
 //! (`Shape -> Gather -> Concat -> Reshape`, `ConstantOfShape`, `Range`...) become constants
 //! at compile time. The finished module goes through `InferType`.
 
+mod attention;
 mod conv;
 mod elemwise;
 mod fold;
+mod loss;
 mod nn;
+mod normalize;
 mod pool;
 mod quant;
 mod reduce;
@@ -69,11 +72,14 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t: HashMap<&'static str, ConvertFn> = HashMap::new();
+        attention::register(&mut t);
         elemwise::register(&mut t);
+        loss::register(&mut t);
         nn::register(&mut t);
         conv::register(&mut t);
         pool::register(&mut t);
         quant::register(&mut t);
+        normalize::register(&mut t);
         reduce::register(&mut t);
         shape::register(&mut t);
         t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver

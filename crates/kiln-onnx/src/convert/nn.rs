@@ -115,21 +115,21 @@ fn layer_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
 /// The float32 "stash" of normalizations: tensors of narrower floats are computed in float32
 /// and cast back; float32 and float64 stay as they are.
-struct Stash {
+pub(super) struct Stash {
     dtype: kiln_ffi::DataType,
     narrow: bool,
 }
 
 impl Stash {
     /// The stash for an input of `dtype`.
-    fn of(dtype: kiln_ffi::DataType) -> Stash {
+    pub(super) fn of(dtype: kiln_ffi::DataType) -> Stash {
         let f32t = kiln_ffi::DataType::float(32);
         let narrow = dtype != f32t && dtype != kiln_ffi::DataType::float(64);
         Stash { dtype, narrow }
     }
 
     /// The element type computations run in.
-    fn compute_dtype(&self) -> kiln_ffi::DataType {
+    pub(super) fn compute_dtype(&self) -> kiln_ffi::DataType {
         if self.narrow {
             kiln_ffi::DataType::float(32)
         } else {
@@ -138,12 +138,12 @@ impl Stash {
     }
 
     /// `e` in the compute type.
-    fn widen(&self, e: Expr) -> CResult<Expr> {
+    pub(super) fn widen(&self, e: Expr) -> CResult<Expr> {
         self.cast(e, self.compute_dtype())
     }
 
     /// A result back in the input's type.
-    fn restore(&self, e: Expr) -> CResult<Expr> {
+    pub(super) fn restore(&self, e: Expr) -> CResult<Expr> {
         self.cast(e, self.dtype)
     }
 
