@@ -5,7 +5,7 @@
 //! floating-point initializers become named parameter variables, returned with their values
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
-//! grouped by family (`elemwise`, `nn`, `reduce`, `shape`); the table's keys are what
+//! grouped by family (`elemwise`, `index`, `nn`, `reduce`, `shape`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
 //!
@@ -14,8 +14,10 @@
 //! (`Shape -> Gather -> Concat -> Reshape`, `ConstantOfShape`, `Range`...) become constants
 //! at compile time. The finished module goes through `InferType`.
 
+mod einsum;
 mod elemwise;
 mod fold;
+mod index;
 mod nn;
 mod reduce;
 mod shape;
@@ -67,6 +69,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
     TABLE.get_or_init(|| {
         let mut t: HashMap<&'static str, ConvertFn> = HashMap::new();
         elemwise::register(&mut t);
+        index::register(&mut t);
         nn::register(&mut t);
         reduce::register(&mut t);
         shape::register(&mut t);
