@@ -159,3 +159,12 @@ def test_runtime_shape_inputs_are_named():
     m = one_node("TopK", {"x": x, "k": np.array([1], "int64")}, opset=11, n_out=2)
     with pytest.raises(Exception, match=r"'k', K\) fixes the output shape"):
         kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "k": (1,)}, target=TARGET)
+
+
+def test_tensor_scatter_random_write_positions():
+    past = rand(3, 2, 7, 4)
+    upd = rand(3, 2, 3, 4)
+    for mode, hi in (("linear", 5), ("circular", 7)):
+        w = rng.integers(0, hi, (3,)).astype("int64")
+        inputs = {"past": past, "upd": upd, "w": w}
+        check(one_node("TensorScatter", inputs, opset=24, mode=mode), inputs)

@@ -1,6 +1,6 @@
 //! Converters of the indexing, scattering, scanning and selection operators: GatherND,
 //! ScatterElements/Scatter, ScatterND, CumSum, TopK, OneHot, BitShift, CenterCropPad, NonZero,
-//! Compress (Einsum lives in `einsum.rs`).
+//! Compress, TensorScatter (Einsum lives in `einsum.rs`).
 //!
 //! Inputs that fix an output shape (TopK's `K`, OneHot's `depth`, CenterCropPad's `shape`)
 //! must be compile-time constants; when one is a runtime input, the shape the model declares
@@ -361,6 +361,78 @@ fn compress(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// TensorScatter (a KV-cache write): `update` lands in `past_cache` along `axis` at
+/// `write_indices[b]` for each batch row `b` (wrapping around the axis in `circular` mode).
+/// Composed as a gather: output position `s` of row `b` reads `update` at `s - write_indices[b]`
+/// (modulo the axis in `circular` mode) where that falls inside the update, else the cache.
+fn tensor_scatter(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (past, update) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let (ps, us) = (shape_of(&past)?, shape_of(&update)?);
+    let rank = ps.len();
+    let axis = norm_axis(node.attr_i("axis", -2)?, rank)?;
+    if rank < 2 || axis == 0 {
+        return Err(Msg(format!(
+            "attribute `axis` must name a sequence axis after the batch axis 0, got {axis} for rank {rank}"
+        )));
+    }
+    let same_but_axis = us.len() == rank && (0..rank).all(|d| d == axis || us[d] == ps[d]);
+    if !same_but_axis || us[axis] > ps[axis] {
+        return Err(Msg(format!(
+            "input #1 ('update') of shape {us:?} must match `past_cache` {ps:?} but on axis \
+             {axis}, where it may not be longer"
+        )));
+    }
+    let circular = match node.attr_s("mode", "linear")?.as_str() {
+        "linear" => false,
+        "circular" => true,
+        m => {
+            return Err(Msg(format!(
+                "attribute `mode` must be linear or circular, got `{m}`"
+            )))
+        }
+    };
+    let i64t = kiln_ffi::DataType::int(64);
+    let (seq, upd) = (ps[axis], us[axis]);
+    // Row starts as [B, 1.., 1, 1..] and positions as [1.., S, 1..].
+    let mut row_shape = vec![1i64; rank];
+    row_shape[0] = ps[0];
+    let start = match ctx.opt_input(node, 2)? {
+        Some(w) => {
+            let w = call("cast", vec![w], &[("dtype", "int64".into())])?;
+            call("reshape", vec![w], &[("newshape", row_shape.into())])?
+        }
+        None => scalar(0.0, i64t)?,
+    };
+    let mut pos_shape = vec![1i64; rank];
+    pos_shape[axis] = seq;
+    let pos: Vec<f64> = (0..seq).map(|s| s as f64).collect();
+    let mut rel = call(
+        "subtract",
+        vec![constant(&pos, &pos_shape, i64t)?, start],
+        &[],
+    )?;
+    if circular {
+        rel = call("floor_mod", vec![rel, scalar(seq as f64, i64t)?], &[])?;
+    }
+    let inside = call(
+        "logical_and",
+        vec![
+            call("greater_equal", vec![rel.clone(), scalar(0.0, i64t)?], &[])?,
+            call("less", vec![rel.clone(), scalar(upd as f64, i64t)?], &[])?,
+        ],
+        &[],
+    )?;
+    let idx = call("maximum", vec![rel, scalar(0.0, i64t)?], &[])?;
+    let idx = call("minimum", vec![idx, scalar((upd - 1) as f64, i64t)?], &[])?;
+    let idx = call("broadcast_to", vec![idx], &[("shape", ps.into())])?;
+    let read = call(
+        "gather_elements",
+        vec![update, idx],
+        &[("axis", (axis as i64).into())],
+    )?;
+    Ok(vec![call("where", vec![inside, read, past], &[])?])
+}
+
 /// Registers this file's converters.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("GatherND", gather_nd);
@@ -374,5 +446,6 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("CenterCropPad", center_crop_pad);
     t.insert("NonZero", nonzero);
     t.insert("Compress", compress);
+    t.insert("TensorScatter", tensor_scatter);
     t.insert("Einsum", super::einsum::einsum);
 }
