@@ -168,3 +168,11 @@ def test_tensor_scatter_random_write_positions():
         w = rng.integers(0, hi, (3,)).astype("int64")
         inputs = {"past": past, "upd": upd, "w": w}
         check(one_node("TensorScatter", inputs, opset=24, mode=mode), inputs)
+
+
+def test_topk_one_dimensional_with_infinities():
+    x = rand(50)
+    x[[3, 17, 40]] = [np.inf, -np.inf, -np.inf]
+    for largest in (0, 1):
+        m = one_node("TopK", {"x": x}, {"k": np.array([5], "int64")}, n_out=2, largest=largest)
+        check(m, {"x": x})

@@ -249,43 +249,41 @@ fn cumsum_matches_a_loop_and_compiles() {
 
 #[test]
 fn topk_compiles_to_a_stable_selection() {
-    // Few distinct values, so that ties are common: equal values keep index order.
-    let (rows, n, k) = (6usize, 7usize, 4i64);
-    let v: Vec<f32> = ints(&[rows as i64, n as i64], 0, 4, 40)
-        .iter()
-        .map(|&x| x as f32)
-        .collect();
-    let data = Tensor::from_slice(&v, &[rows as i64, n as i64]).unwrap();
-    for largest in [true, false] {
-        let attrs = [
-            ("k", AttrValue::Int(k)),
-            ("axis", AttrValue::Int(1)),
-            ("largest", AttrValue::Bool(largest)),
-        ];
-        let got = compiled(
-            "topk",
-            std::slice::from_ref(&data),
-            &attrs,
-            &format!("topk{largest}"),
-        );
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[1].shape(), &[rows as i64, k]);
-        let (gv, gi) = (values(&got[0]), got[1].to_vec::<i64>().unwrap());
-        for r in 0..rows {
-            let mut order: Vec<usize> = (0..n).collect();
-            // A stable sort keeps equal elements in index order.
-            order.sort_by(|&a, &b| {
-                let (x, y) = (v[r * n + a], v[r * n + b]);
-                if largest {
-                    y.partial_cmp(&x).unwrap()
-                } else {
-                    x.partial_cmp(&y).unwrap()
+    // Few distinct values, so that ties are common: equal values keep index order. Rows of 7
+    // with k = 4 go through ranks; rows of 20 with k = 3 and of 33 with k = 16, slot by slot.
+    for (rows, n, k) in [(6usize, 7usize, 4i64), (5, 20, 3), (3, 33, 16)] {
+        let v: Vec<f32> = ints(&[rows as i64, n as i64], 0, 4, 40 + n as u64)
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
+        let data = Tensor::from_slice(&v, &[rows as i64, n as i64]).unwrap();
+        for largest in [true, false] {
+            let attrs = [
+                ("k", AttrValue::Int(k)),
+                ("axis", AttrValue::Int(1)),
+                ("largest", AttrValue::Bool(largest)),
+            ];
+            let tag = format!("topk{n}{largest}");
+            let got = compiled("topk", std::slice::from_ref(&data), &attrs, &tag);
+            assert_eq!(got.len(), 2);
+            assert_eq!(got[1].shape(), &[rows as i64, k]);
+            let (gv, gi) = (values(&got[0]), got[1].to_vec::<i64>().unwrap());
+            for r in 0..rows {
+                let mut order: Vec<usize> = (0..n).collect();
+                // A stable sort keeps equal elements in index order.
+                order.sort_by(|&a, &b| {
+                    let (x, y) = (v[r * n + a], v[r * n + b]);
+                    if largest {
+                        y.partial_cmp(&x).unwrap()
+                    } else {
+                        x.partial_cmp(&y).unwrap()
+                    }
+                });
+                for j in 0..k as usize {
+                    let at = r * k as usize + j;
+                    assert_eq!(gi[at], order[j] as i64, "{tag} index row {r} slot {j}");
+                    assert_eq!(gv[at], v[r * n + order[j]] as f64, "{tag} value row {r}");
                 }
-            });
-            for j in 0..k as usize {
-                let at = r * k as usize + j;
-                assert_eq!(gi[at], order[j] as i64, "topk index row {r} slot {j}");
-                assert_eq!(gv[at], v[r * n + order[j]] as f64, "topk value row {r}");
             }
         }
     }
