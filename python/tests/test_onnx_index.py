@@ -176,3 +176,13 @@ def test_topk_one_dimensional_with_infinities():
     for largest in (0, 1):
         m = one_node("TopK", {"x": x}, {"k": np.array([5], "int64")}, n_out=2, largest=largest)
         check(m, {"x": x})
+
+
+def test_cumsum_long_axes_in_blocks():
+    xi = rng.integers(-50, 50, (2, 100)).astype("int32")
+    xf = rand(3, 300, 2)
+    for x, axis in ((xi, 1), (xf, -2)):
+        for exclusive, reverse in ((0, 0), (1, 1)):
+            m = one_node("CumSum", {"x": x}, {"axis": np.array(axis, "int64")}, opset=14,
+                         exclusive=exclusive, reverse=reverse)
+            check(m, {"x": x}, rtol=1e-4, atol=1e-4)

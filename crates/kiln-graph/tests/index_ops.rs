@@ -245,6 +245,21 @@ fn cumsum_matches_a_loop_and_compiles() {
         let got = compiled("cumsum", &args, &attrs, &format!("cs{k}"));
         assert_close(&values(&got[0]), &want, &format!("cumsum compiled {k}"));
     }
+    // A long axis (77 > DIRECT_MAX) is scanned in blocks, the last one short.
+    let long = [floats(&[2, 77, 3], 31)];
+    for (k, (exclusive, reverse)) in [(false, false), (true, false), (false, true), (true, true)]
+        .into_iter()
+        .enumerate()
+    {
+        let attrs = [
+            ("axis", AttrValue::Int(1)),
+            ("exclusive", AttrValue::Bool(exclusive)),
+            ("reverse", AttrValue::Bool(reverse)),
+        ];
+        let want = values(&evaluated("cumsum", &long, &attrs));
+        let got = compiled("cumsum", &long, &attrs, &format!("csl{k}"));
+        assert_close(&values(&got[0]), &want, &format!("cumsum blocks {k}"));
+    }
 }
 
 #[test]
