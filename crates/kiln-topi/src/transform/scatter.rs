@@ -78,12 +78,15 @@ impl ScatterReduction {
 type PointFn<'a> = &'a dyn Fn(&[PrimExpr], &[PrimExpr]) -> PrimExpr;
 
 /// The scatter of updates at the positions of `extents` into `data`: position `r` writes
-/// `value(p, r)` to the output point `p` when `hit(p, r)`.
+/// `value(p, r)` to the output point `p` when `hit(p, r)`, which reads only the first `key`
+/// coordinates of `p` (so that, without a reduction, which position writes is found once per
+/// slice of the remaining axes).
 fn scatter(
     data: &Tensor,
     reduction: ScatterReduction,
     name: &str,
     extents: &[PrimExpr],
+    key: usize,
     hit: PointFn<'_>,
     value: PointFn<'_>,
 ) -> Result<Tensor> {
@@ -103,7 +106,7 @@ fn scatter(
         }
         let none = PrimExpr::const_int(i64t, -1);
         compute_tagged(
-            &shape,
+            &shape[..key],
             |p| {
                 let hit = hit(&var_exprs(p), &r);
                 if axes.is_empty() {
@@ -137,7 +140,8 @@ fn scatter(
         &shape,
         |p| {
             let p = var_exprs(p);
-            let (d, g) = (data.at(&p), gathered.at(&p));
+            let d = data.at(&p);
+            let g = gathered.at(&p[..gathered.ndim()]);
             if reduction != ScatterReduction::None {
                 return reduction.combine(d, g);
             }
@@ -237,7 +241,8 @@ pub fn scatter_elements(
         c
     };
     let value = |p: &[PrimExpr], r: &[PrimExpr]| updates.at(&source(p, r));
-    scatter(data, reduction, op, &[us[a].clone()], &hit, &value)
+    let key = ds.len();
+    scatter(data, reduction, op, &[us[a].clone()], key, &hit, &value)
 }
 
 /// `data` with `updates[m]` scattered to the slice `data[indices[m]]` for every index tuple
@@ -291,5 +296,6 @@ pub fn scatter_nd(
         at.extend(p[k..].iter().cloned());
         updates.at(&at)
     };
-    scatter(data, reduction, op, &indices.shape()[..q - 1], &hit, &value)
+    let extents = &indices.shape()[..q - 1];
+    scatter(data, reduction, op, extents, k, &hit, &value)
 }
