@@ -186,3 +186,18 @@ def test_cumsum_long_axes_in_blocks():
             m = one_node("CumSum", {"x": x}, {"axis": np.array(axis, "int64")}, opset=14,
                          exclusive=exclusive, reverse=reverse)
             check(m, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def test_scatter_integer_data_reductions():
+    data = rng.integers(-100, 100, (5, 6)).astype("int32")
+    ix = rng.integers(0, 5, (4, 6)).astype("int64")
+    upd = rng.integers(-100, 100, (4, 6)).astype("int32")
+    inputs = {"data": data, "indices": ix, "updates": upd}
+    for red in ("max", "min", "add"):
+        check(one_node("ScatterElements", inputs, axis=0, reduction=red), inputs)
+    ix = rng.integers(0, 5, (3, 1)).astype("int64")
+    upd = rng.integers(-3, 3, (3, 6)).astype("int64")
+    data = data.astype("int64")
+    inputs = {"data": data, "indices": ix, "updates": upd}
+    for red in ("none", "mul", "max"):
+        check(one_node("ScatterND", inputs, reduction=red), inputs)
