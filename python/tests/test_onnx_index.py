@@ -201,3 +201,20 @@ def test_scatter_integer_data_reductions():
     inputs = {"data": data, "indices": ix, "updates": upd}
     for red in ("none", "mul", "max"):
         check(one_node("ScatterND", inputs, reduction=red), inputs)
+
+
+@pytest.mark.parametrize("op,inputs,attrs,message", [
+    ("ScatterElements", {"d": (2, 3), "i": (1, 3), "u": (1, 3)}, {"reduction": "sum"},
+     r"`reduction`"),
+    ("BitShift", {"x": (3,), "y": (3,)}, {"direction": "UP"}, r"`direction`"),
+    ("Einsum", {"x": (2, 3)}, {"equation": "ijk->i"}, r"`equation`"),
+    ("Einsum", {"x": (2, 3)}, {"equation": "ij->k"}, r"label 'k'"),
+    ("GatherND", {"d": (2, 3), "i": (4, 3)}, {}, r"index tuples of length 3"),
+])
+def test_bad_attributes_and_shapes_are_named(op, inputs, attrs, message):
+    dtypes = {"i": "int64", "x": "uint8", "y": "uint8"} if op == "BitShift" else {"i": "int64"}
+    feeds = {k: np.zeros(s, dtypes.get(k, "float32")) for k, s in inputs.items()}
+    m = one_node(op, feeds, opset=18 if op != "Einsum" else 12, **attrs)
+    with pytest.raises(Exception, match=message):
+        kiln.onnx.compile(m.SerializeToString(), {k: v.shape for k, v in feeds.items()},
+                          target=TARGET)

@@ -13,7 +13,7 @@ use kiln_tir::{CpuDesc, DataTypeExt};
 /// The result shape, or a message naming what does not fit.
 fn out_shape(d: &[i64], ix: &[i64], b: i64) -> std::result::Result<Vec<i64>, String> {
     let q = ix.len();
-    if b < 0 || b as usize >= q.min(d.len().max(1)) {
+    if b < 0 || b as usize >= q.min(d.len()) {
         return Err(format!(
             "attribute `batch_dims` = {b} must be in [0, min(rank of data {}, rank of indices {q}))",
             d.len()
