@@ -60,8 +60,8 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
 
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
-    // Opaque: a reduction whose output keeps the reduced axis, so the generic reduction
-    // schedule (which fuses over the kept axes) does not apply.
+    // Opaque: a reduction (or, for long axes, several) whose output keeps the scanned axis, so
+    // it fuses with nothing; its stages run in parallel over their points.
     v.push(
         OpDef::new("cumsum", &["data"], OpPattern::Opaque, rel)
             .attrs(vec![
@@ -70,6 +70,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 AttrSpec::new("reverse", AttrKind::Bool, false),
             ])
             .eval(evaluate)
-            .compute(lower),
+            .compute(lower)
+            .schedule(kiln_topi::schedule::generic::schedule_reduce),
     );
 }

@@ -16,6 +16,7 @@ use kiln_ffi::{Error, Result};
 use kiln_runtime::tensor::Tensor;
 use kiln_te::Tensor as TeTensor;
 use kiln_tir::{CpuDesc, DataTypeExt};
+use kiln_topi::schedule::generic::schedule_reduce;
 use kiln_topi::transform::{self as tf, ScatterReduction};
 
 fn reduction(a: &Attrs<'_>) -> Result<ScatterReduction> {
@@ -161,17 +162,20 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     let args: &[&str] = &["data", "indices", "updates"];
     let red = || AttrSpec::new("reduction", AttrKind::Str, "none");
     // Opaque: each output point reduces over update positions (two stages, see the TOPI
-    // compute), which the injective schedule of a fused group could not take.
+    // compute), which the injective schedule of a fused group could not take; the generic
+    // reduction schedule runs both stages in parallel over their points.
     v.push(
         OpDef::new("scatter_elements", args, OpPattern::Opaque, elements_rel)
             .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 0), red()])
             .eval(eval_elements)
-            .compute(lower_elements),
+            .compute(lower_elements)
+            .schedule(schedule_reduce),
     );
     v.push(
         OpDef::new("scatter_nd", args, OpPattern::Opaque, nd_rel)
             .attrs(vec![red()])
             .eval(eval_nd)
-            .compute(lower_nd),
+            .compute(lower_nd)
+            .schedule(schedule_reduce),
     );
 }
