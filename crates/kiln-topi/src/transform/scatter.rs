@@ -5,7 +5,9 @@
 //! to it: a reduction over the update positions that can reach it, keeping those whose index
 //! names the point (one stage), then the combination with `data` (a second, injective stage).
 //! The work is `|data|` times the number of update positions that can reach a point (the
-//! extent of `axis` for `ScatterElements`, the number of index tuples for `ScatterND`).
+//! extent of `axis` for `ScatterElements`, the number of index tuples for `ScatterND`), except
+//! for `ScatterND` without a reduction, where the writing tuple is found once per slice of the
+//! data's first `k` axes.
 //! Duplicate indices: with a reduction they all combine with the data, as ONNX says; without
 //! one, the last in row-major order wins (as onnxruntime does; ONNX leaves it undefined).
 
