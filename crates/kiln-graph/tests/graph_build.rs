@@ -3,20 +3,18 @@
 //! poisoned with NaN before the run, and results checked against naive Rust loops.
 
 mod common;
-use common::random;
+use common::{build_and_load, random, TARGET};
 
 use kiln_ffi::{Device, Function as FfiFunction};
 
 // Links the registrations of kiln-graph (the `graph.build` global).
 const _: fn() -> *const () = kiln_graph::link_globals;
-use kiln_graph::build::{build, graph_codegen, optimize};
+use kiln_graph::build::{graph_codegen, optimize};
 use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
 use kiln_graph::op::mk;
 use kiln_runtime::graph_executor::Graph;
-use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
+use kiln_runtime::module::Module;
 use kiln_runtime::tensor::Tensor;
-
-const TARGET: &str = "llvm -mcpu=native";
 
 fn assert_close(got: &[f32], want: &[f32], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
@@ -30,23 +28,6 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
 
 fn ints(v: &[i64]) -> AttrValue {
     AttrValue::Ints(v.to_vec())
-}
-
-/// Builds `module`, exports the factory to one `.so`, loads it and makes an executor.
-fn build_and_load(module: &IRModule, params: Vec<(String, Tensor)>, tag: &str) -> Module {
-    let factory = build(module, TARGET, params).unwrap();
-    assert_eq!(factory.kind(), "GraphExecutorFactory");
-    let dir = std::env::temp_dir().join(format!("kiln_graph_build_{tag}_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("deploy.so");
-    export_library(&factory, &so, &ExportOptions::default()).unwrap();
-    let loaded = load_module(&so).unwrap();
-    let exec: Module = loaded
-        .function("default")
-        .unwrap()
-        .invoke((Device::cpu(0),))
-        .unwrap();
-    exec
 }
 
 fn f(exec: &Module, name: &str) -> FfiFunction {

@@ -6,8 +6,9 @@
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
 //! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
-//! `quant`, `reduce`, `shape`); the table's keys are what [`Model::check_supported_ops`] is
-//! given, so an unsupported op stops the import with one error listing every gap.
+//! `quant`, `index`, `einsum`, `reduce`, `shape`); the table's keys are what
+//! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
+//! error listing every gap.
 //!
 //! Every converted node is typed at once (errors carry the ONNX node's label and op type), and
 //! a call whose arguments are all constants is folded ([`fold`]): shape computations
@@ -16,8 +17,10 @@
 
 mod attention;
 mod conv;
+mod einsum;
 mod elemwise;
 mod fold;
+mod index;
 mod loss;
 mod nn;
 mod normalize;
@@ -75,6 +78,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         attention::register(&mut t);
         elemwise::register(&mut t);
         loss::register(&mut t);
+        index::register(&mut t);
         nn::register(&mut t);
         conv::register(&mut t);
         pool::register(&mut t);

@@ -1,5 +1,5 @@
 //! Binary operators with broadcasting: arithmetic, `power`, `maximum`/`minimum`, floor
-//! division and modulo, comparisons (bool results) and logical `and`/`or`/`xor`.
+//! division and modulo, comparisons (bool results), logical `and`/`or`/`xor` and integer shifts.
 
 use super::shape::{broadcast_index, broadcast_shape};
 use crate::transform::util::{compute_tagged, constant, tag};
@@ -114,4 +114,41 @@ binary! {
             kiln_tir::truncmod(x, y)
         }
     }, "The remainder with the dividend's sign (C's `fmod`, ONNX `Mod` with `fmod=1`).";
+}
+
+fn shift(a: &Tensor, b: &Tensor, left: bool) -> Result<Tensor> {
+    let name = if left { "left_shift" } else { "right_shift" };
+    if !a.dtype().is_integer() {
+        return Err(Error::type_error(format!(
+            "{name}: needs integer operands, `{}` is {}",
+            a.name(),
+            a.dtype()
+        )));
+    }
+    broadcast_binary(a, b, name, |x, y| {
+        if left {
+            kiln_tir::op::shift_left(x, y)
+        } else {
+            kiln_tir::op::shift_right(x, y)
+        }
+    })
+}
+
+/// `a << b` of integers (ONNX `BitShift` LEFT: bits shifted out are lost).
+///
+/// # Errors
+/// A `ValueError` when the shapes do not broadcast; a `TypeError` for non-integer operands or
+/// dtypes that differ.
+pub fn left_shift(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    shift(a, b, true)
+}
+
+/// `a >> b` of integers (ONNX `BitShift` RIGHT; logical for unsigned types, arithmetic for
+/// signed ones).
+///
+/// # Errors
+/// A `ValueError` when the shapes do not broadcast; a `TypeError` for non-integer operands or
+/// dtypes that differ.
+pub fn right_shift(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    shift(a, b, false)
 }

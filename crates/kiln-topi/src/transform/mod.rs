@@ -12,7 +12,8 @@
 //! | [`split()`] ([`SplitSpec`]) | `Split` |
 //! | [`strided_slice()`] | `Slice` |
 //! | [`pad()`] ([`PadMode`]) | `Pad` |
-//! | [`take()`] | `Gather` |
+//! | [`take()`], [`gather_elements()`], [`gather_nd()`] | `Gather`, `GatherElements`, `GatherND` |
+//! | [`scatter_elements()`], [`scatter_nd()`] | `ScatterElements`, `ScatterND` |
 //! | [`resize2d()`] ([`ResizeMethod`], [`CoordMode`], [`NearestMode`]) | `Resize` |
 //! | [`tile()`] | `Tile` |
 //! | [`layout_transform()`] ([`Layout`]) | (packed weights, from `AlterOpLayout`) |
@@ -23,6 +24,7 @@ pub mod layout;
 mod pad;
 mod reshape;
 mod resize;
+mod scatter;
 pub mod schedule;
 mod split;
 mod squeeze;
@@ -39,11 +41,12 @@ pub use layout::{layout_transform, Layout};
 pub use pad::{pad, PadMode};
 pub use reshape::{infer_reshape, reshape};
 pub use resize::{resize2d, CoordMode, NearestMode, ResizeMethod};
+pub use scatter::{scatter_elements, scatter_nd, ScatterReduction};
 pub use schedule::{create_injective_schedule, schedule_injective};
 pub use split::{split, SplitSpec};
 pub use squeeze::{expand_dims, squeeze, unsqueeze};
 pub use strided_slice::{slice_params, strided_slice};
-pub use take::{gather_elements, take};
+pub use take::{clamp_index, gather_elements, gather_nd, take, wrap_index};
 pub use tile::tile;
 pub use transpose::transpose;
 pub use trilu::trilu;

@@ -1,10 +1,15 @@
-//! Reductions (pattern `CommReduce`): sum, mean, max, min, prod, argmax, argmin.
+//! Reductions (pattern `CommReduce`): sum, mean, max, min, prod, argmax, argmin; and two
+//! operators along one axis lowered as reductions (pattern `Opaque`): cumsum and topk.
 
+pub mod cumsum;
 pub mod reduction;
+pub mod topk;
 
 use super::OpDef;
 
 /// The definitions of this family.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    cumsum::defs(v);
     reduction::defs(v);
+    topk::defs(v);
 }

@@ -3,6 +3,7 @@
 pub mod binary;
 pub mod cast;
 pub mod clip;
+pub mod shift;
 pub mod unary;
 pub mod where_op;
 
@@ -15,4 +16,5 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     clip::defs(v);
     cast::defs(v);
     where_op::defs(v);
+    shift::defs(v);
 }

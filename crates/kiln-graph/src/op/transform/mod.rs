@@ -1,14 +1,17 @@
-//! Data-movement operators (pattern `Injective`, `broadcast_to`: `Broadcast`).
+//! Data-movement operators (pattern `Injective`, `broadcast_to`: `Broadcast`; the scatters:
+//! `Opaque`).
 
 pub mod broadcast_to;
 pub mod concatenate;
 pub mod expand_dims;
 pub mod flatten;
 pub mod gather_elements;
+pub mod gather_nd;
 pub mod layout_transform;
 pub mod pad;
 pub mod reshape;
 pub mod resize2d;
+pub mod scatter;
 pub mod split;
 pub mod squeeze;
 pub mod strided_slice;
@@ -25,10 +28,12 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     expand_dims::defs(v);
     flatten::defs(v);
     gather_elements::defs(v);
+    gather_nd::defs(v);
     layout_transform::defs(v);
     pad::defs(v);
     reshape::defs(v);
     resize2d::defs(v);
+    scatter::defs(v);
     split::defs(v);
     squeeze::defs(v);
     strided_slice::defs(v);

@@ -1,0 +1,413 @@
+//! Converters of the indexing, scattering, scanning and selection operators: GatherND,
+//! ScatterElements/Scatter, ScatterND, CumSum, TopK, OneHot, BitShift, CenterCropPad, NonZero,
+//! Compress, TensorScatter (Einsum lives in `einsum.rs`).
+//!
+//! Inputs that fix an output shape (TopK's `K`, OneHot's `depth`, CenterCropPad's `shape`)
+//! must be compile-time constants (initializers, Constant nodes, folded values or frozen
+//! inputs); a run-time input there is an error naming it. NonZero's and Compress's output shapes depend on data values:
+//! they fold when those values are constant and are refused otherwise.
+
+use std::collections::HashMap;
+
+use kiln_graph::ir::Expr;
+
+use super::{
+    call, const_i64, constant, dtype_of, norm_axis, scalar, shape_of, CResult, ConvertFn, Ctx, Msg,
+};
+use crate::Node;
+
+/// Input `i`, which fixes an output shape, as constant integers; an error naming it (and
+/// saying it is a run-time input) otherwise.
+fn shape_input(ctx: &Ctx<'_>, node: &Node, i: usize) -> CResult<Vec<i64>> {
+    ctx.const_ints(node, i)?
+        .ok_or_else(|| Msg(format!("input #{i} is required")))
+}
+
+/// GatherND.
+fn gather_nd(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (x, ix) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let b = node.attr_i("batch_dims", 0)?;
+    Ok(vec![call(
+        "gather_nd",
+        vec![x, ix],
+        &[("batch_dims", b.into())],
+    )?])
+}
+
+/// ScatterElements (and the older Scatter, which has no reduction).
+fn scatter_elements(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let args = vec![
+        ctx.input(node, 0)?,
+        ctx.input(node, 1)?,
+        ctx.input(node, 2)?,
+    ];
+    let axis = node.attr_i("axis", 0)?;
+    let red = node.attr_s("reduction", "none")?;
+    Ok(vec![call(
+        "scatter_elements",
+        args,
+        &[("axis", axis.into()), ("reduction", red.as_str().into())],
+    )?])
+}
+
+/// ScatterND.
+fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let args = vec![
+        ctx.input(node, 0)?,
+        ctx.input(node, 1)?,
+        ctx.input(node, 2)?,
+    ];
+    let red = node.attr_s("reduction", "none")?;
+    Ok(vec![call(
+        "scatter_nd",
+        args,
+        &[("reduction", red.as_str().into())],
+    )?])
+}
+
+/// CumSum. A constant axis gives one `cumsum`; so does a runtime axis on a 1-D input (its
+/// only axis). Otherwise the axis is known only at run time: the scan along every axis is
+/// computed and the one the axis names is selected (`where` on the axis value).
+fn cumsum(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let rank = shape_of(&x)?.len() as i64;
+    let attrs = |axis: i64| -> CResult<Expr> {
+        call(
+            "cumsum",
+            vec![x.clone()],
+            &[
+                ("axis", axis.into()),
+                ("exclusive", (node.attr_i("exclusive", 0)? != 0).into()),
+                ("reverse", (node.attr_i("reverse", 0)? != 0).into()),
+            ],
+        )
+    };
+    if let Some(t) = ctx.const_input(node, 1)? {
+        let v = t.to_f64_vec()?;
+        let [axis] = v.as_slice() else {
+            return Err(Msg(format!(
+                "input #1 ('axis') must hold one value, got {}",
+                v.len()
+            )));
+        };
+        return Ok(vec![attrs(*axis as i64)?]);
+    }
+    if rank == 1 {
+        return Ok(vec![attrs(0)?]);
+    }
+    let axis = ctx.input(node, 1)?;
+    let (ashape, adt) = (shape_of(&axis)?, dtype_of(&axis)?);
+    if ashape.iter().product::<i64>() != 1 {
+        return Err(Msg(format!(
+            "input #1 ('axis') must hold one value, got shape {ashape:?}"
+        )));
+    }
+    let axis = call(
+        "reshape",
+        vec![axis],
+        &[("newshape", Vec::<i64>::new().into())],
+    )?;
+    let mut out = attrs(rank - 1)?;
+    for a in (0..rank - 1).rev() {
+        let is = |v: i64| call("equal", vec![axis.clone(), scalar(v as f64, adt)?], &[]);
+        let hit = call("logical_or", vec![is(a)?, is(a - rank)?], &[])?;
+        out = call("where", vec![hit, attrs(a)?, out], &[])?;
+    }
+    Ok(vec![out])
+}
+
+/// TopK: the values and the `int64` indices.
+fn topk(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let axis = node.attr_i("axis", -1)?;
+    norm_axis(axis, xs.len())?;
+    let k = if ctx.opset < 10 {
+        node.attr_i("k", 0)?
+    } else {
+        let v = shape_input(ctx, node, 1)?;
+        match v.as_slice() {
+            [k] => *k,
+            _ => {
+                return Err(Msg(format!(
+                    "input #1 ('K') must hold one value, got {v:?}"
+                )))
+            }
+        }
+    };
+    let t = call(
+        "topk",
+        vec![x],
+        &[
+            ("k", k.into()),
+            ("axis", axis.into()),
+            ("largest", (node.attr_i("largest", 1)? != 0).into()),
+        ],
+    )?;
+    Ok(vec![Expr::get_item(t.clone(), 0), Expr::get_item(t, 1)])
+}
+
+/// OneHot as a comparison with a range: `where(indices[.., None, ..] == range(depth), on,
+/// off)`, negative indices counted from `depth`; `values` = `[off, on]` may be a runtime input.
+fn one_hot(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let ix = ctx.input(node, 0)?;
+    let is = shape_of(&ix)?;
+    let rank = is.len() + 1;
+    let a = norm_axis(node.attr_i("axis", -1)?, rank)?;
+    let v = shape_input(ctx, node, 1)?;
+    let depth = match v.as_slice() {
+        [d] if *d >= 1 => *d,
+        _ => {
+            return Err(Msg(format!(
+                "input #1 ('depth') must be one positive value, got {v:?}"
+            )))
+        }
+    };
+    let values = ctx.input(node, 2)?;
+    if shape_of(&values)?.iter().product::<i64>() != 2 {
+        return Err("input #2 ('values') must hold two values [off, on]".into());
+    }
+    let i64t = kiln_ffi::DataType::int(64);
+    let ix = call("cast", vec![ix], &[("dtype", "int64".into())])?;
+    let neg = call("less", vec![ix.clone(), scalar(0.0, i64t)?], &[])?;
+    let wrapped = call("add", vec![ix.clone(), scalar(depth as f64, i64t)?], &[])?;
+    let ix = call("where", vec![neg, wrapped, ix], &[])?;
+    let ix = call(
+        "expand_dims",
+        vec![ix],
+        &[("axis", (a as i64).into()), ("num_newaxis", 1i64.into())],
+    )?;
+    let mut rshape = vec![1i64; rank];
+    rshape[a] = depth;
+    let range: Vec<f64> = (0..depth).map(|d| d as f64).collect();
+    let hit = call("equal", vec![ix, constant(&range, &rshape, i64t)?], &[])?;
+    let values = call("reshape", vec![values], &[("newshape", vec![2i64].into())])?;
+    let pick = |k: i64| -> CResult<Expr> {
+        let e = call(
+            "strided_slice",
+            vec![values.clone()],
+            &[("begin", vec![k].into()), ("end", vec![k + 1].into())],
+        )?;
+        call(
+            "reshape",
+            vec![e],
+            &[("newshape", Vec::<i64>::new().into())],
+        )
+    };
+    Ok(vec![call("where", vec![hit, pick(1)?, pick(0)?], &[])?])
+}
+
+/// BitShift on unsigned integers.
+fn bit_shift(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (x, y) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let op = match node.attr_s("direction", "")?.as_str() {
+        "LEFT" => "left_shift",
+        "RIGHT" => "right_shift",
+        d => {
+            return Err(Msg(format!(
+                "attribute `direction` must be LEFT or RIGHT, got `{d}`"
+            )))
+        }
+    };
+    Ok(vec![call(op, vec![x, y], &[])?])
+}
+
+/// CenterCropPad as one `nn.pad` whose negative widths crop: each axis is centred, the extra
+/// element of an odd difference going after (as ONNX's reference).
+fn center_crop_pad(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let axes: Vec<usize> = match node.opt_ints("axes")? {
+        Some(v) => v
+            .iter()
+            .map(|&a| norm_axis(a, xs.len()))
+            .collect::<CResult<_>>()?,
+        None => (0..xs.len()).collect(),
+    };
+    let want = shape_input(ctx, node, 1)?;
+    if want.len() != axes.len() {
+        return Err(Msg(format!(
+            "input #1 ('shape') has {} values for {} axes",
+            want.len(),
+            axes.len()
+        )));
+    }
+    let mut widths = vec![0i64; 2 * xs.len()];
+    for (&a, &n) in axes.iter().zip(&want) {
+        if n < 0 {
+            return Err(Msg(format!("input #1 ('shape') has a negative extent {n}")));
+        }
+        let d = n - xs[a];
+        // Crop (d < 0) starts at floor(|d| / 2); pad (d > 0) puts floor(d / 2) before.
+        let before = if d >= 0 { d / 2 } else { -((-d) / 2) };
+        widths[2 * a] = before;
+        widths[2 * a + 1] = d - before;
+    }
+    Ok(vec![call(
+        "nn.pad",
+        vec![x],
+        &[("pad_width", widths.into())],
+    )?])
+}
+
+/// The coordinates of the non-zero elements of a constant, `[rank, count]` in row-major
+/// order (NonZero's result).
+fn nonzero_coords(t: &kiln_runtime::tensor::Tensor) -> CResult<(Vec<f64>, i64)> {
+    let (v, shape) = (t.to_f64_vec()?, t.shape().to_vec());
+    let hits: Vec<usize> = (0..v.len()).filter(|&i| v[i] != 0.0).collect();
+    let mut out = vec![0.0; shape.len() * hits.len()];
+    for (j, &h) in hits.iter().enumerate() {
+        let mut rem = h as i64;
+        for d in (0..shape.len()).rev() {
+            out[d * hits.len() + j] = (rem % shape[d]) as f64;
+            rem /= shape[d];
+        }
+    }
+    Ok((out, hits.len() as i64))
+}
+
+/// NonZero: folded when its input is a constant.
+fn nonzero(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let Some(t) = ctx.const_input(node, 0)? else {
+        return Err(Msg(format!(
+            "input #0 ('{}') is a runtime value: NonZero's output shape (the number of \
+             non-zero elements) is only known at run time, and Kiln compiles static shapes",
+            node.inputs[0]
+        )));
+    };
+    let (coords, n) = nonzero_coords(&t)?;
+    let rank = t.shape().len() as i64;
+    Ok(vec![constant(
+        &coords,
+        &[rank, n],
+        kiln_ffi::DataType::int(64),
+    )?])
+}
+
+/// Compress with a constant condition: a `take` of the selected positions (along `axis`, or
+/// of the flattened input without one).
+fn compress(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let Some(cond) = ctx.const_input(node, 1)? else {
+        return Err(Msg(format!(
+            "input #1 ('{}', condition) is a runtime value: Compress's output shape (the \
+             number of true conditions) is only known at run time, and Kiln compiles static \
+             shapes",
+            node.inputs[1]
+        )));
+    };
+    let xs = shape_of(&x)?;
+    let (x, axis) = match node.opt_i("axis")? {
+        Some(a) => (x, norm_axis(a, xs.len())?),
+        None => {
+            let n: i64 = xs.iter().product();
+            (
+                call("reshape", vec![x], &[("newshape", vec![n].into())])?,
+                0,
+            )
+        }
+    };
+    let extent = shape_of(&x)?[axis] as usize;
+    let keep: Vec<i64> = cond
+        .to_f64_vec()?
+        .iter()
+        .take(extent)
+        .enumerate()
+        .filter(|(_, &c)| c != 0.0)
+        .map(|(i, _)| i as i64)
+        .collect();
+    Ok(vec![call(
+        "take",
+        vec![x, const_i64(&keep)?],
+        &[("axis", (axis as i64).into())],
+    )?])
+}
+
+/// TensorScatter (a KV-cache write): `update` lands in `past_cache` along `axis` at
+/// `write_indices[b]` for each batch row `b` (wrapping around the axis in `circular` mode).
+/// Composed as a gather: output position `s` of row `b` reads `update` at `s - write_indices[b]`
+/// (modulo the axis in `circular` mode) where that falls inside the update, else the cache.
+fn tensor_scatter(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (past, update) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    let (ps, us) = (shape_of(&past)?, shape_of(&update)?);
+    let rank = ps.len();
+    let axis = norm_axis(node.attr_i("axis", -2)?, rank)?;
+    if rank < 2 || axis == 0 {
+        return Err(Msg(format!(
+            "attribute `axis` must name a sequence axis after the batch axis 0, got {axis} for rank {rank}"
+        )));
+    }
+    let same_but_axis = us.len() == rank && (0..rank).all(|d| d == axis || us[d] == ps[d]);
+    if !same_but_axis || us[axis] > ps[axis] {
+        return Err(Msg(format!(
+            "input #1 ('update') of shape {us:?} must match `past_cache` {ps:?} but on axis \
+             {axis}, where it may not be longer"
+        )));
+    }
+    let circular = match node.attr_s("mode", "linear")?.as_str() {
+        "linear" => false,
+        "circular" => true,
+        m => {
+            return Err(Msg(format!(
+                "attribute `mode` must be linear or circular, got `{m}`"
+            )))
+        }
+    };
+    let i64t = kiln_ffi::DataType::int(64);
+    let (seq, upd) = (ps[axis], us[axis]);
+    // Row starts as [B, 1.., 1, 1..] and positions as [1.., S, 1..].
+    let mut row_shape = vec![1i64; rank];
+    row_shape[0] = ps[0];
+    let start = match ctx.opt_input(node, 2)? {
+        Some(w) => {
+            let w = call("cast", vec![w], &[("dtype", "int64".into())])?;
+            call("reshape", vec![w], &[("newshape", row_shape.into())])?
+        }
+        None => scalar(0.0, i64t)?,
+    };
+    let mut pos_shape = vec![1i64; rank];
+    pos_shape[axis] = seq;
+    let pos: Vec<f64> = (0..seq).map(|s| s as f64).collect();
+    let mut rel = call(
+        "subtract",
+        vec![constant(&pos, &pos_shape, i64t)?, start],
+        &[],
+    )?;
+    if circular {
+        rel = call("floor_mod", vec![rel, scalar(seq as f64, i64t)?], &[])?;
+    }
+    let inside = call(
+        "logical_and",
+        vec![
+            call("greater_equal", vec![rel.clone(), scalar(0.0, i64t)?], &[])?,
+            call("less", vec![rel.clone(), scalar(upd as f64, i64t)?], &[])?,
+        ],
+        &[],
+    )?;
+    let idx = call("maximum", vec![rel, scalar(0.0, i64t)?], &[])?;
+    let idx = call("minimum", vec![idx, scalar((upd - 1) as f64, i64t)?], &[])?;
+    let idx = call("broadcast_to", vec![idx], &[("shape", ps.into())])?;
+    let read = call(
+        "gather_elements",
+        vec![update, idx],
+        &[("axis", (axis as i64).into())],
+    )?;
+    Ok(vec![call("where", vec![inside, read, past], &[])?])
+}
+
+/// Registers this file's converters.
+pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
+    t.insert("GatherND", gather_nd);
+    t.insert("ScatterElements", scatter_elements);
+    t.insert("Scatter", scatter_elements);
+    t.insert("ScatterND", scatter_nd);
+    t.insert("CumSum", cumsum);
+    t.insert("TopK", topk);
+    t.insert("OneHot", one_hot);
+    t.insert("BitShift", bit_shift);
+    t.insert("CenterCropPad", center_crop_pad);
+    t.insert("NonZero", nonzero);
+    t.insert("Compress", compress);
+    t.insert("TensorScatter", tensor_scatter);
+    t.insert("Einsum", super::einsum::einsum);
+}
