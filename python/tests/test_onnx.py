@@ -176,3 +176,26 @@ def test_frozen_inputs_fix_shape_inputs_at_import():
     gm.run()
     gm.get_output(0, out)
     np.testing.assert_array_equal(out, np.maximum(x.reshape(4, 6), 0))
+
+
+def test_shape_computed_from_an_input_names_that_input():
+    # The Reshape's shape is `s + s` with `s` a run-time input: the error names `s`, and
+    # freezing `s` compiles the model.
+    nodes = [helper.make_node("Add", ["s", "s"], ["shape"]),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "computed_shape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    with pytest.raises(ValueError, match=r"computed at run time from the graph's run-time "
+                                         r"input\(s\) 's'"):
+        kiln.onnx.compile(model)
+    lib = kiln.onnx.compile(model, frozen_inputs={"s": np.array([2, 6], dtype="int64")})
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    x = np.random.default_rng().standard_normal((2, 3, 4)).astype("float32")
+    gm.set_input("x", x)
+    gm.run()
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), x.reshape(4, 12))

@@ -120,9 +120,14 @@ try:
                 break
             except ValueError as e:
                 m = re.search(r"\('([^']*)'\) is a run-time input of the graph", str(e))
-                if not m or m.group(1) not in feeds or m.group(1) in frozen:
+                names = [m.group(1)] if m else []
+                m = re.search(r"from the graph's run-time input\(s\) ([^(]*) \(freeze", str(e))
+                if m:
+                    names = re.findall(r"'([^']*)'", m.group(1))
+                if not names or any(n not in feeds or n in frozen for n in names):
                     raise
-                frozen[m.group(1)] = np.require(feeds[m.group(1)], requirements="C")
+                for n in names:
+                    frozen[n] = np.require(feeds[n], requirements="C")
         res["frozen"] = sorted(frozen)
         gm = GraphModule(lib["default"](kiln.cpu()))
         for k, v in feeds.items():

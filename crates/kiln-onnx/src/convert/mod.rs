@@ -177,10 +177,32 @@ impl Ctx<'_> {
                  or freeze it at import (frozen inputs)"
             ))
         } else {
+            // The graph inputs it is computed from (freezing them would make it constant).
+            let mut from: Vec<String> = Vec::new();
+            if let Ok(e) = self.value(name) {
+                for v in kiln_graph::ir::visit::post_order(&e) {
+                    if let Expr::Var(v) = v {
+                        let n = v.name().to_string();
+                        let is_input = self.model.graph.inputs.iter().any(|i| i.name == n);
+                        if is_input && !from.contains(&n) {
+                            from.push(n);
+                        }
+                    }
+                }
+            }
+            let from = if from.is_empty() {
+                String::new()
+            } else {
+                let names: Vec<String> = from.iter().map(|n| format!("'{n}'")).collect();
+                format!(
+                    " from the graph's run-time input(s) {} (freeze them at import to fix it)",
+                    names.join(", ")
+                )
+            };
             Msg(format!(
                 "input #{i} ('{name}') must be a compile-time constant: it is computed at run \
-                 time (it does not fold to a constant), but its value decides the output's \
-                 shape, which Kiln fixes at compile time"
+                 time{from}, but its value decides the output's shape, which Kiln fixes at \
+                 compile time"
             ))
         }
     }
