@@ -193,9 +193,9 @@ def test_shape_computed_from_an_input_names_that_input():
     with pytest.raises(ValueError, match=r"computed at run time from the graph's run-time "
                                          r"input\(s\) 's'"):
         kiln.onnx.compile(model)
-    lib = kiln.onnx.compile(model, frozen_inputs={"s": np.array([2, 6], dtype="int64")})
+    lib = kiln.onnx.compile(model, frozen_inputs={"s": np.array([1, 6], dtype="int64")})
     gm = GraphModule(lib["default"](kiln.cpu()))
     x = np.random.default_rng().standard_normal((2, 3, 4)).astype("float32")
     gm.set_input("x", x)
     gm.run()
-    np.testing.assert_array_equal(gm.get_output(0).numpy(), x.reshape(4, 12))
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), x.reshape(2, 12))
