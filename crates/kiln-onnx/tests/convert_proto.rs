@@ -257,3 +257,20 @@ fn a_constant_node_without_output_is_an_error() {
         "{msg}"
     );
 }
+
+#[test]
+fn large_fills_are_not_materialized_at_import() {
+    // ConstantOfShape of 2^40 elements: typed as a run-time broadcast, not allocated (the
+    // conversion would abort on the allocation otherwise).
+    let m = model(
+        vec![
+            node("ConstantOfShape", "fill", &["s"], &["f"]),
+            node("Add", "add", &["x", "f"], &["y"]),
+        ],
+        vec![ints("s", vec![2], vec![1 << 20, 1 << 20])],
+        &["1", "1"],
+    );
+    let (module, _) = from_onnx(&m, &Default::default()).expect("the fill converts");
+    let ty = module.main().unwrap().body().ty().unwrap();
+    assert_eq!(ty.as_tensor().unwrap().0, &[1 << 20, 1 << 20]);
+}

@@ -7,6 +7,9 @@ use kiln_runtime::tensor::Tensor;
 
 use super::CResult;
 
+/// The most elements folding reads or writes: only small shape-like values are folded.
+pub const FOLD_LIMIT: usize = 1 << 16;
+
 /// The folded value of typed call `e` when all its arguments are constants and its operator
 /// has a reference evaluator; `None` otherwise.
 pub fn fold(e: &Expr) -> CResult<Option<Expr>> {
@@ -18,7 +21,16 @@ pub fn fold(e: &Expr) -> CResult<Option<Expr>> {
         return Ok(None);
     };
     // Keep big constants (weights) as they are: only small shape-like values are folded here.
-    if args.iter().map(|a| a.numel()).sum::<usize>() > 1 << 16 {
+    if args.iter().map(|a| a.numel()).sum::<usize>() > FOLD_LIMIT {
+        return Ok(None);
+    }
+    // Nor results that would grow past that (a Tile or Expand of a small constant).
+    let out_elems = e.ty()?.as_tensor().map(|(s, _)| {
+        s.iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d.max(0) as usize))
+            .unwrap_or(usize::MAX)
+    });
+    if out_elems.is_some_and(|n| n > FOLD_LIMIT) {
         return Ok(None);
     }
     match try_fold(e)? {

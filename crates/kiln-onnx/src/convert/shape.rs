@@ -389,8 +389,24 @@ fn constant_of_shape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         ),
         None => (0.0, kiln_ffi::DataType::float(32)),
     };
-    let n: i64 = s.iter().product();
-    Ok(vec![constant(&vec![v; n as usize], &s, d)?])
+    if s.iter().any(|&x| x < 0) {
+        return Err(Msg(format!(
+            "input #0 (the shape) {s:?} has a negative extent"
+        )));
+    }
+    let n = s
+        .iter()
+        .try_fold(1usize, |acc, &x| acc.checked_mul(x as usize))
+        .unwrap_or(usize::MAX);
+    if n <= super::fold::FOLD_LIMIT {
+        return Ok(vec![constant(&vec![v; n], &s, d)?]);
+    }
+    // A large fill stays a broadcast, computed at run time (its size is checked when typed).
+    Ok(vec![call(
+        "broadcast_to",
+        vec![super::scalar(v, d)?],
+        &[("shape", s.into())],
+    )?])
 }
 
 fn range(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
