@@ -153,11 +153,11 @@ def test_runtime_shape_inputs_are_named():
     x = rand(3, 2)
     cond = np.array([True, False, True])
     m = one_node("Compress", {"x": x, "cond": cond}, opset=11, axis=0)
-    with pytest.raises(Exception, match=r"'cond'.*only known at run time"):
+    with pytest.raises(Exception, match=r"'cond'\) is a run-time input of the graph"):
         kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "cond": cond.shape},
                           target=TARGET)
     m = one_node("TopK", {"x": x, "k": np.array([1], "int64")}, opset=11, n_out=2)
-    with pytest.raises(Exception, match=r"'k', K\) fixes the output shape"):
+    with pytest.raises(Exception, match=r"'k'\) is a run-time input of the graph"):
         kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "k": (1,)}, target=TARGET)
 
 

@@ -265,7 +265,16 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     }
     let (past_k, past_v) = (ctx.opt_input(node, 4)?, ctx.opt_input(node, 5)?);
     let past_len = match (&past_k, &past_v) {
-        (Some(pk), Some(_)) => shape_of(pk)?[2],
+        (Some(pk), Some(pv)) => {
+            let (ps, pvs) = (shape_of(pk)?, shape_of(pv)?);
+            if ps.len() != 4 || pvs.len() != 4 {
+                return Err(Msg(format!(
+                    "inputs #4 ('past_key') {ps:?} and #5 ('past_value') {pvs:?} must be 4-D \
+                     [batch, heads, past, head size]"
+                )));
+            }
+            ps[2]
+        }
         (None, None) => 0,
         _ => return Err("inputs #4 ('past_key') and #5 ('past_value') go together".into()),
     };

@@ -269,11 +269,8 @@ fn nonzero_coords(t: &kiln_runtime::tensor::Tensor) -> CResult<(Vec<f64>, i64)> 
 /// NonZero: folded when its input is a constant.
 fn nonzero(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let Some(t) = ctx.const_input(node, 0)? else {
-        return Err(Msg(format!(
-            "input #0 ('{}') is a runtime value: NonZero's output shape (the number of \
-             non-zero elements) is only known at run time, and Kiln compiles static shapes",
-            node.inputs[0]
-        )));
+        // The number of non-zero elements is the output's shape.
+        return Err(ctx.not_constant(node, 0));
     };
     let (coords, n) = nonzero_coords(&t)?;
     let rank = t.shape().len() as i64;
@@ -289,12 +286,8 @@ fn nonzero(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 fn compress(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let Some(cond) = ctx.const_input(node, 1)? else {
-        return Err(Msg(format!(
-            "input #1 ('{}', condition) is a runtime value: Compress's output shape (the \
-             number of true conditions) is only known at run time, and Kiln compiles static \
-             shapes",
-            node.inputs[1]
-        )));
+        // The number of true conditions is the output's shape.
+        return Err(ctx.not_constant(node, 1));
     };
     let xs = shape_of(&x)?;
     let (x, axis) = match node.opt_i("axis")? {

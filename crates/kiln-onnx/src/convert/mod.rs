@@ -168,7 +168,7 @@ impl Ctx<'_> {
     }
 
     /// The error for input `i` of `node`, which must be known at compile time but is not.
-    fn not_constant(&self, node: &Node, i: usize) -> Msg {
+    pub fn not_constant(&self, node: &Node, i: usize) -> Msg {
         let name = &node.inputs[i];
         if self.model.graph.inputs.iter().any(|v| v.name == *name) {
             Msg(format!(
