@@ -3,7 +3,9 @@ them, compiled by Kiln and compared with onnxruntime on fresh random inputs and 
 poisoned first: a YOLO-style detector (SiLU convolutions, nearest Resize by `sizes`, a
 concatenated feature pyramid, a reshaped and transposed head), a DBNet-style text detector
 (BatchNorm, ConvTranspose upsampling, bilinear Resize by `scales`, residual adds), and a 1-D
-convolutional file classifier (Conv1d, MaxPool1d, GlobalMaxPool over one axis, Gemm)."""
+convolutional file classifier (Conv1d, MaxPool1d, GlobalMaxPool over one axis, Gemm), and an
+int8 weight-only MiniLM-style encoder layer (int8 weights dequantized by Cast and Mul, a GatherND
+attention mask, IsNaN guards, LayerNormalization)."""
 
 import numpy as np
 import pytest
@@ -141,3 +143,68 @@ def test_1d_convolutional_file_classifier():
     model = net.model([("x", [1, 16, 508])], y, 2)
     compare(model, np.random.default_rng().standard_normal((1, 16, 508)).astype("float32"),
             rtol=1e-4, atol=1e-6)
+
+
+def test_int8_weight_only_minilm_style_encoder():
+    # Token ids -> embeddings; int8 weights with per-column scales dequantized (Cast, Mul) before
+    # each MatMul; an attention mask gathered per token pair with GatherND; IsNaN guards on the
+    # scores; LayerNormalization; two heads.
+    rng = np.random.default_rng()
+    seq, hidden, heads, vocab = 12, 32, 2, 50
+    hd = hidden // heads
+    net = Net(seed=np.random.SeedSequence().entropy)
+
+    def int8_linear(x, n_in, n_out):
+        w = net.name("q")
+        net.inits.append(numpy_helper.from_array(
+            rng.integers(-127, 128, (n_in, n_out)).astype("int8"), w))
+        scale = net.const(rng.uniform(0.5, 1.5, n_out) / (127 * np.sqrt(n_in)), "float32")
+        wf = net.op("Mul", [net.op("Cast", [w], to=TensorProto.FLOAT), scale])
+        return net.op("Add", [net.op("MatMul", [x, wf]), net.weight((n_out,), 0.1)])
+
+    emb = net.weight((vocab, hidden), 1.0)
+    h = net.op("Gather", [emb, "ids"], axis=0)                        # [1, seq, hidden]
+    q, k, v = (int8_linear(h, hidden, hidden) for _ in range(3))
+    split = net.const([1, seq, heads, hd], "int64")
+    to_heads = lambda t: net.op("Transpose", [net.op("Reshape", [t, split])],  # noqa: E731
+                                perm=[0, 2, 1, 3])
+    qh, kh, vh = to_heads(q), to_heads(k), to_heads(v)
+    kt = net.op("Transpose", [kh], perm=[0, 1, 3, 2])
+    scores = net.op("Mul", [net.op("MatMul", [qh, kt]), net.const(1 / np.sqrt(hd), "float32")])
+    # mask[i, j] = table[segment[i], segment[j]] via GatherND over stacked index pairs.
+    pairs = net.name("pairs")
+    net.inits.append(numpy_helper.from_array(
+        np.stack(np.meshgrid(np.arange(seq) // 4, np.arange(seq) // 4, indexing="ij"),
+                 axis=-1).astype("int64"), pairs))
+    t = np.where(rng.random((3, 3)) < 0.5, -1e4, 0.0)
+    np.fill_diagonal(t, 0.0)  # every token sees its own segment
+    table = net.const(t, "float32")
+    mask = net.op("GatherND", [table, pairs])                         # [seq, seq]
+    scores = net.op("Add", [scores, mask])
+    zero = net.const(0.0, "float32")
+    scores = net.op("Where", [net.op("IsNaN", [scores]), zero, scores])
+    probs = net.op("Softmax", [scores], axis=-1)
+    ctx = net.op("Transpose", [net.op("MatMul", [probs, vh])], perm=[0, 2, 1, 3])
+    ctx = net.op("Reshape", [ctx, net.const([1, seq, hidden], "int64")])
+    out = int8_linear(ctx, hidden, hidden)
+    res = net.op("Add", [out, h])
+    y = net.op("LayerNormalization", [res, net.const(np.ones(hidden), "float32"),
+                                      net.const(np.zeros(hidden), "float32")], axis=-1)
+    graph = helper.make_graph(
+        net.nodes, "minilm_int8",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, seq])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [None] * 3)],
+        initializer=net.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    ids = rng.integers(0, vocab, (1, seq)).astype("int64")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"ids": ids})[0]
+    lib = kiln.onnx.compile(model.SerializeToString(), target="llvm -mcpu=native")
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    gm.set_input("ids", ids)
+    got = np.full(want.shape, np.nan, dtype="float32")
+    gm.run()
+    gm.get_output(0, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
