@@ -274,3 +274,21 @@ fn large_fills_are_not_materialized_at_import() {
     let ty = module.main().unwrap().body().ty().unwrap();
     assert_eq!(ty.as_tensor().unwrap().0, &[1 << 20, 1 << 20]);
 }
+
+#[test]
+fn a_huge_range_is_an_error() {
+    let m = model(
+        vec![
+            node("Range", "range", &["a", "b", "c"], &["r"]),
+            node("Relu", "relu", &["x"], &["y"]),
+        ],
+        vec![
+            ints("a", vec![], vec![0]),
+            ints("b", vec![], vec![i64::MAX]),
+            ints("c", vec![], vec![1]),
+        ],
+        &["2"],
+    );
+    let msg = conversion_error(&m);
+    assert!(msg.contains("'range'") && msg.contains("elements"), "{msg}");
+}

@@ -419,7 +419,16 @@ fn range(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     if delta == 0.0 {
         return Err("delta is 0".into());
     }
-    let n = ((limit - start) / delta).ceil().max(0.0) as usize;
+    let n = ((limit - start) / delta).ceil().max(0.0);
+    // The values are materialized at compile time: a bounded count.
+    const MAX_RANGE: f64 = (1u64 << 28) as f64;
+    if !n.is_finite() || n > MAX_RANGE {
+        return Err(Msg(format!(
+            "Range({start}, {limit}, {delta}) has {n} elements, more than Kiln materializes \
+             at compile time ({MAX_RANGE})"
+        )));
+    }
+    let n = n as usize;
     let v: Vec<f64> = (0..n).map(|i| start + i as f64 * delta).collect();
     let d = dtype_of(&ctx.input(node, 0)?)?;
     Ok(vec![constant(&v, &[n as i64], d)?])
