@@ -5,7 +5,7 @@
 //! floating-point initializers become named parameter variables, returned with their values
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
-//! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `quant`, `reduce`, `shape`); the table's keys are what
+//! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `quant`, `reduce`, `resize`, `shape`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
 //!
@@ -21,6 +21,7 @@ mod nn;
 mod pool;
 mod quant;
 mod reduce;
+mod resize;
 mod shape;
 
 use std::collections::{BTreeMap, HashMap};
@@ -75,6 +76,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         pool::register(&mut t);
         quant::register(&mut t);
         reduce::register(&mut t);
+        resize::register(&mut t);
         shape::register(&mut t);
         t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver
         t
