@@ -83,38 +83,41 @@ struct Axis {
     roi: (f32, f32),
 }
 
-/// The source coordinate of output position `o` (float32 in onnxruntime's order of operations,
-/// so that ties round alike; align_corners divides by the fractional target length in float64,
-/// as ONNX's reference and so the backend test data do).
-fn source_coord(c: Coord, o: usize, a: &Axis) -> f32 {
-    let (x, nin, nout, scale) = (o as f32, a.n_in as f32, a.n_out as f32, a.scale);
+/// The source coordinate of output position `o`, in onnxruntime's precision and order of
+/// operations (float32, a few steps in float64) so that ties round alike. Where a scale gives a
+/// fractional target length, align_corners and tf_crop_and_resize divide by it (align_corners
+/// in float64), as ONNX's reference and so the backend test data do; onnxruntime divides by
+/// the integer output length.
+fn source_coord(c: Coord, o: usize, a: &Axis) -> f64 {
+    let (x, nin, scale) = (o as f32, a.n_in as f32, a.scale);
     let half = |x: f32| (x + 0.5) / scale - 0.5;
-    match c {
+    let v: f32 = match c {
         Coord::HalfPixel => half(x),
         Coord::HalfPixelSymmetric => {
-            let adjustment = nout / a.width as f32;
-            let offset = nin / 2.0 * (1.0 - adjustment);
-            offset + (x + 0.5) / scale - 0.5
+            let adjustment = a.n_out as f64 / a.width;
+            let offset = a.n_in as f64 / 2.0 * (1.0 - adjustment);
+            (offset + (o as f64 + 0.5) / scale as f64 - 0.5) as f32
         }
         Coord::PytorchHalfPixel if a.n_out > 1 => half(x),
         Coord::PytorchHalfPixel => 0.0,
         Coord::AlignCorners if a.width != 1.0 => {
-            (o as f64 * (a.n_in as f64 - 1.0) / (a.width - 1.0)) as f32
+            return o as f64 * (a.n_in as f64 - 1.0) / (a.width - 1.0);
         }
         Coord::AlignCorners => 0.0,
         Coord::Asymmetric => x / scale,
         Coord::TfHalfPixelForNn => (x + 0.5) / scale,
-        Coord::TfCropAndResize if a.n_out > 1 => {
+        Coord::TfCropAndResize if a.width != 1.0 => {
             let (r0, r1) = a.roi;
-            r0 * (nin - 1.0) + x * (r1 - r0) * (nin - 1.0) / (nout - 1.0)
+            r0 * (nin - 1.0) + x * (r1 - r0) * (nin - 1.0) / (a.width as f32 - 1.0)
         }
         Coord::TfCropAndResize => {
             (0.5 * (a.roi.0 as f64 + a.roi.1 as f64) * (a.n_in as f64 - 1.0)) as f32
         }
-    }
+    };
+    v as f64
 }
 
-fn round_nearest(r: Rounding, x: f32) -> i64 {
+fn round_nearest(r: Rounding, x: f64) -> i64 {
     let v = match r {
         Rounding::RoundPreferFloor if x - x.floor() == 0.5 => x.floor(),
         Rounding::RoundPreferFloor => x.round(),
@@ -167,7 +170,7 @@ fn axis_table(s: &Sampling, a: &Axis) -> AxisTable {
     };
     for o in 0..n_out {
         let x = source_coord(s.coord, o, a);
-        let outside = s.coord == Coord::TfCropAndResize && (x < 0.0 || x > last as f32);
+        let outside = s.coord == Coord::TfCropAndResize && (x < 0.0 || x > last as f64);
         t.extrapolated.push(outside);
         if outside {
             t.index.extend(std::iter::repeat_n(0, taps));
@@ -182,7 +185,7 @@ fn axis_table(s: &Sampling, a: &Axis) -> AxisTable {
         // Taps sit at base + start .. base + start + taps, base = ceil(x) - 1, so that the
         // fractional offset `ratio` lies in (0, 1].
         let base = x.ceil() as i64 - 1;
-        let ratio = (x - base as f32) as f64;
+        let ratio = x - base as f64;
         let mut w: Vec<f64> = (0..taps as i64)
             .map(|k| {
                 let d = (start + k) as f64 - ratio;
