@@ -1,7 +1,8 @@
 """ONNX Resize in full: every mode (nearest with each rounding, linear, cubic, antialias,
 exclude_outside) times every coordinate transformation (tf_crop_and_resize with a region and an
 extrapolation value) times up- and downsampling scales on 3-D, 4-D and 5-D inputs, plus sizes
-with keep_aspect_ratio_policy, the `axes` attribute and integer inputs. Each case is a one-node
+with keep_aspect_ratio_policy, the `axes` attribute, integer inputs, Resize before opset 11 and
+Upsample, and scales given at run time (an error naming them) or frozen at import. Each case is a one-node
 model with scales/sizes/roi as initializers, compiled by Kiln and compared on fresh random inputs
 (outputs poisoned first) with onnxruntime, or with ONNX's reference where onnxruntime refuses
 the case or the two disagree: align_corners and tf_crop_and_resize with a fractional target
@@ -156,3 +157,62 @@ def test_resize_bad_attribute_is_named():
                      scales=[1.0, 1.0, 2.0, 2.0])
     with pytest.raises(Exception, match="coordinate_transformation_mode"):
         kiln.onnx.compile(m.SerializeToString(), target="llvm")
+
+
+def legacy_model(op, opset, mode, x, scales, scales_as_input=False):
+    """An opset-`opset` `op` (Resize before opset 11, or Upsample) with `scales` as an
+    initializer, or as a graph input when `scales_as_input`."""
+    node = helper.make_node(op, ["x", "scales"], ["y"], mode=mode)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)]
+    inits = [numpy_helper.from_array(np.asarray(scales, dtype="float32"), "scales")]
+    if scales_as_input:
+        inputs.append(helper.make_tensor_value_info("scales", TensorProto.FLOAT, [len(scales)]))
+        inits = []
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7
+    return m
+
+
+@pytest.mark.parametrize("scales", [[1, 1, 2.5, 1.5], [1, 1, 0.6, 0.4], [1, 2, 1.5, 1],
+                                    [2, 1.5, 1]])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("op,opset", [("Resize", 10), ("Upsample", 9), ("Upsample", 7)])
+def test_resize_before_opset_11(op, opset, mode, scales):
+    if op == "Upsample" and min(scales) < 1:
+        pytest.skip("Upsample only enlarges")
+    rng = np.random.default_rng()
+    x = rng.standard_normal((2, 3, 5, 7)[4 - len(scales):]).astype("float32")
+    m = legacy_model(op, opset, mode, x, scales)
+    if opset < 9:  # scales by attribute
+        m.graph.node[0].input.pop()
+        m.graph.node[0].attribute.append(helper.make_attribute("scales", scales))
+        del m.graph.initializer[:]
+    want = reference(m, x)
+    np.testing.assert_allclose(kiln_run(m, x, want.shape), want, rtol=1e-5, atol=1e-6)
+
+
+def test_resize_runtime_scales_is_an_error_naming_them():
+    x = np.zeros((1, 1, 4, 4), dtype="float32")
+    m = legacy_model("Resize", 10, "nearest", x, [1.0, 1.0, 2.0, 2.0], scales_as_input=True)
+    with pytest.raises(Exception, match=r"\('scales'\) is a run-time input"):
+        kiln.onnx.compile(m.SerializeToString(), target="llvm")
+
+
+def test_resize_frozen_scales():
+    rng = np.random.default_rng()
+    x = rng.standard_normal((1, 2, 4, 6)).astype("float32")
+    scales = np.array([1.0, 1.0, 1.5, 0.5], dtype="float32")
+    m = legacy_model("Resize", 10, "linear", x, scales, scales_as_input=True)
+    lib = kiln.onnx.compile(m.SerializeToString(), target="llvm -mcpu=native",
+                            frozen_inputs={"scales": scales})
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    gm.set_input("x", x)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "scales": scales})[0]
+    out = np.full(want.shape, np.nan, dtype="float32")
+    gm.run()
+    gm.get_output(0, out)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)

@@ -40,6 +40,9 @@ enum Rounding {
     RoundPreferCeil,
     Floor,
     Ceil,
+    /// Upsample and Resize before opset 11: down when upsampling the axis, up when
+    /// downsampling it (onnxruntime's rule).
+    Legacy,
 }
 
 /// The interpolation.
@@ -117,8 +120,10 @@ fn source_coord(c: Coord, o: usize, a: &Axis) -> f64 {
     v as f64
 }
 
-fn round_nearest(r: Rounding, x: f64) -> i64 {
+fn round_nearest(r: Rounding, x: f64, scale: f32) -> i64 {
     let v = match r {
+        Rounding::Legacy if scale < 1.0 => x.ceil(),
+        Rounding::Legacy => x.floor(),
         Rounding::RoundPreferFloor if x - x.floor() == 0.5 => x.floor(),
         Rounding::RoundPreferFloor => x.round(),
         Rounding::RoundPreferCeil if x - x.floor() == 0.5 => x.ceil(),
@@ -178,7 +183,7 @@ fn axis_table(s: &Sampling, a: &Axis) -> AxisTable {
             continue;
         }
         if let Mode::Nearest(r) = s.mode {
-            t.index.push(round_nearest(r, x).clamp(0, last));
+            t.index.push(round_nearest(r, x, scale).clamp(0, last));
             t.weight.push(1.0);
             continue;
         }
@@ -319,11 +324,11 @@ fn parse_rounding(s: &str) -> CResult<Rounding> {
 }
 
 /// The node's sampling attributes (Upsample and Resize before opset 11 sample asymmetric
-/// coordinates, nearest rounding down).
+/// coordinates, nearest rounding by [`Rounding::Legacy`]).
 fn sampling(ctx: &Ctx<'_>, node: &Node) -> CResult<Sampling> {
     let legacy = node.op_type == "Upsample" || ctx.opset < 11;
     let rounding = if legacy {
-        Rounding::Floor
+        Rounding::Legacy
     } else {
         parse_rounding(&node.attr_s("nearest_mode", "round_prefer_floor")?)?
     };
@@ -494,12 +499,14 @@ fn resize2d_rounding(s: &Sampling, g: &[Axis]) -> Option<&'static str> {
             Coord::HalfPixel | Coord::Asymmetric | Coord::AlignCorners | Coord::PytorchHalfPixel
         );
     match s.mode {
-        Mode::Nearest(r) if fits => Some(match r {
-            Rounding::RoundPreferFloor => "round_prefer_floor",
-            Rounding::RoundPreferCeil => "round_prefer_ceil",
-            Rounding::Floor => "floor",
-            Rounding::Ceil => "ceil",
-        }),
+        Mode::Nearest(r) if fits => match r {
+            Rounding::RoundPreferFloor => Some("round_prefer_floor"),
+            Rounding::RoundPreferCeil => Some("round_prefer_ceil"),
+            Rounding::Floor => Some("floor"),
+            Rounding::Ceil => Some("ceil"),
+            Rounding::Legacy if g[2..].iter().all(|a| a.scale >= 1.0) => Some("floor"),
+            Rounding::Legacy => None,
+        },
         _ => None,
     }
 }
