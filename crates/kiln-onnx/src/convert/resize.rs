@@ -578,3 +578,136 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Resize", resize);
     t.insert("Upsample", resize);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampling(mode: Mode, coord: Coord, antialias: bool) -> Sampling {
+        Sampling {
+            mode,
+            coord,
+            antialias,
+            exclude_outside: false,
+            extrapolation: 0.0,
+        }
+    }
+
+    fn axis(n_in: usize, scale: f32) -> Axis {
+        let width = scale as f64 * n_in as f64;
+        Axis {
+            n_in,
+            n_out: width as usize,
+            scale,
+            width,
+            roi: (0.0, 1.0),
+        }
+    }
+
+    /// The table applied to `f(i)` for each input index `i`.
+    fn apply(t: &AxisTable, f: impl Fn(i64) -> f64) -> Vec<f64> {
+        (0..t.extrapolated.len())
+            .map(|o| {
+                (0..t.taps)
+                    .map(|k| t.weight[o * t.taps + k] * f(t.index[o * t.taps + k]))
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn linear_and_cubic_tables_reproduce_a_ramp_inside_the_input() {
+        // Linear interpolation and Keys' cubic with a = -0.5 keep a ramp exact; so does the
+        // antialiasing triangle stretched by a whole factor (off-centre samples of other
+        // filters do not).
+        let cases = [
+            (Mode::Linear, 2.3, false),
+            (Mode::Linear, 0.6, false),
+            (Mode::Linear, 0.5, true),
+            (Mode::Linear, 0.25, true),
+            (Mode::Cubic(-0.5), 2.3, false),
+            (Mode::Cubic(-0.5), 0.6, false),
+        ];
+        for (mode, scale, antialias) in cases {
+            let s = sampling(mode, Coord::HalfPixel, antialias);
+            let a = axis(40, scale);
+            let t = axis_table(&s, &a);
+            let got = apply(&t, |i| i as f64);
+            // Far from the edges (where indices clamp), a ramp maps to the source coordinate.
+            let margin = t.taps as f64 + 1.0;
+            for (o, g) in got.iter().enumerate() {
+                let x = source_coord(s.coord, o, &a);
+                if x > margin && x < 39.0 - margin {
+                    assert!((g - x).abs() < 1e-4, "{mode:?} {scale} {o}: {g} vs {x}");
+                }
+            }
+            for w in t.weight.chunks(t.taps) {
+                assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+            }
+        }
+    }
+
+    #[test]
+    fn antialias_widens_the_filter_by_the_inverse_scale() {
+        let plain = axis_table(
+            &sampling(Mode::Linear, Coord::HalfPixel, false),
+            &axis(16, 0.25),
+        );
+        let wide = axis_table(
+            &sampling(Mode::Linear, Coord::HalfPixel, true),
+            &axis(16, 0.25),
+        );
+        assert_eq!((plain.taps, wide.taps), (2, 8));
+        let cubic = axis_table(
+            &sampling(Mode::Cubic(-0.75), Coord::HalfPixel, true),
+            &axis(16, 0.5),
+        );
+        assert_eq!(cubic.taps, 8);
+    }
+
+    #[test]
+    fn nearest_modes_round_halves_as_named() {
+        let r = |m, x| round_nearest(m, x, 2.0);
+        assert_eq!(r(Rounding::RoundPreferFloor, 2.5), 2);
+        assert_eq!(r(Rounding::RoundPreferCeil, 2.5), 3);
+        assert_eq!(r(Rounding::RoundPreferFloor, 2.6), 3);
+        assert_eq!(r(Rounding::RoundPreferCeil, 2.4), 2);
+        assert_eq!(r(Rounding::Floor, 2.9), 2);
+        assert_eq!(r(Rounding::Ceil, 2.1), 3);
+        assert_eq!(round_nearest(Rounding::Legacy, 2.1, 2.0), 2);
+        assert_eq!(round_nearest(Rounding::Legacy, 2.1, 0.5), 3);
+    }
+
+    #[test]
+    fn tf_crop_and_resize_flags_positions_outside_the_input() {
+        let s = sampling(Mode::Linear, Coord::TfCropAndResize, false);
+        let a = Axis {
+            roi: (-0.5, 1.0),
+            ..axis(5, 2.0)
+        };
+        let t = axis_table(&s, &a);
+        for (o, &e) in t.extrapolated.iter().enumerate() {
+            assert_eq!(e, source_coord(s.coord, o, &a) < 0.0, "position {o}");
+        }
+        assert!(t.extrapolated[0] && !t.extrapolated[9]);
+    }
+
+    #[test]
+    fn an_unchanged_axis_is_the_identity() {
+        for mode in [
+            Mode::Nearest(Rounding::RoundPreferFloor),
+            Mode::Linear,
+            Mode::Cubic(-0.75),
+        ] {
+            for coord in [Coord::HalfPixel, Coord::AlignCorners, Coord::Asymmetric] {
+                let t = axis_table(&sampling(mode, coord, false), &axis(7, 1.0));
+                assert!(t.is_identity(), "{mode:?} {coord:?}");
+            }
+        }
+        let t = axis_table(
+            &sampling(Mode::Linear, Coord::HalfPixel, false),
+            &axis(7, 1.5),
+        );
+        assert!(!t.is_identity());
+    }
+}
