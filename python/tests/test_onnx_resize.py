@@ -216,3 +216,13 @@ def test_resize_frozen_scales():
     gm.run()
     gm.get_output(0, out)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_wide_antialias(mode):
+    """Strong downsampling with antialias: filters of 40 to 80 taps, gathered at once."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal((1, 2, 120, 90)).astype("float32")
+    m = resize_model(x, dict(mode=mode, antialias=1), scales=[1.0, 1.0, 0.05, 0.1])
+    want = reference(m, x)
+    np.testing.assert_allclose(kiln_run(m, x, want.shape), want, rtol=1e-4, atol=1e-5)

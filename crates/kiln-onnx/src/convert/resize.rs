@@ -220,6 +220,41 @@ fn axis_table(s: &Sampling, a: &Axis) -> AxisTable {
     t
 }
 
+/// The most taps [`resample_axis`] applies one by one.
+const MAX_UNROLLED_TAPS: usize = 16;
+
+/// [`resample_axis`] for many taps: one gather of every tap (`[.., n_out, taps, ..]`), a
+/// multiply by the weights and a sum over the taps.
+fn gather_and_sum(
+    x: Expr,
+    axis: usize,
+    trailing: &[i64],
+    d: GDataType,
+    t: &AxisTable,
+    e: f32,
+) -> CResult<Expr> {
+    let n_out = t.extrapolated.len() as i64;
+    let index: Vec<f64> = t.index.iter().map(|&i| i as f64).collect();
+    let ix = constant(&index, &[n_out, t.taps as i64], GDataType::int(64))?;
+    let g = call(
+        "take",
+        vec![x, ix],
+        &[("axis", (axis as i64).into()), ("mode", "clip".into())],
+    )?;
+    let mut wshape = vec![n_out, t.taps as i64];
+    wshape.extend(trailing);
+    let p = call("multiply", vec![g, constant(&t.weight, &wshape, d)?], &[])?;
+    let y = call(
+        "sum",
+        vec![p],
+        &[
+            ("axis", vec![axis as i64 + 1].into()),
+            ("keepdims", false.into()),
+        ],
+    )?;
+    add_extrapolation(y, trailing, d, t, e)
+}
+
 /// Resamples axis `axis` of `x` (rank `rank`, element type `d`) by the table `t`.
 fn resample_axis(
     x: Expr,
@@ -243,7 +278,11 @@ fn resample_axis(
         )
     };
     // One gather and multiply per tap, summed: elementwise ops that fuse into one loop nest
-    // (a gather of all taps followed by a reduction over them runs several times slower).
+    // (a gather of all taps followed by a reduction over them runs several times slower), but
+    // whose number grows with the taps; wide antialiasing filters gather all taps and sum.
+    if t.taps > MAX_UNROLLED_TAPS {
+        return gather_and_sum(x, axis, &trailing, d, t, e);
+    }
     let mut wshape = vec![n_out];
     wshape.extend(&trailing);
     let mut y: Option<Expr> = None;
@@ -261,11 +300,22 @@ fn resample_axis(
         });
     }
     let y = y.ok_or("a resampling table without taps")?;
-    if !any_extrapolated {
+    add_extrapolation(y, &trailing, d, t, e)
+}
+
+/// `y` with `e` added at the extrapolated positions (their weights are 0).
+fn add_extrapolation(
+    y: Expr,
+    trailing: &[i64],
+    d: GDataType,
+    t: &AxisTable,
+    e: f32,
+) -> CResult<Expr> {
+    if !t.extrapolated.iter().any(|&b| b) {
         return Ok(y);
     }
-    let mut cshape = vec![n_out];
-    cshape.extend(&trailing);
+    let mut cshape = vec![t.extrapolated.len() as i64];
+    cshape.extend(trailing);
     let c: Vec<f64> = t
         .extrapolated
         .iter()
