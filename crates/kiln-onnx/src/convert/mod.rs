@@ -6,7 +6,7 @@
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
 //! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
-//! `quant`, `index`, `einsum`, `reduce`, `shape`); the table's keys are what
+//! `quant`, `index`, `einsum`, `reduce`, `resize`, `shape`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
 //!
@@ -27,6 +27,7 @@ mod normalize;
 mod pool;
 mod quant;
 mod reduce;
+mod resize;
 mod shape;
 
 use std::collections::{BTreeMap, HashMap};
@@ -85,6 +86,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         quant::register(&mut t);
         normalize::register(&mut t);
         reduce::register(&mut t);
+        resize::register(&mut t);
         shape::register(&mut t);
         t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver
         t

@@ -1,6 +1,6 @@
 //! Data-movement and shape converters: Reshape, Transpose, Flatten, Squeeze/Unsqueeze (axes by
 //! attribute before opset 13, by input from it on), Concat, Split, Slice, Pad, Gather, Expand,
-//! Resize/Upsample, Tile, DepthToSpace/SpaceToDepth, and the shape computations folded at compile time: Shape, Size,
+//! Tile, DepthToSpace/SpaceToDepth, and the shape computations folded at compile time: Shape, Size,
 //! ConstantOfShape, Range.
 
 use std::collections::HashMap;
@@ -287,74 +287,6 @@ fn expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
-fn resize(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let x = ctx.input(node, 0)?;
-    let xs = shape_of(&x)?;
-    if xs.len() != 4 {
-        return Err(Msg(format!(
-            "only 4-D (NCHW) resizing is supported, got {xs:?}"
-        )));
-    }
-    let (scales, sizes) = if node.op_type == "Upsample" {
-        let s = if ctx.opset < 9 {
-            Some(
-                node.attr_floats("scales", &[])?
-                    .iter()
-                    .map(|&v| v as f64)
-                    .collect(),
-            )
-        } else {
-            ctx.const_floats(node, 1)?
-        };
-        (s, None)
-    } else if ctx.opset < 11 {
-        (ctx.const_floats(node, 1)?, None)
-    } else {
-        let s = ctx.const_floats(node, 2)?.filter(|s| !s.is_empty());
-        (s, ctx.const_ints(node, 3)?.filter(|s| !s.is_empty()))
-    };
-    let size: Vec<i64> = match (sizes, scales) {
-        (Some(s), _) => s[2..].to_vec(),
-        (None, Some(sc)) if sc.len() == 4 => {
-            if sc[0] != 1.0 || sc[1] != 1.0 {
-                return Err(Msg(format!(
-                    "scales {sc:?}: resizing the batch or channel axis is not supported"
-                )));
-            }
-            (0..2)
-                .map(|i| (xs[2 + i] as f64 * sc[2 + i]).floor() as i64)
-                .collect()
-        }
-        _ => return Err("Resize needs 4 scales or sizes".into()),
-    };
-    let mode = node.attr_s("mode", "nearest")?;
-    let method = match mode.as_str() {
-        "nearest" => "nearest_neighbor",
-        "linear" | "bilinear" => "linear",
-        m => return Err(Msg(format!("mode \"{m}\" is not supported"))),
-    };
-    let default_ct = if node.op_type == "Upsample" || ctx.opset < 11 {
-        "asymmetric"
-    } else {
-        "half_pixel"
-    };
-    let ct = node.attr_s("coordinate_transformation_mode", default_ct)?;
-    let rounding = match node.attr_s("nearest_mode", "round_prefer_floor")?.as_str() {
-        _ if ctx.opset < 11 || node.op_type == "Upsample" => "floor".to_string(),
-        m => m.to_string(),
-    };
-    Ok(vec![call(
-        "image.resize2d",
-        vec![x],
-        &[
-            ("size", size.into()),
-            ("method", method.into()),
-            ("coordinate_transformation_mode", ct.as_str().into()),
-            ("rounding_method", rounding.as_str().into()),
-        ],
-    )?])
-}
-
 fn shape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let xs = shape_of(&ctx.input(node, 0)?)?;
     let r = xs.len() as i64;
@@ -543,8 +475,6 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Pad", pad);
     t.insert("Gather", gather);
     t.insert("Expand", expand);
-    t.insert("Resize", resize);
-    t.insert("Upsample", resize);
     t.insert("Shape", shape);
     t.insert("Size", size);
     t.insert("ConstantOfShape", constant_of_shape);
