@@ -292,3 +292,17 @@ fn a_huge_range_is_an_error() {
     let msg = conversion_error(&m);
     assert!(msg.contains("'range'") && msg.contains("elements"), "{msg}");
 }
+
+#[test]
+fn a_missing_shape_input_is_named() {
+    let m = model(
+        vec![node("Compress", "compress", &["x"], &["y"])],
+        vec![],
+        &["4"],
+    );
+    let msg = conversion_error(&m);
+    assert!(
+        msg.contains("'compress'") && msg.contains("input #1 is required"),
+        "{msg}"
+    );
+}

@@ -171,7 +171,9 @@ impl Ctx<'_> {
 
     /// The error for input `i` of `node`, which must be known at compile time but is not.
     pub fn not_constant(&self, node: &Node, i: usize) -> Msg {
-        let name = &node.inputs[i];
+        let Some(name) = node.input(i) else {
+            return Msg(format!("input #{i} is required"));
+        };
         if self.model.graph.inputs.iter().any(|v| v.name == *name) {
             Msg(format!(
                 "input #{i} ('{name}') is a run-time input of the graph, but its value decides \
