@@ -212,7 +212,10 @@ fn shapes_too_large_to_index_are_errors() {
         &["2", "3"],
     );
     let msg = conversion_error(&m);
-    assert!(msg.contains("'big_tile'") && msg.contains("repeats"), "{msg}");
+    assert!(
+        msg.contains("'big_tile'") && msg.contains("repeats"),
+        "{msg}"
+    );
     // Reshape to a shape whose element count overflows.
     let m = model(
         vec![node("Reshape", "big_reshape", &["x", "s"], &["y"])],
@@ -220,7 +223,10 @@ fn shapes_too_large_to_index_are_errors() {
         &["2", "3"],
     );
     let msg = conversion_error(&m);
-    assert!(msg.contains("'big_reshape'") && msg.contains("too many"), "{msg}");
+    assert!(
+        msg.contains("'big_reshape'") && msg.contains("too many"),
+        "{msg}"
+    );
     // An input of more elements than a flat index can address.
     let m = model(
         vec![node("Relu", "relu", &["x"], &["y"])],
@@ -246,5 +252,8 @@ fn a_constant_node_without_output_is_an_error() {
         &["2"],
     );
     let msg = conversion_error(&m);
-    assert!(msg.contains("'no_output'") && msg.contains("no output"), "{msg}");
+    assert!(
+        msg.contains("'no_output'") && msg.contains("no output"),
+        "{msg}"
+    );
 }

@@ -1,8 +1,8 @@
 //! Rust element types of tensors ([`Element`]) and conversion of any numeric dtype to `f64`.
 
-use super::narrow::{int_from_f32, int_to_f32, narrow_int, NarrowFloat};
 use half::{bf16, f16};
 use kiln_ffi::dtype::code;
+use kiln_ffi::narrow::{int_from_f32, int_to_f32, narrow_int, NarrowFloat};
 use kiln_ffi::{DataType, Error, Result};
 
 /// A Rust type that is the element of tensors of one dtype (`f32` for `float32`, `half::f16`
@@ -55,7 +55,7 @@ unsafe impl Element for bool {
 }
 
 /// Converts packed elements of `dtype` (all lanes, in order) to `f64`: ints, uints, bools,
-/// float16/32/64, bfloat16 and the narrow types of [`super::narrow`] (one byte per element).
+/// float16/32/64, bfloat16 and the narrow types of [`kiln_ffi::narrow`] (one byte per element).
 /// Other dtypes are a `TypeError`.
 pub fn to_f64(bytes: &[u8], dtype: DataType) -> Result<Vec<f64>> {
     if let Some(f) = NarrowFloat::of(dtype) {

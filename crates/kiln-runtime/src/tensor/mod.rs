@@ -13,7 +13,6 @@ pub mod dlpack;
 pub mod element;
 mod globals;
 pub mod layout;
-pub mod narrow;
 
 use crate::device::{self, device_api, device_label, ALLOC_ALIGNMENT};
 pub use element::Element;

@@ -2,7 +2,7 @@
 //! their conversions to and from `f32`, with ONNX's `Cast` semantics.
 //!
 //! Storage: one element per byte, the code in the low bits and the high bits zero (ml_dtypes'
-//! layout; see [`kiln_ffi::dtype`]). Conversions from `f32` round to nearest, ties to even, as if
+//! layout; see [`crate::dtype`]). Conversions from `f32` round to nearest, ties to even, as if
 //! the exponent range were unbounded, then handle overflow: with `saturate` a finite value (or an
 //! infinity) beyond the largest finite value becomes that value; without it, it becomes infinity
 //! where the format has one (E5M2) and NaN otherwise. NaN stays NaN. E2M1 has neither infinity
@@ -10,8 +10,7 @@
 //! The integers truncate toward zero and keep the low bits (two's complement wrap-around).
 //! E8M0 follows ONNX's `round_mode` (see [`E8m0Round`]).
 
-use kiln_ffi::dtype::code;
-use kiln_ffi::DataType;
+use crate::dtype::{code, DataType};
 
 /// A narrow floating-point format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -248,9 +247,13 @@ pub fn int_to_f32(c: u8, bits: u32, signed: bool) -> f32 {
     }
 }
 
-/// The narrow integer code of `x`: truncated toward zero, low `bits` bits kept (NaN is 0).
+/// The narrow integer code of `x`: truncated toward zero, low `bits` bits of the exact integer
+/// kept (two's complement); NaN and infinities are 0, as in ml_dtypes.
 pub fn int_from_f32(x: f32, bits: u32) -> u8 {
-    ((x as i64) & ((1 << bits) - 1)) as u8
+    if !x.is_finite() {
+        return 0;
+    }
+    (x as f64).trunc().rem_euclid((1u32 << bits) as f64) as u8
 }
 
 /// `2^e` as `f32` for `e` in `-149..=127`.
@@ -480,6 +483,10 @@ mod tests {
                 assert_eq!(int_from_f32(x, bits) as i64, t.rem_euclid(n), "{x}");
             }
             assert_eq!(int_from_f32(f32::NAN, bits), 0);
+            assert_eq!(int_from_f32(f32::INFINITY, bits), 0);
+            // 2^40 + 2^20 has zero low bits; -(2^31) + 16*k too.
+            assert_eq!(int_from_f32(1.0995128e12, bits), 0);
+            assert_eq!(int_from_f32(-3e9, bits), 0);
         }
         assert_eq!(narrow_int("int4".parse().unwrap()), Some((4, true)));
         assert_eq!(narrow_int("uint2".parse().unwrap()), Some((2, false)));
