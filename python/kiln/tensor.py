@@ -95,7 +95,7 @@ def numpy_dtype(dtype):
         return np.dtype(np.bool_), lanes
     ml_name = _ML_DTYPES.get((code, bits))
     if ml_name is not None:
-        ml = _ml_dtype(ml_name)
+        ml = _bfloat16_dtype() if ml_name == "bfloat16" else _ml_dtype(ml_name)
         if ml is not None:
             return ml, lanes
         if ml_name == "bfloat16":
