@@ -106,6 +106,23 @@ def test_ml_dtypes_arrays_pass_through_kiln_tensors(name):
     assert b.view(np.uint8).tolist() == codes.tolist()
 
 
+@pytest.mark.parametrize("to,name", TYPES, ids=[t[1] for t in TYPES])
+def test_narrow_inputs_decode_every_code(to, name):
+    dt = np.dtype(getattr(ml_dtypes, name))
+    ncodes = {"int2": 4, "uint2": 4, "int4": 16, "uint4": 16, "float4_e2m1fn": 16}.get(name, 256)
+    x = np.arange(ncodes, dtype=np.uint8).view(dt)
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)],
+        "decode",
+        [helper.make_tensor_value_info("x", to, [ncodes])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ncodes])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    model.ir_version = 11
+    (y,) = run_kiln(model, {"x": x})
+    np.testing.assert_array_equal(y, x.astype(np.float32))
+
+
 def test_narrow_initializers_decode():
     e4 = np.array([0.5, -3.0, 448.0, np.nan], dtype=ml_dtypes.float8_e4m3fn)
     i4 = np.array([-8, 7, 3], dtype=ml_dtypes.int4)  # three elements: packed into two bytes
