@@ -52,14 +52,17 @@ pub fn decode(v: PrimExpr) -> PrimExpr {
     let t = v.dtype();
     let c = code_of(v);
     if let Some((bits, signed)) = narrow_int(t) {
-        let i = cast(DataType::int(32), c);
-        let i = if signed {
-            let half = 1i64 << (bits - 1);
-            select(i.ge(half), i.clone() - (1i64 << bits), i)
-        } else {
-            i
-        };
-        return cast(f32t(), i);
+        let v = cast(f32t(), cast(DataType::int(32), c.clone()));
+        if !signed {
+            return v;
+        }
+        // Two's complement: codes from 2^(bits-1) up stand for code - 2^bits.
+        let wrap = select(
+            c.ge(u32c(1 << (bits - 1))),
+            PrimExpr::const_float(f32t(), (1u32 << bits) as f64),
+            PrimExpr::const_float(f32t(), 0.0),
+        );
+        return v - wrap;
     }
     let f = NarrowFloat::of(t).expect("decode: a byte-coded dtype");
     let nan = op::reinterpret(f32t(), u32c(0x7fc0_0000));
