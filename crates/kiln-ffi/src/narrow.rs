@@ -84,8 +84,8 @@ impl NarrowFloat {
         DataType::new(c, bits, 1)
     }
 
-    /// (exponent bits, mantissa bits, exponent bias) of the sign-magnitude formats.
-    fn layout(self) -> (u32, u32, i32) {
+    /// (exponent bits, mantissa bits, exponent bias); all but E8M0 also have a sign bit on top.
+    pub fn layout(self) -> (u32, u32, i32) {
         match self {
             NarrowFloat::E4M3FN => (4, 3, 7),
             NarrowFloat::E4M3FNUZ => (4, 3, 8),

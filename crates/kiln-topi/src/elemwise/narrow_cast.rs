@@ -75,7 +75,7 @@ pub fn decode(v: PrimExpr) -> PrimExpr {
         );
         return select(c.equal(255), nan, op::reinterpret(f32t(), bits));
     }
-    let (e_bits, m_bits, bias) = layout(f);
+    let (e_bits, m_bits, bias) = f.layout();
     let width = 1 + e_bits + m_bits;
     let sign = op::shift_left(op::shift_right(c.clone(), u32c(width - 1)), u32c(31));
     let mag = op::bitwise_and(c.clone(), u32c((1 << (width - 1)) - 1));
@@ -104,18 +104,6 @@ pub fn decode(v: PrimExpr) -> PrimExpr {
         }
         NarrowFloat::E4M3FNUZ | NarrowFloat::E5M2FNUZ => select(c.equal(0x80), nan, value),
         _ => value,
-    }
-}
-
-/// (exponent bits, mantissa bits, bias) of a sign-magnitude format.
-fn layout(f: NarrowFloat) -> (u32, u32, i32) {
-    match f {
-        NarrowFloat::E4M3FN => (4, 3, 7),
-        NarrowFloat::E4M3FNUZ => (4, 3, 8),
-        NarrowFloat::E5M2 => (5, 2, 15),
-        NarrowFloat::E5M2FNUZ => (5, 2, 16),
-        NarrowFloat::E8M0FNU => (8, 0, 127),
-        NarrowFloat::E2M1FN => (2, 1, 1),
     }
 }
 
@@ -174,7 +162,7 @@ fn encode_float(x: PrimExpr, f: NarrowFloat, mode: NarrowMode) -> PrimExpr {
         };
         return select(exp.equal(255), u32c(255), exp + up);
     }
-    let (e_bits, m_bits, bias) = layout(f);
+    let (e_bits, m_bits, bias) = f.layout();
     let width = 1 + e_bits + m_bits;
     let sign = op::shift_left(op::shift_right(bits, u32c(31)), u32c(width - 1));
     let saturate = mode.saturate || f == NarrowFloat::E2M1FN;
