@@ -15,8 +15,9 @@ DLPack's read-only flag is not enforced on tensors made by :func:`from_dlpack`.
 A ``DLTensor*`` argument received by a Python callback becomes a :class:`Tensor` view that
 is valid only during the call.
 
-``bfloat16`` tensors read as ``ml_dtypes.bfloat16`` arrays when ``ml_dtypes`` is installed,
-else as raw ``uint16`` bits; they accept either.  Vector dtypes (``float32x4``) read as arrays
+``bfloat16``, float8, float4, int4 and int2 tensors read as ``ml_dtypes`` arrays when
+``ml_dtypes`` is installed; without it bfloat16 reads as raw ``uint16`` bits (and accepts
+either) and the others cannot be read.  Vector dtypes (``float32x4``) read as arrays
 with a trailing dimension of the lane count.
 """
 
@@ -46,12 +47,34 @@ def _numpy():
     return numpy
 
 
-def _bfloat16_dtype():
+# Kiln dtypes that numpy holds only through ml_dtypes, by (DLPack code, bits); the names are
+# the same in Kiln and ml_dtypes. All but bfloat16 take one byte per element.
+_ML_DTYPES = {
+    (4, 16): "bfloat16",
+    (10, 8): "float8_e4m3fn",
+    (11, 8): "float8_e4m3fnuz",
+    (12, 8): "float8_e5m2",
+    (13, 8): "float8_e5m2fnuz",
+    (14, 8): "float8_e8m0fnu",
+    (17, 4): "float4_e2m1fn",
+    (0, 4): "int4",
+    (1, 4): "uint4",
+    (0, 2): "int2",
+    (1, 2): "uint2",
+}
+_ML_NAMES = frozenset(_ML_DTYPES.values())
+
+
+def _ml_dtype(name):
     try:
         import ml_dtypes
     except ImportError:
         return None
-    return _numpy().dtype(ml_dtypes.bfloat16)
+    return _numpy().dtype(getattr(ml_dtypes, name))
+
+
+def _bfloat16_dtype():
+    return _ml_dtype("bfloat16")
 
 
 _NP_KINDS = {0: "int", 1: "uint", 2: "float", 5: "complex"}
@@ -60,16 +83,24 @@ _NP_KINDS = {0: "int", 1: "uint", 2: "float", 5: "complex"}
 def numpy_dtype(dtype):
     """Return ``(numpy dtype, lanes)`` holding elements of the Kiln dtype ``dtype``.
 
-    ``bfloat16`` maps to ``ml_dtypes.bfloat16`` when available, else ``uint16`` (raw bits).
-    Raises ``TypeError`` for dtypes numpy cannot hold (``int4``, ``handle``, ...).
+    ``bfloat16``, the float8 and float4 types, ``int4``/``uint4``/``int2``/``uint2`` map to
+    their ``ml_dtypes`` types (one element per byte, as Kiln stores them); without ml_dtypes,
+    ``bfloat16`` reads as ``uint16`` (raw bits) and the others raise ``TypeError``, as do
+    dtypes numpy cannot hold (``handle``, ...).
     """
     np = _numpy()
     dtype = DataType(dtype)
     code, bits, lanes = dtype.type_code, dtype.bits, dtype.lanes
     if code == 6 and bits == 8:
         return np.dtype(np.bool_), lanes
-    if code == 4 and bits == 16:
-        return (_bfloat16_dtype() or np.dtype(np.uint16)), lanes
+    ml_name = _ML_DTYPES.get((code, bits))
+    if ml_name is not None:
+        ml = _bfloat16_dtype() if ml_name == "bfloat16" else _ml_dtype(ml_name)
+        if ml is not None:
+            return ml, lanes
+        if ml_name == "bfloat16":
+            return np.dtype(np.uint16), lanes
+        raise TypeError("%s arrays need ml_dtypes (pip install ml_dtypes)" % dtype)
     name = _NP_KINDS.get(code)
     if name is not None and bits in (8, 16, 32, 64, 128) and not (name == "complex" and bits < 64):
         try:
@@ -80,17 +111,18 @@ def numpy_dtype(dtype):
 
 
 def kiln_dtype(np_dtype):
-    """Return the Kiln dtype name of a numpy dtype (``"float32"``, ``"bool"``, ``"bfloat16"``)."""
+    """Return the Kiln dtype name of a numpy dtype (``"float32"``, ``"bool"``, ``"bfloat16"``,
+    ``"float8_e4m3fn"``, ``"int4"``...)."""
     np = _numpy()
     np_dtype = np.dtype(np_dtype)
+    if np_dtype.name in _ML_NAMES:
+        return np_dtype.name
     bits = np_dtype.itemsize * 8
     kind = np_dtype.kind
     if kind == "b":
         return "bool"
     if kind in "iufc":
         return {"i": "int", "u": "uint", "f": "float", "c": "complex"}[kind] + str(bits)
-    if np_dtype.name == "bfloat16":
-        return "bfloat16"
     raise TypeError("numpy dtype %s has no Kiln counterpart" % np_dtype)
 
 
@@ -176,14 +208,14 @@ def from_dlpack(x, require_alignment=0, require_contiguous=False):
     ``x`` is an object with ``__dlpack__`` (numpy >= 1.22, PyTorch, ...) or a DLPack
     capsule.  The tensor keeps ``x``'s memory alive.  ``require_alignment`` (bytes) and
     ``require_contiguous`` make the import fail with ``ValueError`` instead of giving a
-    tensor compiled code cannot take.  numpy ``bfloat16`` arrays (``ml_dtypes``) are viewed
-    through their raw bits, still without copying.
+    tensor compiled code cannot take.  numpy arrays of ``ml_dtypes`` types (bfloat16, float8,
+    float4, int4, int2) are viewed through their raw bits, still without copying.
     """
     if isinstance(x, Tensor):
         return x
-    if _is_numpy_array(x) and x.dtype.name == "bfloat16":
-        raw = from_dlpack(x.view("uint16"), require_alignment, require_contiguous)
-        return raw.view(raw.shape, "bfloat16")
+    if _is_numpy_array(x) and x.dtype.name in _ML_NAMES:
+        raw = from_dlpack(x.view("uint%d" % (x.dtype.itemsize * 8)), require_alignment, require_contiguous)
+        return raw.view(raw.shape, x.dtype.name)
     if hasattr(x, "__dlpack__"):
         try:
             capsule = x.__dlpack__(max_version=(1, 0))
@@ -274,9 +306,10 @@ class Tensor(ObjectBase):
 
     @property
     def nbytes(self):
-        """The number of bytes the elements take when packed."""
+        """The number of bytes the elements take, stored compactly."""
         dtype = self.dtype
-        return (self.size * dtype.bits * dtype.lanes + 7) // 8
+        # Sub-byte types take one byte per element (see kiln_ffi::dtype).
+        return self.size * ((dtype.bits * dtype.lanes + 7) // 8)
 
     @property
     def is_contiguous(self):

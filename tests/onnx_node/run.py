@@ -141,7 +141,13 @@ try:
         g, w = np.asarray(g), np.asarray(w)
         if g.shape != w.shape:
             raise AssertionError(f"output {k}: shape {g.shape}, expected {w.shape}")
-        if w.dtype.kind in "fc":
+        if w.dtype.name.startswith(("bfloat16", "float8", "float4", "int4", "uint4", "int2", "uint2")):
+            # ml_dtypes types: exact, compared as float32 values (NaNs as NaNs).
+            if g.dtype != w.dtype:
+                raise AssertionError(f"output {k}: dtype {g.dtype}, expected {w.dtype}")
+            np.testing.assert_array_equal(g.astype(np.float32), w.astype(np.float32),
+                                          err_msg=f"output {k}")
+        elif w.dtype.kind in "fc":
             np.testing.assert_allclose(g.astype(w.dtype), w, rtol=1e-3, atol=1e-5,
                                        equal_nan=True, err_msg=f"output {k}")
         elif w.dtype.kind in "OUS":

@@ -1,4 +1,8 @@
 //! Data types (`DLDataType`) and their text form (`"float32"`, `"int8x16"`, `"bool"`, ...).
+//!
+//! Sub-byte types (`int4`, `uint4`, `int2`, `uint2`, `float4_e2m1fn`) are stored one element
+//! per byte in Kiln's tensors, as ml_dtypes keeps them: the code in the low bits, the high bits
+//! zero. [`DataType::bytes`] is therefore 1 for them; only ONNX's `TensorProto` packs them.
 
 use crate::abi::DLDataType;
 use crate::error::{Error, Result};
@@ -14,7 +18,32 @@ pub mod code {
     pub const BFLOAT: u8 = 4;
     pub const COMPLEX: u8 = 5;
     pub const BOOL: u8 = 6;
+    /// 8-bit float, 4 exponent bits (bias 7), 3 mantissa bits, no infinity, NaN `S.1111.111`.
+    pub const FLOAT8_E4M3FN: u8 = 10;
+    /// 8-bit float, 4 exponent bits (bias 8), 3 mantissa bits, no infinity, no negative zero,
+    /// NaN `0x80`.
+    pub const FLOAT8_E4M3FNUZ: u8 = 11;
+    /// 8-bit IEEE-like float, 5 exponent bits (bias 15), 2 mantissa bits, with infinities.
+    pub const FLOAT8_E5M2: u8 = 12;
+    /// 8-bit float, 5 exponent bits (bias 16), 2 mantissa bits, no infinity, no negative zero,
+    /// NaN `0x80`.
+    pub const FLOAT8_E5M2FNUZ: u8 = 13;
+    /// 8-bit unsigned power of two `2^(e-127)`, NaN `0xff`, no zero.
+    pub const FLOAT8_E8M0FNU: u8 = 14;
+    /// 4-bit float, 2 exponent bits (bias 1), 1 mantissa bit, no infinity or NaN.
+    pub const FLOAT4_E2M1FN: u8 = 17;
 }
+
+/// The DLPack 1.1 narrow float codes and their names (`float8_e4m3fn`...), as ml_dtypes and
+/// TVM spell them; the name carries the width.
+const NARROW_FLOATS: [(u8, &str, u8); 6] = [
+    (code::FLOAT8_E4M3FN, "float8_e4m3fn", 8),
+    (code::FLOAT8_E4M3FNUZ, "float8_e4m3fnuz", 8),
+    (code::FLOAT8_E5M2, "float8_e5m2", 8),
+    (code::FLOAT8_E5M2FNUZ, "float8_e5m2fnuz", 8),
+    (code::FLOAT8_E8M0FNU, "float8_e8m0fnu", 8),
+    (code::FLOAT4_E2M1FN, "float4_e2m1fn", 4),
+];
 
 /// A scalar or vector element type.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -85,6 +114,10 @@ impl fmt::Display for DataType {
             code::BFLOAT => write!(f, "bfloat{}", d.bits)?,
             code::COMPLEX => write!(f, "complex{}", d.bits)?,
             code::BOOL => f.write_str("bool")?,
+            c if NARROW_FLOATS.iter().any(|n| n.0 == c && n.2 == d.bits) => {
+                let name = NARROW_FLOATS.iter().find(|n| n.0 == c).map(|n| n.1);
+                f.write_str(name.unwrap_or_default())?
+            }
             code::OPAQUE_HANDLE => {
                 f.write_str("handle")?;
                 if d.bits != 64 {
@@ -110,6 +143,8 @@ impl FromStr for DataType {
     type Err = Error;
 
     /// Parses `int8`..`int64`, `uint*`, `float16/32/64`, `bfloat16`, `bool`, `handle`, `void`,
+    /// the narrow floats (`float8_e4m3fn`, `float8_e4m3fnuz`, `float8_e5m2`, `float8_e5m2fnuz`,
+    /// `float8_e8m0fnu`, `float4_e2m1fn`),
     /// with an optional `xN` lane suffix; `int`, `uint` and `float` mean 32 bits.
     fn from_str(s: &str) -> Result<Self> {
         let bad = || Error::value_error(format!("cannot parse data type `{s}`"));
@@ -132,6 +167,9 @@ impl FromStr for DataType {
         };
         if base == "bool" {
             return Ok(DataType::new(code::BOOL, 8, lanes));
+        }
+        if let Some((code, _, bits)) = NARROW_FLOATS.iter().find(|n| n.1 == base) {
+            return Ok(DataType::new(*code, *bits, lanes));
         }
         let prefixes: [(&str, u8, u8); 6] = [
             ("bfloat", code::BFLOAT, 16),
@@ -175,12 +213,26 @@ mod tests {
             "handle",
             "void",
             "int64x16",
+            "int4",
+            "uint2",
+            "float8_e4m3fn",
+            "float8_e4m3fnuz",
+            "float8_e5m2",
+            "float8_e5m2fnuz",
+            "float8_e8m0fnu",
+            "float4_e2m1fn",
+            "float8_e5m2x4",
         ] {
             let t: DataType = s.parse().unwrap();
             assert_eq!(t.to_string(), s);
         }
         assert_eq!("float".parse::<DataType>().unwrap(), DataType::float(32));
         assert_eq!("float32x4".parse::<DataType>().unwrap().bytes(), 16);
+        let e4m3: DataType = "float8_e4m3fn".parse().unwrap();
+        assert_eq!((e4m3.code(), e4m3.bits(), e4m3.bytes()), (10, 8, 1));
+        let e2m1: DataType = "float4_e2m1fn".parse().unwrap();
+        assert_eq!((e2m1.code(), e2m1.bits(), e2m1.bytes()), (17, 4, 1));
+        assert_eq!("int4".parse::<DataType>().unwrap().bytes(), 1);
         for bad in ["", "foo", "int", "float32x", "float32x0", "int999"] {
             if bad == "int" {
                 continue;

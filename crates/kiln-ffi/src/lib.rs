@@ -25,6 +25,7 @@ pub mod function;
 #[cfg(feature = "json")]
 pub mod json;
 pub mod map;
+pub mod narrow;
 pub mod object;
 pub mod reflection;
 pub mod registry;

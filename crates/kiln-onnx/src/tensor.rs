@@ -2,6 +2,7 @@
 
 use crate::error::{OnnxError, Result};
 use crate::proto::{tensor_proto, TensorProto};
+use kiln_ffi::narrow::{int_to_f32, narrow_int};
 
 /// An element type that Kiln reads from ONNX tensors.
 ///
@@ -34,11 +35,31 @@ pub enum DataType {
     UInt64 = 13,
     /// bfloat16 (`BFLOAT16`).
     BFloat16 = 16,
+    /// float8 E4M3FN (`FLOAT8E4M3FN`).
+    Float8E4M3FN = 17,
+    /// float8 E4M3FNUZ (`FLOAT8E4M3FNUZ`).
+    Float8E4M3FNUZ = 18,
+    /// float8 E5M2 (`FLOAT8E5M2`).
+    Float8E5M2 = 19,
+    /// float8 E5M2FNUZ (`FLOAT8E5M2FNUZ`).
+    Float8E5M2FNUZ = 20,
+    /// Unsigned 4-bit integer (`UINT4`).
+    UInt4 = 21,
+    /// Signed 4-bit integer (`INT4`).
+    Int4 = 22,
+    /// float4 E2M1 (`FLOAT4E2M1`).
+    Float4E2M1 = 23,
+    /// float8 E8M0 (`FLOAT8E8M0`), an unsigned power of two.
+    Float8E8M0 = 24,
+    /// Unsigned 2-bit integer (`UINT2`).
+    UInt2 = 25,
+    /// Signed 2-bit integer (`INT2`).
+    Int2 = 26,
 }
 
 impl DataType {
     /// Every supported type.
-    pub const ALL: [DataType; 13] = [
+    pub const ALL: [DataType; 23] = [
         DataType::Float32,
         DataType::UInt8,
         DataType::Int8,
@@ -52,6 +73,16 @@ impl DataType {
         DataType::UInt32,
         DataType::UInt64,
         DataType::BFloat16,
+        DataType::Float8E4M3FN,
+        DataType::Float8E4M3FNUZ,
+        DataType::Float8E5M2,
+        DataType::Float8E5M2FNUZ,
+        DataType::UInt4,
+        DataType::Int4,
+        DataType::Float4E2M1,
+        DataType::Float8E8M0,
+        DataType::UInt2,
+        DataType::Int2,
     ];
 
     /// The type with ONNX code `code`, if Kiln supports it.
@@ -80,7 +111,39 @@ impl DataType {
             DataType::UInt32 => "uint32",
             DataType::UInt64 => "uint64",
             DataType::BFloat16 => "bfloat16",
+            DataType::Float8E4M3FN => "float8_e4m3fn",
+            DataType::Float8E4M3FNUZ => "float8_e4m3fnuz",
+            DataType::Float8E5M2 => "float8_e5m2",
+            DataType::Float8E5M2FNUZ => "float8_e5m2fnuz",
+            DataType::UInt4 => "uint4",
+            DataType::Int4 => "int4",
+            DataType::Float4E2M1 => "float4_e2m1fn",
+            DataType::Float8E8M0 => "float8_e8m0fnu",
+            DataType::UInt2 => "uint2",
+            DataType::Int2 => "int2",
         }
+    }
+
+    /// Elements per byte in ONNX's packed `raw_data` (2 for 4-bit types, 4 for 2-bit ones, 1
+    /// otherwise); Kiln's tensors keep one element per byte.
+    pub fn per_byte(self) -> usize {
+        match self {
+            DataType::UInt4 | DataType::Int4 | DataType::Float4E2M1 => 2,
+            DataType::UInt2 | DataType::Int2 => 4,
+            _ => 1,
+        }
+    }
+
+    /// Kiln's element type (the same name).
+    pub fn kiln_dtype(self) -> kiln_ffi::DataType {
+        self.as_str()
+            .parse()
+            .expect("every ONNX type Kiln reads has a Kiln dtype name")
+    }
+
+    /// Whether elements are narrow codes, one byte each in [`TensorData::Code`].
+    pub fn is_code(self) -> bool {
+        (self as i32) >= 17
     }
 
     /// Bytes per element.
@@ -90,6 +153,8 @@ impl DataType {
             DataType::UInt16 | DataType::Int16 | DataType::Float16 | DataType::BFloat16 => 2,
             DataType::Float32 | DataType::Int32 | DataType::UInt32 => 4,
             DataType::Int64 | DataType::Float64 | DataType::UInt64 => 8,
+            // One code per byte (the runtime layout).
+            _ => 1,
         }
     }
 }
@@ -111,7 +176,8 @@ pub fn onnx_type_name(code: i32) -> String {
 /// The elements of a [`Tensor`], one variant per [`DataType`].
 ///
 /// `Float16` and `BFloat16` keep their raw bit patterns; [`f16_to_f32`] and [`bf16_to_f32`]
-/// convert them.
+/// convert them. The narrow types (float8, float4, int4, int2) are [`TensorData::Code`]: one
+/// code per byte, low bits, as in Kiln's runtime tensors (`kiln_ffi::narrow` decodes them).
 #[derive(Debug, Clone, PartialEq)]
 #[allow(missing_docs)]
 pub enum TensorData {
@@ -128,6 +194,7 @@ pub enum TensorData {
     U32(Vec<u32>),
     U64(Vec<u64>),
     BF16(Vec<u16>),
+    Code(DataType, Vec<u8>),
 }
 
 /// Applies `$body` to the vector inside any [`TensorData`] variant.
@@ -147,6 +214,7 @@ macro_rules! each_variant {
             TensorData::U32($v) => $body,
             TensorData::U64($v) => $body,
             TensorData::BF16($v) => $body,
+            TensorData::Code(_, $v) => $body,
         }
     };
 }
@@ -168,6 +236,7 @@ impl TensorData {
             TensorData::U32(_) => DataType::UInt32,
             TensorData::U64(_) => DataType::UInt64,
             TensorData::BF16(_) => DataType::BFloat16,
+            TensorData::Code(d, _) => *d,
         }
     }
 
@@ -280,6 +349,11 @@ impl Tensor {
             TensorData::U32(v) => conv(v),
             TensorData::U64(v) => conv(v),
             TensorData::Bool(v) => Some(v.iter().map(|b| *b as i64).collect()),
+            TensorData::Code(d, v) => narrow_int(d.kiln_dtype()).map(|(bits, signed)| {
+                v.iter()
+                    .map(|c| int_to_f32(*c, bits, signed) as i64)
+                    .collect()
+            }),
             TensorData::F32(_) | TensorData::F16(_) | TensorData::F64(_) | TensorData::BF16(_) => {
                 None
             }
@@ -302,6 +376,9 @@ impl Tensor {
             TensorData::U32(v) => v.iter().map(|x| *x as f64).collect(),
             TensorData::U64(v) => v.iter().map(|x| *x as f64).collect(),
             TensorData::BF16(v) => v.iter().map(|x| bf16_to_f32(*x) as f64).collect(),
+            TensorData::Code(d, v) => {
+                kiln_runtime::tensor::element::to_f64(v, d.kiln_dtype()).unwrap_or_default()
+            }
         }
     }
 
@@ -319,9 +396,9 @@ impl Tensor {
     /// Decodes an ONNX `TensorProto`; `fallback_name` names it if the proto has no name.
     ///
     /// Reads `raw_data` (little-endian) or the typed fields (`float_data`, `int32_data`,
-    /// `int64_data`, `double_data`, `uint64_data`) as ONNX specifies for each type. External
-    /// data, segments, and types Kiln does not support (strings, complex, 8/4-bit floats, 4-bit
-    /// integers) are errors that name the tensor.
+    /// `int64_data`, `double_data`, `uint64_data`) as ONNX specifies for each type; 4- and
+    /// 2-bit types are unpacked to one element per byte. External data, segments, and types
+    /// Kiln does not support (strings, complex, float6) are errors that name the tensor.
     pub fn from_proto(p: &TensorProto, fallback_name: &str) -> Result<Tensor> {
         let name = match p.name() {
             "" => fallback_name.to_string(),
@@ -365,6 +442,16 @@ impl Tensor {
             dims.push(d);
         }
         let data = match &p.raw_data {
+            Some(raw) if dtype.is_code() => {
+                let want = numel.div_ceil(dtype.per_byte());
+                if raw.len() != want {
+                    return Err(err(format!(
+                        "raw_data has {} bytes, but shape {dims:?} of {dtype} needs {want}",
+                        raw.len()
+                    )));
+                }
+                TensorData::Code(dtype, unpack(dtype, raw, numel))
+            }
             Some(raw) => {
                 let want = numel * dtype.size_bytes();
                 if raw.len() != want {
@@ -404,6 +491,17 @@ impl LeBytes for bool {
     }
 }
 
+/// One code per byte from ONNX's packing: 4-bit types two per byte and 2-bit types four per
+/// byte, the first element in the lowest bits.
+fn unpack(dtype: DataType, bytes: &[u8], numel: usize) -> Vec<u8> {
+    let per = dtype.per_byte();
+    let bits = 8 / per;
+    let mask = ((1u16 << bits) - 1) as u8;
+    (0..numel)
+        .map(|i| (bytes[i / per] >> (bits * (i % per))) & mask)
+        .collect()
+}
+
 /// Decodes little-endian `raw_data` whose length was already checked.
 fn decode_raw(dtype: DataType, raw: &[u8]) -> TensorData {
     macro_rules! le {
@@ -427,6 +525,7 @@ fn decode_raw(dtype: DataType, raw: &[u8]) -> TensorData {
         DataType::UInt32 => TensorData::U32(le!(u32, 4)),
         DataType::UInt64 => TensorData::U64(le!(u64, 8)),
         DataType::BFloat16 => TensorData::BF16(le!(u16, 2)),
+        d => TensorData::Code(d, raw.to_vec()),
     }
 }
 
@@ -478,6 +577,20 @@ fn decode_typed(dtype: DataType, p: &TensorProto, numel: usize) -> Result<Tensor
                     .collect();
                 TensorData::U32(v?)
             }
+        }
+        d if d.is_code() => {
+            // One value per element for 8-bit types, packed bytes for 4- and 2-bit ones.
+            let v = &p.int32_data;
+            let want = numel.div_ceil(d.per_byte());
+            if v.len() != want {
+                return Err(format!(
+                    "int32_data holds {} values, but shape {:?} of {d} needs {want}",
+                    v.len(),
+                    p.dims
+                ));
+            }
+            let bytes: Vec<u8> = v.iter().map(|x| *x as u8).collect();
+            TensorData::Code(d, unpack(d, &bytes, numel))
         }
         _ => {
             let v = &p.int32_data;
@@ -541,6 +654,35 @@ mod tests {
         assert_eq!(
             Tensor::from_proto(&b, "").unwrap().data,
             TensorData::Bool(vec![true, false])
+        );
+    }
+
+    #[test]
+    fn narrow_types_unpack_one_code_per_byte() {
+        // INT4, three elements packed low nibble first: 1, 2, -1 (0xf); the pad nibble is 0.
+        let mut p = proto(DataType::Int4, &[3]);
+        p.raw_data = Some(vec![0x21, 0x0f]);
+        let t = Tensor::from_proto(&p, "").unwrap();
+        assert_eq!(t.data, TensorData::Code(DataType::Int4, vec![1, 2, 15]));
+        assert_eq!(t.to_i64_vec(), Some(vec![1, 2, -1]));
+        // UINT2 in int32_data: one packed byte holds four elements.
+        let mut u = proto(DataType::UInt2, &[5]);
+        u.int32_data = vec![0b1110_0100, 0b11];
+        let t = Tensor::from_proto(&u, "").unwrap();
+        assert_eq!(t.to_i64_vec(), Some(vec![0, 1, 2, 3, 3]));
+        // FLOAT8E4M3FN: one code per int32 value; 0x7e is 448, 0xff NaN.
+        let mut f = proto(DataType::Float8E4M3FN, &[2]);
+        f.int32_data = vec![0x7e, 0xff];
+        let v = Tensor::from_proto(&f, "").unwrap().to_f64_vec();
+        assert_eq!(v[0], 448.0);
+        assert!(v[1].is_nan());
+        let mut bad = proto(DataType::Float4E2M1, &[5]);
+        bad.raw_data = Some(vec![0; 2]);
+        let e = Tensor::from_proto(&bad, "").unwrap_err().to_string();
+        assert!(e.contains("2 bytes") && e.contains("needs 3"), "{e}");
+        assert_eq!(
+            DataType::Float8E8M0.kiln_dtype().to_string(),
+            "float8_e8m0fnu"
         );
     }
 

@@ -132,9 +132,10 @@ impl CpuDesc {
         }
     }
 
-    /// How many elements of `dtype` one vector register holds (at least 1).
+    /// How many elements of `dtype` one vector register holds (at least 1); the narrow types
+    /// stored one per byte count 8 bits.
     pub fn lanes(&self, dtype: DataType) -> i64 {
-        self.lanes_of_bits(dtype.bits() as u32)
+        self.lanes_of_bits(crate::dtype::DataTypeExt::storage_bits(dtype))
     }
 
     /// How many elements of `bits` bits one vector register holds (at least 1).
@@ -210,6 +211,7 @@ mod tests {
         assert_eq!((avx512.vector_bits, avx512.vector_registers), (512, 32));
         assert_eq!(avx512.f32_lanes(), 16);
         assert_eq!(avx512.lanes(DataType::int(8)), 64);
+        assert_eq!(avx512.lanes(DataType::int(4)), 64);
         let avx2 = desc(&["avx", "avx2", "fma"]);
         assert_eq!((avx2.vector_bits, avx2.vector_registers), (256, 16));
         assert_eq!(avx2.f32_lanes(), 8);

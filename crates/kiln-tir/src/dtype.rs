@@ -24,6 +24,20 @@ pub trait DataTypeExt: Copy {
     }
     /// `bool`.
     fn is_bool(self) -> bool;
+    /// A narrow type stored one code per byte (float8 variants, `float4_e2m1fn`, `int4`,
+    /// `uint4`, `int2`, `uint2`): values are only loaded, stored and reinterpreted as `uint8`;
+    /// conversions decode the code (kiln_topi's cast).
+    fn is_byte_code(self) -> bool;
+    /// Bits per lane in memory and in registers: 8 for byte-coded types, else `bits`.
+    fn storage_bits(self) -> u32 {
+        if self.is_byte_code() {
+            8
+        } else {
+            self.bits_u32()
+        }
+    }
+    /// `bits` as `u32`.
+    fn bits_u32(self) -> u32;
     /// An opaque handle (pointer).
     fn is_handle(self) -> bool;
     /// `void` (the return type of functions that return nothing).
@@ -66,6 +80,18 @@ impl DataTypeExt for DataType {
     }
     fn is_bool(self) -> bool {
         self.code() == code::BOOL
+    }
+    fn is_byte_code(self) -> bool {
+        match self.code() {
+            code::INT | code::UINT => matches!(self.bits(), 2 | 4),
+            c => {
+                (code::FLOAT8_E4M3FN..=code::FLOAT8_E8M0FNU).contains(&c)
+                    || c == code::FLOAT4_E2M1FN
+            }
+        }
+    }
+    fn bits_u32(self) -> u32 {
+        u32::from(self.bits())
     }
     fn is_handle(self) -> bool {
         self.code() == code::OPAQUE_HANDLE && !self.is_void()

@@ -274,15 +274,15 @@ pub fn call_extern(dtype: DataType, name: &str, args: Vec<PrimExpr>) -> PrimExpr
     PrimExpr::call(dtype, CALL_EXTERN, all)
 }
 
-/// The bits of `x` as `dtype` (same total width).
+/// The bits of `x` as `dtype` (same total width; byte-coded narrow types count 8 bits).
 ///
 /// # Panics
 /// When the widths differ.
 pub fn reinterpret(dtype: DataType, x: impl Into<Operand>) -> PrimExpr {
     let x = x.into().into_expr();
     assert_eq!(
-        dtype.bits() as u32 * dtype.lanes() as u32,
-        x.dtype().bits() as u32 * x.dtype().lanes() as u32,
+        dtype.storage_bits() * dtype.lanes() as u32,
+        x.dtype().storage_bits() * x.dtype().lanes() as u32,
         "tir.reinterpret needs equal widths: {} to {dtype}",
         x.dtype()
     );

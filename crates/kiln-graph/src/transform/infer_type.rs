@@ -78,6 +78,7 @@ fn node_type_unchecked(e: &Expr) -> Result<Type> {
                             args.len()
                         )));
                     }
+                    refuse_narrow_arithmetic(def, &args)?;
                     (def.rel)(&ctx).map_err(|err| {
                         Error::new(&err.kind(), format!("{}: {}", def.name, err.message()))
                     })
@@ -168,6 +169,36 @@ pub fn infer_expr(e: &Expr) -> Result<Expr> {
 /// The pass (opt level 0).
 pub fn infer_type() -> Pass {
     function_pass("InferType", 0, |f, _| infer_function(&f))
+}
+
+/// The narrow types (float8, float4, int4, int2; stored as codes) are only moved and converted:
+/// an operator that computes on element values (elementwise, broadcast, reduction, heavy ops)
+/// other than `cast` is a type error naming the dtype, instead of arithmetic on the codes.
+fn refuse_narrow_arithmetic(def: &op::OpDef, args: &[Type]) -> Result<()> {
+    use kiln_tir::DataTypeExt;
+    let computes = matches!(
+        def.pattern,
+        op::OpPattern::ElemWise
+            | op::OpPattern::Broadcast
+            | op::OpPattern::CommReduce
+            | op::OpPattern::OutEWiseFusable
+    );
+    if !computes || def.name == "cast" {
+        return Ok(());
+    }
+    for (i, a) in args.iter().enumerate() {
+        if let Some((_, d)) = a.as_tensor() {
+            if d.is_byte_code() {
+                return Err(Error::type_error(format!(
+                    "{}: argument {} ({}) has type {d}, which Kiln only casts and moves; cast it to float32 first",
+                    def.name,
+                    i,
+                    def.inputs.get(i).copied().unwrap_or("?")
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -333,6 +364,26 @@ mod tests {
         assert_eq!(
             infer_expr(&cast).unwrap().ty().unwrap().dtype(),
             kiln_ffi::DataType::int(32)
+        );
+    }
+
+    #[test]
+    fn narrow_types_are_cast_and_moved_but_not_computed_on() {
+        let e4m3: kiln_ffi::DataType = "float8_e4m3fn".parse().unwrap();
+        let x = Expr::var("x", Type::tensor(&[2, 3], e4m3));
+        let msg = err_of(mk("add", vec![x.clone(), x.clone()], &[]));
+        assert!(
+            msg.contains("float8_e4m3fn") && msg.contains("cast it to float32"),
+            "{msg}"
+        );
+        let i4 = Expr::var("q", Type::tensor(&[4], "int4".parse().unwrap()));
+        assert!(err_of(mk("sum", vec![i4], &[])).contains("int4"));
+        let c = mk("cast", vec![x.clone()], &[("dtype", "float32".into())]);
+        assert_eq!(infer_expr(&c).unwrap().ty().unwrap(), Type::f32(&[2, 3]));
+        let t = mk("transpose", vec![x], &[]);
+        assert_eq!(
+            infer_expr(&t).unwrap().ty().unwrap(),
+            Type::tensor(&[3, 2], e4m3)
         );
     }
 

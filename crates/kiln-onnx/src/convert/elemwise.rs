@@ -163,24 +163,43 @@ fn clip(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 fn cast(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let to = node.attr_i("to", 0)?;
-    let d = DataType::from_onnx(to as i32)
-        .ok_or_else(|| Msg(format!("Cast to ONNX type {to} is not supported")))?;
-    let d = graph_dtype(d).to_string();
-    Ok(vec![call(
-        "cast",
-        vec![x],
-        &[("dtype", d.as_str().into())],
-    )?])
+    let d = i32::try_from(to)
+        .ok()
+        .and_then(DataType::from_onnx)
+        .ok_or_else(|| {
+            Msg(format!(
+                "Cast: attribute 'to' is {}, which Kiln does not support",
+                crate::tensor::onnx_type_name(to.clamp(i32::MIN as i64, i32::MAX as i64) as i32)
+            ))
+        })?;
+    cast_to(node, x, &graph_dtype(d).to_string())
 }
 
 /// CastLike: a Cast to the second input's element type.
 fn cast_like(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let d = dtype_of(&ctx.input(node, 1)?)?.to_string();
+    cast_to(node, x, &d)
+}
+
+/// The cast of Cast and CastLike, with their `saturate` and `round_mode` attributes (which
+/// matter for the narrow float targets).
+fn cast_to(node: &Node, x: Expr, dtype: &str) -> CResult<Vec<Expr>> {
+    let saturate = node.attr_i("saturate", 1)? != 0;
+    let round = node.attr_s("round_mode", "up")?;
+    if kiln_ffi::narrow::E8m0Round::parse(&round).is_none() {
+        return Err(Msg(format!(
+            "attribute 'round_mode' must be up, down or nearest, got '{round}'"
+        )));
+    }
     Ok(vec![call(
         "cast",
         vec![x],
-        &[("dtype", d.as_str().into())],
+        &[
+            ("dtype", dtype.into()),
+            ("saturate", saturate.into()),
+            ("round_mode", round.as_str().into()),
+        ],
     )?])
 }
 

@@ -311,21 +311,7 @@ pub fn const_i64(values: &[i64]) -> CResult<Expr> {
 
 /// Kiln's element type for an ONNX one.
 pub fn graph_dtype(d: DataType) -> GDataType {
-    match d {
-        DataType::Float32 => GDataType::float(32),
-        DataType::Float16 => GDataType::float(16),
-        DataType::Float64 => GDataType::float(64),
-        DataType::BFloat16 => GDataType::bfloat16(),
-        DataType::UInt8 => GDataType::uint(8),
-        DataType::Int8 => GDataType::int(8),
-        DataType::UInt16 => GDataType::uint(16),
-        DataType::Int16 => GDataType::int(16),
-        DataType::Int32 => GDataType::int(32),
-        DataType::Int64 => GDataType::int(64),
-        DataType::UInt32 => GDataType::uint(32),
-        DataType::UInt64 => GDataType::uint(64),
-        DataType::Bool => GDataType::bool(),
-    }
+    d.kiln_dtype()
 }
 
 /// A host tensor of the ONNX view as a Kiln runtime tensor (CPU).

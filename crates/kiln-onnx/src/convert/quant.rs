@@ -7,9 +7,10 @@
 //! Quantization is `saturate(round_half_even(x / scale) + zero_point)`, the division (not a
 //! multiplication by the reciprocal, as onnxruntime and the ONNX reference do) in the common
 //! floating-point type of `x` and `scale` or the `precision` attribute; dequantization is
-//! `float32(int32(x) - int32(zero_point)) * scale`. Kiln quantizes to `int8`, `uint8`, `int16`
-//! and `uint16`; the float8, float4 and 4-/2-bit integer types are refused with an error naming
-//! the type.
+//! `float32(int32(x) - int32(zero_point)) * scale`. Kiln quantizes to `int8`, `uint8`, `int16`,
+//! `uint16` and the 4-/2-bit integers; to a float8 or float4 type quantization is ONNX's
+//! `cast(x / scale + zero_point)` (no integer rounding; `saturate` as in Cast) and
+//! dequantization `(float32(x) - float32(zero_point)) * scale`.
 
 use std::collections::HashMap;
 
@@ -213,11 +214,18 @@ fn division_type(ctx: &Ctx<'_>, node: &Node, x: GDataType, s: GDataType) -> CRes
     })
 }
 
+/// Whether `d` is a float8 or float4 type (quantized without integer rounding).
+fn is_narrow_float(d: GDataType) -> bool {
+    kiln_ffi::narrow::NarrowFloat::of(d).is_some()
+}
+
 fn quantize_linear(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let zp = ctx.opt_input(node, 2)?;
     let out = quantized_type(ctx, node, zp.as_ref())?;
-    qrange(out, "the output `y`")?;
+    if !is_narrow_float(out) {
+        qrange(out, "the output `y`")?;
+    }
     let layout = Layout::of(node, shape_of(&x)?)?;
     let scale = layout.place(ctx.input(node, 1)?, "y_scale")?;
     let div = division_type(ctx, node, dtype_of(&x)?, dtype_of(&scale)?)?;
@@ -225,13 +233,30 @@ fn quantize_linear(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         .map(|z| cast(layout.place(z, "y_zero_point")?, f32t()))
         .transpose()?;
     let v = binary("divide", cast(x, div)?, cast(scale, div)?)?;
+    if is_narrow_float(out) {
+        let mut v = cast(v, f32t())?;
+        if let Some(zp) = zp {
+            v = binary("add", v, zp)?;
+        }
+        let saturate = node.attr_i("saturate", 1)? != 0;
+        let name = out.to_string();
+        let y = call(
+            "cast",
+            vec![v],
+            &[
+                ("dtype", name.as_str().into()),
+                ("saturate", saturate.into()),
+            ],
+        )?;
+        return Ok(vec![y]);
+    }
     Ok(vec![saturate_round(v, zp, out)?])
 }
 
 fn dequantize_linear(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let xd = dtype_of(&x)?;
-    if xd != i32t() {
+    if xd != i32t() && !is_narrow_float(xd) {
         qrange(xd, "input `x`")?;
     }
     let scale = ctx.input(node, 1)?;
@@ -250,7 +275,16 @@ fn dequantize_linear(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         .opt_input(node, 2)?
         .map(|z| layout.place(z, "x_zero_point"))
         .transpose()?;
-    let y = binary("multiply", cast(centered(x, zp)?, f32t())?, scale)?;
+    let v = if is_narrow_float(xd) {
+        let x = cast(x, f32t())?;
+        match zp {
+            Some(zp) => binary("subtract", x, cast(zp, f32t())?)?,
+            None => x,
+        }
+    } else {
+        cast(centered(x, zp)?, f32t())?
+    };
+    let y = binary("multiply", v, scale)?;
     Ok(vec![cast(y, out)?])
 }
 

@@ -118,13 +118,7 @@ pub unsafe fn copy_host(from: &DLTensor, to: &DLTensor) -> Result<()> {
         std::ptr::copy(src, dst, checked_nbytes(numel, dtype)?);
         return Ok(());
     }
-    let bits = dtype.bits() as usize * dtype.lanes() as usize;
-    if !bits.is_multiple_of(8) {
-        return Err(Error::value_error(format!(
-            "cannot copy strided tensors of sub-byte data type `{dtype}`"
-        )));
-    }
-    let elem = (bits / 8) as isize;
+    let elem = dtype.bytes() as isize;
     let compact = compact_strides(shape);
     let fs = from_strides.unwrap_or(&compact);
     let ts = to_strides.unwrap_or(&compact);

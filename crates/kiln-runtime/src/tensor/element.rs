@@ -2,6 +2,7 @@
 
 use half::{bf16, f16};
 use kiln_ffi::dtype::code;
+use kiln_ffi::narrow::{int_from_f32, int_to_f32, narrow_int, NarrowFloat};
 use kiln_ffi::{DataType, Error, Result};
 
 /// A Rust type that is the element of tensors of one dtype (`f32` for `float32`, `half::f16`
@@ -54,8 +55,18 @@ unsafe impl Element for bool {
 }
 
 /// Converts packed elements of `dtype` (all lanes, in order) to `f64`: ints, uints, bools,
-/// float16/32/64 and bfloat16. Other dtypes are a `TypeError`.
+/// float16/32/64, bfloat16 and the narrow types of [`kiln_ffi::narrow`] (one byte per element).
+/// Other dtypes are a `TypeError`.
 pub fn to_f64(bytes: &[u8], dtype: DataType) -> Result<Vec<f64>> {
+    if let Some(f) = NarrowFloat::of(dtype) {
+        return Ok(bytes.iter().map(|c| f.to_f32(*c) as f64).collect());
+    }
+    if let Some((bits, signed)) = narrow_int(dtype) {
+        return Ok(bytes
+            .iter()
+            .map(|c| int_to_f32(*c, bits, signed) as f64)
+            .collect());
+    }
     macro_rules! conv {
         ($t:ty, $f:expr) => {{
             let n = std::mem::size_of::<$t>();
@@ -89,8 +100,18 @@ pub fn to_f64(bytes: &[u8], dtype: DataType) -> Result<Vec<f64>> {
 }
 
 /// Converts `values` to packed little-endian elements of `dtype` (the inverse of [`to_f64`]):
-/// floats round to nearest, ints truncate toward zero and saturate, bools are `v != 0`.
+/// floats round to nearest, ints truncate toward zero and saturate, bools are `v != 0`; the
+/// narrow types follow ONNX's saturating `Cast` from the value rounded to `f32`.
 pub fn from_f64(values: &[f64], dtype: DataType) -> Result<Vec<u8>> {
+    if let Some(f) = NarrowFloat::of(dtype) {
+        return Ok(values.iter().map(|v| f.from_f32(*v as f32, true)).collect());
+    }
+    if let Some((bits, _)) = narrow_int(dtype) {
+        return Ok(values
+            .iter()
+            .map(|v| int_from_f32(*v as f32, bits))
+            .collect());
+    }
     let mut out = Vec::with_capacity(values.len() * dtype.bytes().max(1));
     macro_rules! put {
         ($f:expr) => {{
@@ -157,5 +178,13 @@ mod tests {
         let u8s = from_f64(&[-1.0, 300.0], DataType::uint(8)).unwrap();
         assert_eq!(u8s, [0, 255]);
         assert!(to_f64(&[0; 8], DataType::handle()).is_err());
+        let e4m3: DataType = "float8_e4m3fn".parse().unwrap();
+        let codes = from_f64(&[1.0, -2.5, 1000.0, f64::NAN], e4m3).unwrap();
+        let back = to_f64(&codes, e4m3).unwrap();
+        assert_eq!(back[..3], [1.0, -2.5, 448.0]);
+        assert!(back[3].is_nan());
+        let i4: DataType = "int4".parse().unwrap();
+        assert_eq!(from_f64(&[-8.0, 7.0, 9.0], i4).unwrap(), [8, 7, 9]);
+        assert_eq!(to_f64(&[8, 7, 9], i4).unwrap(), [-8.0, 7.0, -7.0]);
     }
 }

@@ -26,19 +26,18 @@ pub fn checked_numel(shape: &[i64]) -> Result<usize> {
     Ok(n)
 }
 
-/// Bytes taken by `numel` packed elements of `dtype` (sub-byte types rounded up), or a
-/// `ValueError` on overflow or a dtype without size.
+/// Bytes taken by `numel` elements of `dtype` (each rounded up to whole bytes, as TVM does:
+/// sub-byte types take one byte per element, see `kiln_ffi::dtype`), or a `ValueError` on
+/// overflow or a dtype without size.
 pub fn checked_nbytes(numel: usize, dtype: DataType) -> Result<usize> {
-    let bits_per_elem = dtype.bits() as usize * dtype.lanes() as usize;
-    if bits_per_elem == 0 {
+    let bytes_per_elem = dtype.bytes();
+    if bytes_per_elem == 0 {
         return Err(Error::value_error(format!(
             "data type `{dtype}` has no size; a tensor needs bits > 0 and lanes > 0"
         )));
     }
     numel
-        .checked_mul(bits_per_elem)
-        .and_then(|bits| bits.checked_add(7))
-        .map(|bits| bits / 8)
+        .checked_mul(bytes_per_elem)
         .filter(|&n| n <= isize::MAX as usize)
         .ok_or_else(|| {
             Error::value_error(format!(
@@ -140,7 +139,10 @@ mod tests {
         assert!(e.message().contains("axis 1"), "{}", e.message());
         assert!(checked_numel(&[i64::MAX, i64::MAX]).is_err());
         assert_eq!(checked_nbytes(10, DataType::float(32)).unwrap(), 40);
-        assert_eq!(checked_nbytes(10, DataType::new(1, 1, 1)).unwrap(), 2);
+        // Sub-byte elements take a byte each (uint1, int4, float4_e2m1fn).
+        assert_eq!(checked_nbytes(10, DataType::new(1, 1, 1)).unwrap(), 10);
+        assert_eq!(checked_nbytes(10, DataType::int(4)).unwrap(), 10);
+        assert_eq!(checked_nbytes(3, DataType::new(17, 4, 1)).unwrap(), 3);
         assert_eq!(
             checked_nbytes(3, DataType::float(32).with_lanes(4)).unwrap(),
             48

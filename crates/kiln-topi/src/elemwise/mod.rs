@@ -10,8 +10,9 @@ mod cast;
 mod clip;
 mod gelu;
 mod hard;
+pub mod narrow_cast;
 
-pub use cast::cast;
+pub use cast::{cast, cast_with};
 pub use clip::clip;
 pub use gelu::{gelu, gelu_expr};
 pub use hard::{hard_sigmoid, hard_sigmoid_expr, hard_swish};

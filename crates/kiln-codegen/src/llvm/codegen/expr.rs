@@ -451,6 +451,12 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         if from == to {
             return Ok(v);
         }
+        if from.is_byte_code() || to.is_byte_code() {
+            return Err(Error::type_error(format!(
+                "cast from {from} to {to}: narrow types convert in kiln_topi::elemwise::cast, \
+                 not in code generation"
+            )));
+        }
         let lanes = to.lanes();
         if from.lanes() != lanes {
             return Err(Error::type_error(format!("cannot cast {from} to {to}")));

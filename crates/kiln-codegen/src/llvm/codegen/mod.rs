@@ -157,8 +157,8 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         Ok(p)
     }
 
-    /// The LLVM type of values of `dtype` (bool is `i1`, bfloat16 is `i16`, vectors are LLVM
-    /// vectors).
+    /// The LLVM type of values of `dtype` (bool is `i1`, bfloat16 is `i16`, the byte-coded
+    /// narrow types are `i8`, vectors are LLVM vectors).
     pub fn llvm_type(&self, dtype: DataType) -> Result<BasicTypeEnum<'ctx>> {
         let elem = self.scalar_type(dtype.element_of(), false)?;
         vectorize(elem, dtype.lanes())
@@ -181,6 +181,8 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             }
         } else if t.is_bfloat() {
             self.abi.i16.into()
+        } else if t.is_byte_code() {
+            self.abi.i8.into()
         } else if t.is_float() {
             match t.bits() {
                 16 => self.ctx.f16_type().into(),
