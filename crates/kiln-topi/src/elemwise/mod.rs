@@ -68,6 +68,17 @@ unary! {
         "`max(x, 0)`.";
     sigmoid, float_only, |x| sigmoid_expr(x), "`1 / (1 + exp(-x))`.";
     tanh, float_only, |x| op::tanh(x), "`tanh(x)`.";
+    sin, float_only, |x| op::sin(x), "`sin(x)`.";
+    cos, float_only, |x| op::cos(x), "`cos(x)`.";
+    tan, float_only, |x| op::tan(x), "`tan(x)`.";
+    asin, float_only, |x| op::asin(x), "`asin(x)`.";
+    acos, float_only, |x| op::acos(x), "`acos(x)`.";
+    atan, float_only, |x| op::atan(x), "`atan(x)`.";
+    sinh, float_only, |x| op::sinh(x), "`sinh(x)`.";
+    cosh, float_only, |x| op::cosh(x), "`cosh(x)`.";
+    asinh, float_only, |x| op::asinh(x), "`asinh(x)`.";
+    acosh, float_only, |x| op::acosh(x), "`acosh(x)`.";
+    atanh, float_only, |x| op::atanh(x), "`atanh(x)`.";
     erf, float_only, |x| op::erf(x), "The error function.";
     silu, float_only, |x| x.clone() * sigmoid_expr(x), "`x * sigmoid(x)` (swish).";
     exp, float_only, |x| op::exp(x), "`e^x`.";

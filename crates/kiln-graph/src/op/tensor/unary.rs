@@ -1,6 +1,7 @@
 //! Elementwise unary operators (one shape: same type in and out, pattern `ElemWise`), made by
 //! one macro as in tract's `math/mod.rs`: exp, log, sqrt, rsqrt, abs, negative, floor, ceil,
-//! round, reciprocal, logical_not, sigmoid, tanh, erf, nn.relu, nn.gelu, hard_sigmoid,
+//! round, reciprocal, logical_not, sigmoid, tanh, the trigonometric and hyperbolic functions
+//! and their inverses, erf, nn.relu, nn.gelu, hard_sigmoid,
 //! hard_swish, silu. Each has a reference evaluator.
 
 use crate::ir::Type;
@@ -74,6 +75,17 @@ unary_ops! {
     "reciprocal" => |x: f64| 1.0 / x, ew::reciprocal,
     "sigmoid" => sigmoid, ew::sigmoid,
     "tanh" => f64::tanh, ew::tanh,
+    "sin" => f64::sin, ew::sin,
+    "cos" => f64::cos, ew::cos,
+    "tan" => f64::tan, ew::tan,
+    "asin" => f64::asin, ew::asin,
+    "acos" => f64::acos, ew::acos,
+    "atan" => f64::atan, ew::atan,
+    "sinh" => f64::sinh, ew::sinh,
+    "cosh" => f64::cosh, ew::cosh,
+    "asinh" => f64::asinh, ew::asinh,
+    "acosh" => f64::acosh, ew::acosh,
+    "atanh" => f64::atanh, ew::atanh,
     "erf" => erf, ew::erf,
     "nn.relu" => |x: f64| x.max(0.0), ew::relu,
     "nn.gelu" => |x: f64| 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)), ew::gelu,
