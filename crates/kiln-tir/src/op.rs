@@ -315,6 +315,16 @@ pub fn bitwise_or(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
 pub fn bitwise_xor(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
     int_binary(BITWISE_XOR, x, y)
 }
+/// `~x` of an integer.
+pub fn bitwise_not(x: impl Into<Operand>) -> PrimExpr {
+    let x = x.into().into_expr();
+    assert!(
+        x.dtype().is_integer(),
+        "bitwise_not needs an integer, got {}",
+        x.dtype()
+    );
+    PrimExpr::call(x.dtype(), BITWISE_NOT, vec![x])
+}
 /// `x << y` of integers.
 pub fn shift_left(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
     int_binary(SHIFT_LEFT, x, y)

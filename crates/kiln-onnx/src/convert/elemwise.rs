@@ -25,6 +25,7 @@ const UNARY: &[(&str, &str)] = &[
     ("Asinh", "asinh"),
     ("Acosh", "acosh"),
     ("Atanh", "atanh"),
+    ("BitwiseNot", "bitwise_not"),
     ("Erf", "erf"),
     ("Sqrt", "sqrt"),
     ("Reciprocal", "reciprocal"),
@@ -54,6 +55,9 @@ const BINARY: &[(&str, &str)] = &[
     ("And", "logical_and"),
     ("Or", "logical_or"),
     ("Xor", "logical_xor"),
+    ("BitwiseAnd", "bitwise_and"),
+    ("BitwiseOr", "bitwise_or"),
+    ("BitwiseXor", "bitwise_xor"),
 ];
 
 fn kiln_op(table: &[(&str, &'static str)], op: &str) -> &'static str {

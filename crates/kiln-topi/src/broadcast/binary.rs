@@ -116,6 +116,48 @@ binary! {
     }, "The remainder with the dividend's sign (C's `fmod`, ONNX `Mod` with `fmod=1`).";
 }
 
+/// `a op b` elementwise for integer operands (`op` a bitwise TIR builder), broadcast.
+fn integer_binary(
+    a: &Tensor,
+    b: &Tensor,
+    name: &str,
+    f: fn(PrimExpr, PrimExpr) -> PrimExpr,
+) -> Result<Tensor> {
+    if !a.dtype().is_integer() || a.dtype().is_bool() {
+        return Err(Error::type_error(format!(
+            "{name}: needs integer operands, `{}` is {}",
+            a.name(),
+            a.dtype()
+        )));
+    }
+    broadcast_binary(a, b, name, f)
+}
+
+/// `a & b` of integers (ONNX `BitwiseAnd`).
+///
+/// # Errors
+/// A `ValueError` when the shapes do not broadcast; a `TypeError` for non-integer operands or
+/// dtypes that differ.
+pub fn bitwise_and(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    integer_binary(a, b, "bitwise_and", kiln_tir::op::bitwise_and)
+}
+
+/// `a | b` of integers (ONNX `BitwiseOr`).
+///
+/// # Errors
+/// As [`bitwise_and`].
+pub fn bitwise_or(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    integer_binary(a, b, "bitwise_or", kiln_tir::op::bitwise_or)
+}
+
+/// `a ^ b` of integers (ONNX `BitwiseXor`).
+///
+/// # Errors
+/// As [`bitwise_and`].
+pub fn bitwise_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    integer_binary(a, b, "bitwise_xor", kiln_tir::op::bitwise_xor)
+}
+
 fn shift(a: &Tensor, b: &Tensor, left: bool) -> Result<Tensor> {
     let name = if left { "left_shift" } else { "right_shift" };
     if !a.dtype().is_integer() {

@@ -41,6 +41,18 @@ fn any_type(_: &Tensor, _: &str) -> Result<()> {
     Ok(())
 }
 
+fn integer_only(x: &Tensor, name: &str) -> Result<()> {
+    if x.dtype().is_integer() && !x.dtype().is_bool() {
+        Ok(())
+    } else {
+        Err(Error::type_error(format!(
+            "{name}: needs an integer tensor, `{}` is {}",
+            x.name(),
+            x.dtype()
+        )))
+    }
+}
+
 fn bool_or_number(x: &Tensor, name: &str) -> Result<()> {
     if x.dtype().is_handle() {
         Err(Error::type_error(format!("{name}: handles have no values")))
@@ -93,6 +105,7 @@ unary! {
     round, float_only, |x| op::nearbyint(x),
         "Rounds to the nearest integer, ties to even (numpy's and ONNX's `Round`).";
     reciprocal, float_only, |x| { let t = x.dtype(); constant(t, 1.0) / x }, "`1 / x`.";
+    bitwise_not, integer_only, |x| op::bitwise_not(x), "`~x` of integers (ONNX `BitwiseNot`).";
     logical_not, bool_or_number, |x| {
         if x.dtype().is_bool() { kiln_tir::logical_not(x) } else { let z = constant(x.dtype(), 0.0); x.equal(z) }
     }, "`not x` (a bool tensor; numbers are true when non-zero).";

@@ -1,6 +1,7 @@
 //! Elementwise and broadcast operators on tensors.
 
 pub mod binary;
+pub mod bitwise;
 pub mod cast;
 pub mod clip;
 pub mod shift;
@@ -16,5 +17,6 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     clip::defs(v);
     cast::defs(v);
     where_op::defs(v);
+    bitwise::defs(v);
     shift::defs(v);
 }
