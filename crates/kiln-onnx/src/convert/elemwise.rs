@@ -104,6 +104,24 @@ fn binary(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     if ctx.opset < 7 {
         b = legacy_broadcast(node, &a, b)?;
     }
+    let base = dtype_of(&a)?;
+    if node.op_type == "Pow"
+        && matches!(
+            base.code(),
+            kiln_ffi::dtype::code::INT | kiln_ffi::dtype::code::UINT
+        )
+    {
+        // Integer powers through float64 (exact while the result fits in 53 bits), in the
+        // base's type as ONNX prescribes.
+        let f64s = |e: Expr| call("cast", vec![e], &[("dtype", "float64".into())]);
+        let p = call("power", vec![f64s(a)?, f64s(b)?], &[])?;
+        let d = base.to_string();
+        return Ok(vec![call(
+            "cast",
+            vec![p],
+            &[("dtype", d.as_str().into())],
+        )?]);
+    }
     if node.op_type == "Pow" && dtype_of(&a)? != dtype_of(&b)? {
         let d = dtype_of(&a)?.to_string();
         b = call("cast", vec![b], &[("dtype", d.as_str().into())])?;
