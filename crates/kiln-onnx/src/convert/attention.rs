@@ -10,21 +10,10 @@ use kiln_graph::ir::Expr;
 
 use super::nn::Stash;
 use super::{
-    call, const_i64, constant, dtype_of, graph_dtype, scalar, shape_of, CResult, ConvertFn, Ctx,
-    Msg,
+    call, const_i64, constant, dtype_of, graph_dtype, reshape, scalar, shape_of, transpose,
+    CResult, ConvertFn, Ctx, Msg,
 };
 use crate::{DataType, Node};
-
-fn reshape(x: Expr, shape: &[i64]) -> CResult<Expr> {
-    if shape_of(&x)? == shape {
-        return Ok(x);
-    }
-    call("reshape", vec![x], &[("newshape", shape.to_vec().into())])
-}
-
-fn transpose(x: Expr, axes: &[i64]) -> CResult<Expr> {
-    call("transpose", vec![x], &[("axes", axes.to_vec().into())])
-}
 
 fn binary(op: &str, a: Expr, b: Expr) -> CResult<Expr> {
     call(op, vec![a, b], &[])
@@ -50,8 +39,8 @@ fn split_heads(x: Expr, heads: i64, what: &str) -> CResult<Expr> {
             s[2]
         )));
     }
-    let x = reshape(x, &[s[0], s[1], heads, s[2] / heads])?;
-    transpose(x, &[0, 2, 1, 3])
+    let x = reshape(x, [s[0], s[1], heads, s[2] / heads])?;
+    transpose(x, [0, 2, 1, 3])
 }
 
 /// The additive mask bias `0` where `allowed`, `-inf` elsewhere, in `dtype`.
@@ -128,11 +117,11 @@ fn nonpad_bias(nonpad: Expr, q: i64, kv: i64, causal: bool, dtype: GDataType) ->
             "input #6 ('nonpad_kv_seqlen') must be 1-D [batch], got {n:?}"
         )));
     }
-    let nonpad = reshape(cast(nonpad, GDataType::int(64))?, &[n[0], 1, 1, 1])?;
-    let j = reshape(const_i64(&(0..kv).collect::<Vec<_>>())?, &[1, 1, 1, kv])?;
+    let nonpad = reshape(cast(nonpad, GDataType::int(64))?, [n[0], 1, 1, 1])?;
+    let j = reshape(const_i64(&(0..kv).collect::<Vec<_>>())?, [1, 1, 1, kv])?;
     let mut allowed = binary("less", j.clone(), nonpad.clone())?;
     if causal {
-        let i = reshape(const_i64(&(0..q).collect::<Vec<_>>())?, &[1, 1, q, 1])?;
+        let i = reshape(const_i64(&(0..q).collect::<Vec<_>>())?, [1, 1, q, 1])?;
         let frontier = binary("subtract", binary("add", i, nonpad)?, const_i64(&[q])?)?;
         let c = binary("less_equal", j, frontier)?;
         allowed = binary("logical_and", allowed, c)?;
@@ -305,10 +294,10 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     // Grouped heads: query head `g * rep + r` reads key/value head `g`; the matmuls
     // broadcast K and V over `r` instead of repeating them.
     let rep = hq / hk;
-    let grouped = |x: Expr, s: &[i64]| reshape(x, &[batch, hk, rep, s[2], s[3]]);
-    let shared = |x: Expr, s: &[i64]| reshape(x, &[batch, hk, 1, s[2], s[3]]);
+    let grouped = |x: Expr, s: &[i64]| reshape(x, [batch, hk, rep, s[2], s[3]]);
+    let shared = |x: Expr, s: &[i64]| reshape(x, [batch, hk, 1, s[2], s[3]]);
     // K^T materialized: the product's vectorized key axis then reads contiguous memory.
-    let kt = transpose(shared(k, &ks)?, &[0, 1, 2, 4, 3])?;
+    let kt = transpose(shared(k, &ks)?, [0, 1, 2, 4, 3])?;
     // Scores stay in the grouped layout [batch, hk, rep, q, kv] up to the second product.
     let qk = call("nn.matmul", vec![grouped(q, &qs)?, kt], &[])?;
     let capped = if at.softcap > 0.0 {
@@ -349,10 +338,10 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     }
     let probs = cast(probs, dc)?;
     let y = call("nn.matmul", vec![probs.clone(), shared(v, &vs)?], &[])?;
-    let mut y = st.restore(reshape(y, &[batch, hq, sq, dv])?)?;
+    let mut y = st.restore(reshape(y, [batch, hq, sq, dv])?)?;
     if rank == 3 {
-        y = transpose(y, &[0, 2, 1, 3])?;
-        y = reshape(y, &[batch, sq, hq * dv])?;
+        y = transpose(y, [0, 2, 1, 3])?;
+        y = reshape(y, [batch, sq, hq * dv])?;
     }
     let qk_out = match at.qk_mode {
         0 => qk,
@@ -360,7 +349,7 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         2 => logits,
         _ => probs,
     };
-    let qk_out = st.restore(reshape(qk_out, &[batch, hq, sq, skv])?)?;
+    let qk_out = st.restore(reshape(qk_out, [batch, hq, sq, skv])?)?;
     Ok(vec![y, present_k, present_v, qk_out])
 }
 
@@ -385,7 +374,7 @@ fn grouped_bias(b: Expr, hq: i64, hk: i64) -> CResult<Expr> {
             )))
         }
     };
-    reshape(b, &[s[0], heads[0], heads[1], s[2], s[3]])
+    reshape(b, [s[0], heads[0], heads[1], s[2], s[3]])
 }
 
 /// `x[..., begin..end]` along `axis`.
@@ -445,7 +434,7 @@ fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
                     xs[2]
                 )));
             }
-            (reshape(x, &[xs[0], xs[1], heads, xs[2] / heads])?, 2i64)
+            (reshape(x, [xs[0], xs[1], heads, xs[2] / heads])?, 2i64)
         }
         4 => (x, 1i64),
         _ => {
@@ -473,11 +462,11 @@ fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let (cos, sin) = (table(1)?, table(2)?);
     let rot = slice(view.clone(), 3, 0, rd)?;
     let (x1, x2) = if interleaved {
-        let pairs = reshape(rot, &[vs[0], vs[1], vs[2], half, 2])?;
+        let pairs = reshape(rot, [vs[0], vs[1], vs[2], half, 2])?;
         let pick = |k| {
             reshape(
                 slice(pairs.clone(), 4, k, k + 1)?,
-                &[vs[0], vs[1], vs[2], half],
+                [vs[0], vs[1], vs[2], half],
             )
         };
         (pick(0)?, pick(1)?)
@@ -494,7 +483,7 @@ fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             vec![e(real)?, e(imag)?],
             &[("axis", 4i64.into())],
         )?;
-        reshape(both, &[vs[0], vs[1], vs[2], rd])?
+        reshape(both, [vs[0], vs[1], vs[2], rd])?
     } else {
         call("concatenate", vec![real, imag], &[("axis", 3i64.into())])?
     };
@@ -502,7 +491,7 @@ fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         let rest = slice(view, 3, rd, head)?;
         y = call("concatenate", vec![y, rest], &[("axis", 3i64.into())])?;
     }
-    Ok(vec![reshape(y, &xs)?])
+    Ok(vec![reshape(y, xs.as_slice())?])
 }
 
 /// Registers this file's converters.

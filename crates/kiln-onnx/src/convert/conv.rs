@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::{call, shape_of, CResult, ConvertFn, Ctx, Msg};
+use super::{call, reshape, shape_of, transpose, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
 
 /// Padding `[begin..., end...]` for the spatial `input` extents under `auto_pad`, or the
@@ -81,14 +81,11 @@ pub(super) fn spatial_attrs(node: &Node, kernel: &[i64]) -> CResult<(Vec<i64>, V
     Ok((strides, dil))
 }
 
-/// `x` with its shape changed to `shape`.
-pub(super) fn reshape(x: Expr, shape: Vec<i64>) -> CResult<Expr> {
-    call("reshape", vec![x], &[("newshape", shape.into())])
-}
-
-/// `x` with its axes permuted.
-pub(super) fn transpose(x: Expr, axes: Vec<i64>) -> CResult<Expr> {
-    call("transpose", vec![x], &[("axes", axes.into())])
+/// The permutation of `rank` axes that swaps axes 1 and 2.
+fn swap_1_2(rank: usize) -> Vec<i64> {
+    let mut p: Vec<i64> = (0..rank as i64).collect();
+    p.swap(1, 2);
+    p
 }
 
 /// `x[begin : begin + (count - 1) * step + 1 : step]` along `axis`.
@@ -231,8 +228,7 @@ fn conv_depth_stacked(x: Expr, w: Expr, g: &Geometry, xs: &[i64], ws: &[i64]) ->
     merged.extend_from_slice(rest);
     let xi = reshape(transpose(reshape(stacked, split)?, perm)?, merged)?;
     // Weight [O, Cg, KD, KR...] -> [O, KD, Cg, KR...] -> [O, KD*Cg, KR...].
-    let mut wperm = vec![0i64, 2, 1];
-    wperm.extend((3..ws.len() as i64).collect::<Vec<_>>());
+    let wperm = swap_1_2(ws.len());
     let mut wshape = vec![o, kd * cg];
     wshape.extend_from_slice(&ws[3..]);
     let wi = reshape(transpose(w, wperm)?, wshape)?;
@@ -241,9 +237,19 @@ fn conv_depth_stacked(x: Expr, w: Expr, g: &Geometry, xs: &[i64], ws: &[i64]) ->
     let ys = shape_of(&y)?;
     let mut unmerged = vec![n, od, o];
     unmerged.extend_from_slice(&ys[2..]);
-    let mut back = vec![0i64, 2, 1];
-    back.extend((3..3 + (ys.len() - 2) as i64).collect::<Vec<_>>());
-    transpose(reshape(y, unmerged)?, back)
+    transpose(reshape(y, unmerged)?, swap_1_2(ys.len() + 1))
+}
+
+/// The `kernel_shape` attribute, checked against the weight `ws` `[_, _, K...]` (its default).
+fn kernel_shape(node: &Node, ws: &[i64]) -> CResult<Vec<i64>> {
+    let kernel = node.attr_ints("kernel_shape", &ws[2..])?;
+    if kernel != ws[2..] {
+        return Err(Msg(format!(
+            "attribute `kernel_shape` {kernel:?} differs from the weight's spatial shape {:?}",
+            &ws[2..]
+        )));
+    }
+    Ok(kernel)
 }
 
 /// Checks the ranks of a convolution's data and weight.
@@ -272,13 +278,7 @@ pub(super) fn conv_of(node: &Node, x: Expr, w: Expr) -> CResult<Expr> {
     let xs = shape_of(&x)?;
     let ws = shape_of(&w)?;
     check_ranks(&xs, &ws)?;
-    let kernel = node.attr_ints("kernel_shape", &ws[2..])?;
-    if kernel != ws[2..] {
-        return Err(Msg(format!(
-            "attribute `kernel_shape` {kernel:?} differs from the weight's spatial shape {:?}",
-            &ws[2..]
-        )));
-    }
+    let kernel = kernel_shape(node, &ws)?;
     let (strides, dilations) = spatial_attrs(node, &kernel)?;
     let pads = pads(node, &xs[2..], &kernel, &strides, &dilations)?;
     let groups = node.attr_i("group", 1)?;
@@ -353,14 +353,12 @@ fn conv_transpose_depth(x: Expr, w: Expr, g: &TransposedGeometry, xs: &[i64]) ->
     let (s, dil) = (g.conv.strides[0], g.conv.dilations[0]);
     let rest = &xs[3..];
     // x [N, C, D, R...] -> [N*D, C, R...].
-    let mut perm = vec![0i64, 2, 1];
-    perm.extend((3..xs.len() as i64).collect::<Vec<_>>());
+    let perm = swap_1_2(xs.len());
     let mut merged = vec![n * d, c];
     merged.extend_from_slice(rest);
     let xi = reshape(transpose(x, perm)?, merged)?;
     // w [C, Og, KD, KR...] -> [C, KD, Og, KR...] -> [C, KD*Og, KR...].
-    let mut wperm = vec![0i64, 2, 1];
-    wperm.extend((3..ws.len() as i64).collect::<Vec<_>>());
+    let wperm = swap_1_2(ws.len());
     let mut wshape = vec![c, kd * og];
     wshape.extend_from_slice(&ws[3..]);
     let wi = reshape(transpose(w, wperm)?, wshape)?;
@@ -413,9 +411,7 @@ fn conv_transpose_depth(x: Expr, w: Expr, g: &TransposedGeometry, xs: &[i64]) ->
         )));
     }
     let cropped = slice_axis(sum, 1, pb, od, 1)?;
-    let mut back = vec![0i64, 2, 1];
-    back.extend((3..3 + ro.len() as i64).collect::<Vec<_>>());
-    transpose(cropped, back)
+    transpose(cropped, swap_1_2(ro.len() + 3))
 }
 
 fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -425,13 +421,7 @@ fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let ws = shape_of(&w)?;
     check_ranks(&xs, &ws)?;
     let k = xs.len() - 2;
-    let kernel = node.attr_ints("kernel_shape", &ws[2..])?;
-    if kernel != ws[2..] {
-        return Err(Msg(format!(
-            "attribute `kernel_shape` {kernel:?} differs from the weight's spatial shape {:?}",
-            &ws[2..]
-        )));
-    }
+    let kernel = kernel_shape(node, &ws)?;
     let (strides, dilations) = spatial_attrs(node, &kernel)?;
     let groups = node.attr_i("group", 1)?;
     if groups < 1 || ws[0] != xs[1] || xs[1] % groups != 0 {

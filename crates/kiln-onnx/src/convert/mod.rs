@@ -267,6 +267,20 @@ fn shallow_infer(e: &Expr) -> CResult<Expr> {
     Ok(e.with_type(ty))
 }
 
+/// `x` with its shape changed to `shape` (itself when the shape is already that).
+pub fn reshape(x: Expr, shape: impl Into<Vec<i64>>) -> CResult<Expr> {
+    let shape = shape.into();
+    if shape_of(&x)? == shape {
+        return Ok(x);
+    }
+    call("reshape", vec![x], &[("newshape", shape.into())])
+}
+
+/// `x` with its axes permuted to `axes`.
+pub fn transpose(x: Expr, axes: impl Into<Vec<i64>>) -> CResult<Expr> {
+    call("transpose", vec![x], &[("axes", axes.into().into())])
+}
+
 /// The static shape of a typed tensor expression.
 pub fn shape_of(e: &Expr) -> CResult<Vec<i64>> {
     let ty = e.ty()?;

@@ -7,12 +7,8 @@ use std::collections::HashMap;
 use kiln_graph::ir::Expr;
 
 use super::nn::Stash;
-use super::{call, dtype_of, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
+use super::{call, dtype_of, reshape, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
-
-fn reshape(x: Expr, shape: Vec<i64>) -> CResult<Expr> {
-    call("reshape", vec![x], &[("newshape", shape.into())])
-}
 
 /// GroupNormalization: the channels of `[N, C, spatial...]` split into `num_groups` groups,
 /// each (n, group) normalized over its channels and positions, then `scale * y + bias` with

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::conv::{drop_last, pads, reshape, spatial_attrs, unit_last};
-use super::{call, dtype_of, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
+use super::conv::{drop_last, pads, spatial_attrs, unit_last};
+use super::{call, dtype_of, reshape, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
 
 /// One pooling's window over `k` spatial axes.

@@ -21,7 +21,7 @@ use kiln_graph::ir::Expr;
 use super::conv::conv_of;
 use super::nn::matmul_of;
 use super::{call, const_i64, dtype_of, graph_dtype, scalar, shape_of, CResult, ConvertFn, Ctx};
-use super::{norm_axis, Msg};
+use super::{norm_axis, reshape, Msg};
 use crate::{onnx_type_name, DataType, Node};
 
 fn f32t() -> GDataType {
@@ -38,10 +38,6 @@ fn cast(x: Expr, d: GDataType) -> CResult<Expr> {
     }
     let name = d.to_string();
     call("cast", vec![x], &[("dtype", name.as_str().into())])
-}
-
-fn reshape(x: Expr, shape: Vec<i64>) -> CResult<Expr> {
-    call("reshape", vec![x], &[("newshape", shape.into())])
 }
 
 fn binary(op: &str, a: Expr, b: Expr) -> CResult<Expr> {
