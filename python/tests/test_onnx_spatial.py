@@ -123,3 +123,13 @@ def avg_pool_reference(x, kernel, strides):
         out[(slice(None), slice(None)) + idx] = x[(slice(None), slice(None)) + sl].mean(
             axis=tuple(range(2, x.ndim)))
     return out.astype("float32")
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_global_lp_pool(p):
+    x = np.random.default_rng().standard_normal((2, 3, 4, 5, 3)).astype("float32")
+    node = helper.make_node("GlobalLpPool", ["x"], ["y"], p=p)
+    reference = lambda x: (np.abs(x.astype("float64")) ** p).sum(  # noqa: E731
+        axis=(2, 3, 4), keepdims=True) ** (1.0 / p)
+    got, want = run_both(node, x, 5, reference=lambda x: reference(x).astype("float32"))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -170,17 +170,8 @@ fn lp_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         // Windows hanging over the padded input would be divided by a clipped size.
         return Err("attribute `ceil_mode` = 1 of LpPool is not supported".into());
     }
-    let p = node.attr_i("p", 2)?;
-    if p < 1 {
-        return Err(Msg(format!("attribute `p` {p} must be positive")));
-    }
-    let dt = dtype_of(&x)?;
-    let pow = |e: Expr, v: f64| call("power", vec![e, scalar(v, dt)?], &[]);
-    let powered = match p {
-        1 => call("abs", vec![x], &[])?,
-        2 => call("multiply", vec![x.clone(), x], &[])?,
-        _ => pow(call("abs", vec![x], &[])?, p as f64)?,
-    };
+    let (p, dt) = (lp_order(node)?, dtype_of(&x)?);
+    let powered = lp_power(x, p)?;
     let avg = pool_nd(
         powered,
         "nn.avg_pool2d",
@@ -189,12 +180,41 @@ fn lp_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?;
     let size: i64 = w.kernel.iter().product();
     let sum = call("multiply", vec![avg, scalar(size as f64, dt)?], &[])?;
-    let y = match p {
-        1 => sum,
-        2 => call("sqrt", vec![sum], &[])?,
-        _ => pow(sum, 1.0 / p as f64)?,
-    };
-    Ok(vec![y])
+    Ok(vec![lp_root(sum, p)?])
+}
+
+/// The `p` attribute of LpPool and GlobalLpPool (default 2), checked.
+fn lp_order(node: &Node) -> CResult<i64> {
+    let p = node.attr_i("p", 2)?;
+    if p < 1 {
+        return Err(Msg(format!("attribute `p` {p} must be positive")));
+    }
+    Ok(p)
+}
+
+/// `|x|^p` (the terms of an Lp norm).
+fn lp_power(x: Expr, p: i64) -> CResult<Expr> {
+    match p {
+        1 => call("abs", vec![x], &[]),
+        2 => call("multiply", vec![x.clone(), x], &[]),
+        _ => {
+            let dt = dtype_of(&x)?;
+            let a = call("abs", vec![x], &[])?;
+            call("power", vec![a, scalar(p as f64, dt)?], &[])
+        }
+    }
+}
+
+/// `sum^(1/p)` (an Lp norm from its summed terms).
+fn lp_root(sum: Expr, p: i64) -> CResult<Expr> {
+    match p {
+        1 => Ok(sum),
+        2 => call("sqrt", vec![sum], &[]),
+        _ => {
+            let dt = dtype_of(&sum)?;
+            call("power", vec![sum, scalar(1.0 / p as f64, dt)?], &[])
+        }
+    }
 }
 
 /// GlobalAveragePool / GlobalMaxPool over any number of spatial axes: 2-D directly, others as
@@ -241,25 +261,13 @@ fn global_lp_pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             "input `X` {xs:?} must be [N, C, spatial...] with at least one spatial axis"
         )));
     }
-    let p = node.attr_i("p", 2)?;
-    if p < 1 {
-        return Err(Msg(format!("attribute `p` {p} must be positive")));
-    }
-    let dt = dtype_of(&x)?;
-    let powered = call(
-        "power",
-        vec![call("abs", vec![x], &[])?, scalar(p as f64, dt)?],
-        &[],
-    )?;
+    let p = lp_order(node)?;
+    let powered = lp_power(x, p)?;
     let axes: Vec<i64> = (2..xs.len() as i64).collect();
     let sum = call(
         "sum",
         vec![powered],
         &[("axis", axes.into()), ("keepdims", true.into())],
     )?;
-    Ok(vec![call(
-        "power",
-        vec![sum, scalar(1.0 / p as f64, dt)?],
-        &[],
-    )?])
+    Ok(vec![lp_root(sum, p)?])
 }
