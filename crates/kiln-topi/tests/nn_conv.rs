@@ -397,6 +397,14 @@ fn conv2d_packed_kernel_shapes() {
     );
     check_conv_packed("1x1", [2, 24, 7, 7], [16, 24, 1, 1], 16, base, seed + 1);
     check_conv_packed(
+        "3x3, 55 wide: a shorter last column tile",
+        [1, 4, 3, 55],
+        [16, 4, 3, 3],
+        16,
+        pad1,
+        seed + 6,
+    );
+    check_conv_packed(
         "padded last block",
         [1, 6, 5, 9],
         [40, 6, 3, 3],
@@ -499,6 +507,50 @@ fn conv2d_1x1_over_flattened_rows() {
                 &cpu,
             );
             assert_close(&got, &want, 1e-4, &what, seed);
+        }
+    }
+}
+
+/// The register tiles of the packed convolution follow the CPU's registers: about half of them
+/// accumulate with several kernel taps, all but a weight vector and a broadcast with one.
+#[test]
+fn conv2d_register_tiles_follow_the_cpu() {
+    use kiln_topi::schedule::x86::conv2d::register_tile;
+    let cpu = |mcpu: &str| {
+        kiln_codegen::target::Target::parse(&format!("llvm -mcpu={mcpu}"))
+            .unwrap()
+            .cpu_desc()
+    };
+    let (avx2, avx512) = (cpu("x86-64-v3"), cpu("x86-64-v4"));
+    // (width, blocks, vectors per block, kernel width) -> (blocks, columns) per tile.
+    let cases = [
+        ((7, 64, 1, 3), (1, 7), (2, 7)),
+        ((56, 8, 1, 3), (1, 8), (1, 14)),
+        ((55, 8, 1, 3), (1, 8), (1, 14)),
+        ((27, 4, 1, 3), (1, 7), (1, 14)),
+        ((112, 8, 1, 7), (1, 8), (1, 16)),
+        ((13, 125, 1, 1), (1, 13), (1, 13)),
+        ((7, 256, 1, 1), (1, 7), (2, 7)),
+        ((13, 2, 2, 3), (1, 4), (1, 7)),
+    ];
+    for ((w, blocks, v, kw), want2, want512) in cases {
+        let (t2, t512) = (
+            register_tile(w, blocks, v, kw, &avx2),
+            register_tile(w, blocks, v, kw, &avx512),
+        );
+        assert_eq!(
+            t2, want2,
+            "AVX2, width {w}, {blocks} blocks of {v} vectors, kw {kw}"
+        );
+        assert_eq!(
+            t512, want512,
+            "AVX-512, width {w}, {blocks} blocks, kw {kw}"
+        );
+        for (t, cpu) in [(t2, &avx2), (t512, &avx512)] {
+            assert!(
+                t.0 * t.1 * v < cpu.vector_registers as i64,
+                "{t:?} leaves registers"
+            );
         }
     }
 }

@@ -93,21 +93,50 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
     Ok(())
 }
 
-/// The number of output columns computed together by the packed convolution on `cpu`, each
-/// column holding `vectors` accumulators (a channel block of that many vectors), for a kernel
-/// `kw` wide: the largest divisor of the output width whose register tile fits the CPU's
-/// vector registers. LLVM unrolls the `kw` taps, so a tile of `c` columns keeps live `c *
-/// vectors` accumulators, `kw * vectors` weight vectors and the `c + kw - 1` input values
-/// broadcast for them; the accumulators alone stay within [`CpuDesc::accumulators`].
-pub fn register_columns(width: i64, vectors: i64, kw: i64, cpu: &CpuDesc) -> i64 {
-    let (v, kw) = (vectors.max(1), kw.max(1));
-    let fits = |c: i64| {
-        c * v <= cpu.accumulators() && c * v + kw * v + c + kw - 1 <= cpu.vector_registers as i64
+/// The register tile of a channel-blocked convolution on `cpu`: `(blocks, columns)`, the
+/// number of channel blocks (each `vectors` vector registers wide) and of output columns one
+/// tile accumulates, for an output `width` columns wide with `blocks` channel blocks and a
+/// kernel `kw` wide.
+///
+/// With one kernel tap (`kw` 1) a tile takes every register but one weight vector per block
+/// and one broadcast input (14 accumulators of AVX2's 16 registers, 30 of AVX-512's 32): each
+/// step of the reduction is one weight load per block for a whole row of multiply-adds. With
+/// more taps, which are unrolled, the input values broadcast for neighbouring taps are live
+/// together, so a tile keeps [`CpuDesc::accumulators_wide`] accumulators (8 with AVX2, 16 with
+/// AVX-512), enough independent chains to cover the FMA latency; broadcasts that spill reload
+/// from L1, but accumulators must not spill (12 of AVX2's registers measured 1.2-2x slower).
+///
+/// The columns are the whole row when it fits, else the largest divisor of `width` filling at
+/// least three quarters of the budget, else the row in equal tiles (55 as 7 x 8 - 1); then as
+/// many blocks (4, 3 or 2, dividing `blocks`) as the budget still holds, for narrow outputs.
+pub fn register_tile(width: i64, blocks: i64, vectors: i64, kw: i64, cpu: &CpuDesc) -> (i64, i64) {
+    let v = vectors.max(1);
+    let regs = cpu.vector_registers as i64;
+    let accumulators = |t: i64| {
+        if kw <= 1 {
+            regs - t * v - 1
+        } else {
+            cpu.accumulators_wide()
+        }
     };
-    (1..=width.max(1))
-        .rev()
-        .find(|&c| width % c == 0 && fits(c))
-        .unwrap_or(1)
+    let budget = (accumulators(1) / v).max(1);
+    let width = width.max(1);
+    let cols = if width <= budget {
+        width
+    } else {
+        ((3 * budget + 3) / 4..=budget)
+            .rev()
+            .find(|c| width % c == 0)
+            .unwrap_or_else(|| {
+                let tiles = (width + budget - 1) / budget;
+                (width + tiles - 1) / tiles
+            })
+    };
+    let tb = [4, 3, 2]
+        .into_iter()
+        .find(|&t| blocks % t == 0 && t * cols * v <= accumulators(t))
+        .unwrap_or(1);
+    (tb, cols)
 }
 
 /// The width of the kernel window of `conv` (its last reduction axis), 1 when unknown.
@@ -118,34 +147,9 @@ fn kernel_width(conv: &Operation) -> i64 {
         .unwrap_or(1)
 }
 
-/// How many channel blocks a register tile of `cols` columns of `vectors` accumulators spans
-/// on `cpu` for a kernel `kw` wide: 1 when the columns alone give half
-/// [`CpuDesc::accumulators_wide`] or more independent accumulators (8 on AVX-512); for narrow
-/// outputs (7 columns) the largest of 4, 3, 2 dividing `blocks` within
-/// [`CpuDesc::accumulators_wide`] accumulators (16 on AVX-512) whose tile, weights and
-/// broadcast inputs fit the registers (see [`register_columns`]), so enough multiply-adds stay
-/// in flight. (Wider tiles measured slower on resnet50's layers, whose weights stream from
-/// memory.)
-pub fn register_blocks(blocks: i64, cols: i64, vectors: i64, kw: i64, cpu: &CpuDesc) -> i64 {
-    let (v, kw) = (vectors.max(1), kw.max(1));
-    let per_block = cols * v;
-    let budget = cpu.accumulators_wide();
-    if per_block >= budget / 2 {
-        return 1;
-    }
-    let fits = |t: i64| {
-        t * per_block <= budget
-            && t * per_block + t * kw * v + cols + kw - 1 <= cpu.vector_registers as i64
-    };
-    [4, 3, 2]
-        .into_iter()
-        .find(|&t| blocks % t == 0 && fits(t))
-        .unwrap_or(1)
-}
-
 /// Schedules a convolution with a packed kernel ([`crate::nn::conv2d_packed`]): the padding
 /// stage at root (parallel over `(n, c)`); the NCHW output (unpack stage and fused epilogue)
-/// in tiles of [`register_blocks`] x `b` channels x [`register_columns`] columns, `n`, channel
+/// in tiles of `b`-channel blocks x columns ([`register_tile`]), `n`, channel
 /// tiles and rows fused and parallel; the blocked product computed at each tile into an
 /// accumulator of `blocks x columns` vectors, reduction loops outside, blocks and columns
 /// unrolled and the `b` channels of a block one vector.
@@ -163,8 +167,7 @@ fn schedule_conv2d_nchwc(
     let b = extent(&conv_t, 4);
     let vectors = block_vectors(b, &conv_t, cpu);
     let kw = kernel_width(conv);
-    let cols = register_columns(extent(out, 3), vectors, kw, cpu);
-    let tb = register_blocks(extent(&conv_t, 1), cols, vectors, kw, cpu);
+    let (tb, cols) = register_tile(extent(out, 3), extent(&conv_t, 1), vectors, kw, cpu);
     let main = s.stage(out);
     let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
     let (om, oi) = main.split(&o_in, b)?;
@@ -196,7 +199,7 @@ fn block_vectors(b: i64, t: &Tensor, cpu: &CpuDesc) -> i64 {
 
 /// Schedules a packed convolution whose groups pad their blocks: output tiles would straddle
 /// blocks, so the blocked product is computed whole at root (rows parallel, a register tile of
-/// [`register_columns`] x `b` accumulated in a local cache with the reduction outside), and the
+/// [`register_tile`]'s columns x `b` accumulated in a local cache with the reduction outside), and the
 /// unpack with its epilogue runs after it as an injective loop nest.
 fn schedule_conv2d_nchwc_at_root(
     s: &Schedule,
@@ -211,7 +214,7 @@ fn schedule_conv2d_nchwc_at_root(
     inline_all_but_padding(s, out, conv, std::slice::from_ref(conv))?;
     let b = extent(&conv_t, 4);
     let vectors = block_vectors(b, &conv_t, cpu);
-    let cols = register_columns(extent(&conv_t, 3), vectors, kernel_width(conv), cpu);
+    let (_, cols) = register_tile(extent(&conv_t, 3), 1, vectors, kernel_width(conv), cpu);
     let local = s.cache_write(&conv_t, "local")?;
     let cs = s.stage_op(conv);
     let ax: Vec<_> = (0..5).map(|i| conv_t.axis(i)).collect();
