@@ -8,7 +8,10 @@
 //! Constant weights are packed at compile time by the `FoldConstant` that follows; depthwise
 //! convolutions (one output channel per group) and 1x1 convolutions that
 //! `kiln_topi::nn::conv2d_1x1` computes over flattened rows keep `OIHW`. Likewise `nn.dense`
-//! weights `[N, K]` become `NK{L}n` (`[ceil(N/L), K, L]`), one vector load per `L` outputs.
+//! weights `[N, K]` become `NK{b}n` (`[ceil(N/b), K, b]`, zeros past `N`), `b` being the
+//! matrix kernel's column tile ([`dense_block`]), and `nn.matmul` by a constant 2-D matrix
+//! becomes `nn.dense` on such a packed constant (its data flattened to 2-D and the result
+//! reshaped back when it has batch axes).
 
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
@@ -56,15 +59,26 @@ fn pack_grouped(w: &Tensor, groups: i64, b: i64) -> Result<Tensor> {
     )
 }
 
+/// The block of a packed matrix weight with `n` outputs on a CPU of `lanes` float32 lanes:
+/// two vectors of outputs (the column tile of the x86 matrix kernel,
+/// `kiln_topi::schedule::x86::dense`) when there are that many, else one.
+pub fn dense_block(n: i64, lanes: i64) -> i64 {
+    if n >= 2 * lanes {
+        2 * lanes
+    } else {
+        lanes
+    }
+}
+
 /// `nn.dense` with a `[N, K]` weight (2-D data, at least `3/4 lanes` units): the weight as
-/// `NK{lanes}n`.
+/// `NK{b}n` ([`dense_block`]).
 fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     let (d_ty, w_ty) = (orig.args()[0].ty()?, orig.args()[1].ty()?);
     let w = w_ty.shape();
     if d_ty.shape().len() != 2 || w.len() != 2 || w[0] < lanes * 3 / 4 {
         return Ok(None);
     }
-    let layout = format!("NK{lanes}n");
+    let layout = format!("NK{}n", dense_block(w[0], lanes));
     let packed = mk(
         "layout_transform",
         vec![e.args()[1].clone()],
@@ -85,10 +99,85 @@ fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     )))
 }
 
+/// A constant float32 matrix `w` (`[K, N]`, or `[N, K]` when `transposed`) packed as
+/// `[ceil(N/b), K, b]` with zeros past `N`.
+fn pack_matrix(w: &Tensor, transposed: bool, b: i64) -> Result<Tensor> {
+    let s = w.shape();
+    let (k, n) = if transposed {
+        (s[1], s[0])
+    } else {
+        (s[0], s[1])
+    };
+    let nb = (n + b - 1) / b;
+    let vals = eval::values(w)?;
+    let mut out = vec![0.0; (nb * k * b) as usize];
+    for j in 0..n {
+        for r in 0..k {
+            let src = if transposed { j * k + r } else { r * n + j };
+            out[(((j / b) * k + r) * b + j % b) as usize] = vals[src as usize];
+        }
+    }
+    eval::make(&out, &Type::tensor(&[nb, k, b], w.dtype()))
+}
+
+/// `nn.matmul(A, B)` with `B` a constant float32 matrix (at least `3/4 lanes` columns) and `A`
+/// not transposed: `nn.dense` on `B` packed as `NK{b}n`, `A` flattened to `[-1, K]` and the
+/// result reshaped back when `A` has batch axes.
+fn alter_matmul(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
+    let attrs = e.attrs();
+    let Some(w) = e.args()[1].as_constant() else {
+        return Ok(None);
+    };
+    let d_ty = orig.args()[0].ty()?;
+    let d = d_ty.shape();
+    let s = w.shape();
+    let transposed = attrs.bool("transpose_b")?;
+    if attrs.bool("transpose_a")?
+        || s.len() != 2
+        || d.len() < 2
+        || w.dtype() != kiln_ffi::DataType::float(32)
+        || d_ty.dtype() != w.dtype()
+    {
+        return Ok(None);
+    }
+    let (k, n) = if transposed {
+        (s[1], s[0])
+    } else {
+        (s[0], s[1])
+    };
+    if n < lanes * 3 / 4 || d[d.len() - 1] != k {
+        return Ok(None);
+    }
+    let packed = Expr::constant(pack_matrix(w, transposed, dense_block(n, lanes))?);
+    let data = if d.len() == 2 {
+        e.args()[0].clone()
+    } else {
+        mk(
+            "reshape",
+            vec![e.args()[0].clone()],
+            &[("newshape", attr(vec![-1, k]))],
+        )
+    };
+    let dense = mk("nn.dense", vec![data, packed], &[("units", attr(n))]);
+    if d.len() == 2 {
+        return Ok(Some(dense));
+    }
+    let mut shape = d[..d.len() - 1].to_vec();
+    shape.push(n);
+    Ok(Some(mk(
+        "reshape",
+        vec![dense],
+        &[("newshape", attr(shape))],
+    )))
+}
+
 fn alter(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
     let lanes = cpu.f32_lanes();
     if e.op_name() == Some("nn.dense") {
         return alter_dense(orig, e, lanes);
+    }
+    if e.op_name() == Some("nn.matmul") {
+        return alter_matmul(orig, e, lanes);
     }
     if e.op_name() != Some("nn.conv2d") || e.attrs().str("kernel_layout")? != "OIHW" {
         return Ok(None);
@@ -203,5 +292,46 @@ mod tests {
         assert_eq!(block(12, 8), Some(4));
         assert_eq!(block(1000, 8), Some(8));
         assert_eq!(block(3, 8), None);
+    }
+
+    #[test]
+    fn matmul_by_a_constant_becomes_packed_dense() {
+        for (lanes, transpose_b) in [(8i64, false), (16, true)] {
+            let (k, n) = (3i64, 37i64);
+            let x = Var::new("x", Type::f32(&[2, 5, k]));
+            let vals: Vec<f32> = (0..k * n).map(|v| v as f32).collect();
+            let shape = if transpose_b { [n, k] } else { [k, n] };
+            let w = Expr::const_f32(&vals, &shape);
+            let mm = mk(
+                "nn.matmul",
+                vec![x.expr(), w],
+                &[("transpose_b", attr(transpose_b))],
+            );
+            let m = IRModule::from_main(Function::new(vec![x], mm));
+            let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(lanes as u32));
+            let m = alter_op_layout().run(m, &ctx).unwrap();
+            let body = m.main().unwrap().body().clone();
+            assert_eq!(body.op_name(), Some("reshape"));
+            assert_eq!(body.ty().unwrap(), Type::f32(&[2, 5, n]));
+            let dense = &body.args()[0];
+            assert_eq!(dense.op_name(), Some("nn.dense"));
+            let b = dense_block(n, lanes);
+            assert_eq!(b, 2 * lanes);
+            let pw = dense.args()[1].as_constant().expect("packed constant");
+            let nb = (n + b - 1) / b;
+            assert_eq!(pw.shape(), &[nb, k, b]);
+            let got = eval::values(pw).unwrap();
+            for (i, v) in got.iter().enumerate() {
+                let i = i as i64;
+                let (blk, r, c) = (i / (k * b), (i / b) % k, i % b);
+                let j = blk * b + c;
+                let want = match (j < n, transpose_b) {
+                    (false, _) => 0.0,
+                    (true, false) => vals[(r * n + j) as usize],
+                    (true, true) => vals[(j * k + r) as usize],
+                };
+                assert_eq!(*v, want as f64, "element {i}");
+            }
+        }
     }
 }

@@ -9,8 +9,10 @@
 //!                                              for ii in range(4): if likely(...): body
 //! ```
 //!
-//! The guard is searched through loops, sequences, attributes, buffer declarations and
-//! allocations (a `local` accumulator allocated inside the loop). The condition must be
+//! The guard is searched through loops, sequences, attributes, buffer declarations,
+//! allocations (a `local` accumulator allocated inside the loop) and guards of other loops; of
+//! a guard `likely(a) && likely(b)` (two split axes), the conjunct using the loop variable is
+//! dropped from the main loop and the other kept. The condition must be
 //! `a < b` (or `<=`, `>`, `>=`) with `a - b` linear in the loop variable (constant positive or
 //! negative coefficient) and in the loop variables between the loop and the `if` (constant
 //! coefficients, ranges independent of the loop variable); `main`
@@ -63,29 +65,68 @@ impl StmtMutator for Partitioner {
     }
 }
 
-/// The first `if likely(cond)` without else inside `s`, reached through loops (collected as
-/// `(var, min, extent)`), sequences' first guarded statement, lets and attributes.
-fn find_guard(s: &Stmt, inner: &mut Vec<(Var, PrimExpr, PrimExpr)>) -> Option<(Stmt, PrimExpr)> {
+/// The conjuncts of `c` (`a && b && ...`).
+fn conjuncts(c: &PrimExpr, out: &mut Vec<PrimExpr>) {
+    match c.kind() {
+        ExprKind::Binary(BinOp::And, a, b) => {
+            conjuncts(a, out);
+            conjuncts(b, out);
+        }
+        _ => out.push(c.clone()),
+    }
+}
+
+/// A guard of `v` found by [`find_guard`]: the `if` statement, the guarded condition `cond`
+/// (inside its `likely`), and the other conjuncts of the `if`'s condition (`None`: none).
+struct Guard {
+    stmt: Stmt,
+    cond: PrimExpr,
+    rest: Option<PrimExpr>,
+}
+
+/// The first `if` without else inside `s` one of whose conjuncts is `likely(cond)` with `cond`
+/// using `v` (guards on other variables are passed through into their bodies), reached through
+/// loops (collected as `(var, min, extent)`), sequences' first guarded statement, lets and
+/// attributes.
+fn find_guard(s: &Stmt, v: &Var, inner: &mut Vec<(Var, PrimExpr, PrimExpr)>) -> Option<Guard> {
     match s.kind() {
-        StmtKind::IfThenElse(i) if i.else_case.is_none() => match i.condition.kind() {
-            ExprKind::Call { op: name, args } if name == op::LIKELY && args.len() == 1 => {
-                Some((s.clone(), args[0].clone()))
-            }
-            _ => None,
-        },
+        StmtKind::IfThenElse(i) if i.else_case.is_none() => {
+            let mut parts = Vec::new();
+            conjuncts(&i.condition, &mut parts);
+            let pick = parts.iter().position(|c| match c.kind() {
+                ExprKind::Call { op: name, args } if name == op::LIKELY && args.len() == 1 => {
+                    crate::visitor::uses_var(&args[0], v)
+                }
+                _ => false,
+            });
+            let Some(k) = pick else {
+                return find_guard(&i.then_case, v, inner);
+            };
+            let ExprKind::Call { args, .. } = parts[k].kind() else {
+                unreachable!()
+            };
+            let cond = args[0].clone();
+            parts.remove(k);
+            let rest = parts.into_iter().reduce(|a, b| a.logical_and(b));
+            Some(Guard {
+                stmt: s.clone(),
+                cond,
+                rest,
+            })
+        }
         StmtKind::For(f) => {
             inner.push((f.loop_var.clone(), f.min.clone(), f.extent.clone()));
-            find_guard(&f.body, inner)
+            find_guard(&f.body, v, inner)
         }
         StmtKind::Seq(q) => q.seq.iter().find_map(|x| {
             let mut tmp = inner.clone();
-            let r = find_guard(x, &mut tmp)?;
+            let r = find_guard(x, v, &mut tmp)?;
             *inner = tmp;
             Some(r)
         }),
-        StmtKind::AttrStmt(a) => find_guard(&a.body, inner),
-        StmtKind::DeclBuffer(d) => find_guard(&d.body, inner),
-        StmtKind::Allocate(a) => find_guard(&a.body, inner),
+        StmtKind::AttrStmt(a) => find_guard(&a.body, v, inner),
+        StmtKind::DeclBuffer(d) => find_guard(&d.body, v, inner),
+        StmtKind::Allocate(a) => find_guard(&a.body, v, inner),
         _ => None,
     }
 }
@@ -106,8 +147,9 @@ fn coefficient(an: &mut Analyzer, e: &PrimExpr, v: &Var) -> Option<i64> {
 
 fn try_partition(f: &ForObj) -> Option<Stmt> {
     let mut inner = Vec::new();
-    let (guard_if, cond) = find_guard(&f.body, &mut inner)?;
     let v = &f.loop_var;
+    let guard = find_guard(&f.body, v, &mut inner)?;
+    let cond = guard.cond.clone();
     // d = lhs - rhs; the guard holds when d < 0 (after normalising the comparison).
     let (d, strict) = match cond.kind() {
         ExprKind::Binary(BinOp::Lt, a, b) => (a - b, true),
@@ -174,11 +216,14 @@ fn try_partition(f: &ForObj) -> Option<Stmt> {
     let main_body = mutate_stmt(
         &f.body,
         |s| {
-            if s.same_as(&guard_if) {
+            if s.same_as(&guard.stmt) {
                 let StmtKind::IfThenElse(i) = s.kind() else {
                     unreachable!()
                 };
-                Some(i.then_case.clone())
+                Some(match &guard.rest {
+                    Some(r) => Stmt::if_then_else(r.clone(), i.then_case.clone(), None),
+                    None => i.then_case.clone(),
+                })
             } else {
                 None
             }
@@ -196,7 +241,9 @@ fn try_partition(f: &ForObj) -> Option<Stmt> {
             annotations: f.annotations.clone(),
         })
     };
-    let main = make(main_min, main_ext.clone(), main_body);
+    // The main loop may hold more guards of `v` (a cached stage's and its consumer's, two
+    // conjuncts): each further pass drops one.
+    let main = Partitioner.mutate_stmt(&make(main_min, main_ext.clone(), main_body));
     let tail = make(tail_min, tail_ext.clone(), f.body.clone());
     let parts = if c > 0 {
         vec![main, tail]
@@ -323,5 +370,59 @@ mod tests {
         assert!(main.extent.is_const_int(2), "{out}");
         assert!(!main.body.to_string().contains("likely"), "{out}");
         assert!(q.seq[1].to_string().contains("likely"), "{out}");
+    }
+
+    #[test]
+    fn two_split_axes_and_two_guarded_stages_all_partition() {
+        // A 10 x 7 output in 4 x 4 tiles, its guard `likely(rows) && likely(cols)`, computed
+        // into a tile cache by one nest and copied out by another (each guarded): the column
+        // tile loop's main part drops the column conjunct from both nests and keeps the rows'.
+        let a = Buffer::decl("A", DataType::float(32), vec![PrimExpr::i32(70)]);
+        let acc = Buffer::decl("acc", DataType::float(32), vec![PrimExpr::i32(16)]);
+        let (jo, io, ii, ji) = (
+            Var::int32("jo"),
+            Var::int32("io"),
+            Var::int32("ii"),
+            Var::int32("ji"),
+        );
+        let (row, col) = (&io * 4 + &ii, &jo * 4 + &ji);
+        let cond = op::likely(row.lt(10)).logical_and(op::likely(col.lt(7)));
+        let tile = |store: Stmt| {
+            Stmt::for_loop(
+                &ii,
+                0,
+                4,
+                ForKind::Serial,
+                Stmt::for_loop(
+                    &ji,
+                    0,
+                    4,
+                    ForKind::Serial,
+                    Stmt::if_then_else(cond.clone(), store, None),
+                ),
+            )
+        };
+        let cache = tile(acc.store(1.0, vec![&ii * 4 + &ji]));
+        let out = tile(a.store(acc.load(vec![&ii * 4 + &ji]), vec![&row * 7 + &col]));
+        let body = Stmt::allocate_buffer(&acc, Stmt::seq(vec![cache, out]));
+        let s = Stmt::for_loop(
+            &jo,
+            0,
+            2,
+            ForKind::Serial,
+            Stmt::for_loop(&io, 0, 3, ForKind::Serial, body),
+        );
+        let got = partition_stmt(&s);
+        let StmtKind::Seq(q) = got.kind() else {
+            panic!("not partitioned:\n{got}")
+        };
+        let main = q.seq[0].to_string();
+        assert!(main.contains("jo"), "{got}");
+        assert!(
+            !main.contains("< 7"),
+            "a column guard is left in the main part:\n{got}"
+        );
+        assert!(main.contains("< 10"), "the row guard is dropped:\n{got}");
+        assert!(q.seq[1].to_string().contains("< 7"), "{got}");
     }
 }

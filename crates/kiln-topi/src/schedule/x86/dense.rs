@@ -3,8 +3,7 @@
 use super::main_and_compute;
 use crate::nn::tag;
 use crate::schedule::{
-    extent, find_tagged, fuse_all, generic, inline_injective, same_shape, unroll_factor,
-    vector_factor,
+    extent, find_tagged, fuse_all, generic, inline_injective, same_shape, vector_factor,
 };
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
@@ -12,12 +11,16 @@ use kiln_tir::CpuDesc;
 
 /// Schedules the product `out` depends on (tags [`tag::DENSE`], [`tag::MATMUL`],
 /// [`tag::BATCH_MATMUL`]), `out` being it or an injective epilogue of its shape (a bias
-/// add): output tiles of `mb` rows x `nb` columns (a packed weight's block, else two vectors
-/// when they divide N, else [`crate::schedule::vector_factor`]; `mb` a power of two dividing M
-/// within [`CpuDesc::accumulators_wide`] accumulators, at most half that), batch, column
-/// tiles and row tiles fused and parallel in that order (a panel of B is reused by every row
-/// tile), the product accumulated per tile in a local cache with `k` outermost, rows unrolled
-/// and columns vectorized. Any number of batch dimensions.
+/// add). Any number of batch dimensions.
+///
+/// Output tiles of [`matrix_tile`] rows x columns (a packed weight's block, two vectors, or
+/// several blocks for few rows); the last row tile may be shorter. Row tiles are grouped in
+/// blocks whose rows of A fill half the L2 cache ([`row_block`]); batch, row blocks, column
+/// tiles and row tiles are fused and parallel in that order (up to the column tiles when the
+/// last is shorter), so a column panel of B is reused
+/// by every row tile of a block while that block's rows stay cached. The product is
+/// accumulated per tile in a local cache with `k` outermost (split by 4, the inner 4 unrolled
+/// when they divide K), rows and blocks unrolled and columns vectorized.
 pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let Some(op) = find_tagged(out, &[tag::DENSE, tag::MATMUL, tag::BATCH_MATMUL]) else {
         return generic::schedule_generic(s, out, cpu);
@@ -31,69 +34,90 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let nd = mt.ndim();
     let (ax_m, ax_n) = (mt.axis(nd - 2), mt.axis(nd - 1));
     let lanes = cpu.lanes(mt.dtype());
-    // A packed weight `[N/b, K, b]` sets the column tile to its block.
+    // A packed weight `[ceil(N/b), K, b]` sets the column block.
     let packed = op
         .input_tensors()
         .into_iter()
         .find(|t| t.ndim() == 3 && nd == 2);
-    let n = extent(&mt, nd - 1);
-    let nb = match &packed {
+    let (m, n) = (extent(&mt, nd - 2), extent(&mt, nd - 1));
+    let block = match &packed {
         Some(w) => extent(w, 2),
         // Two vectors of columns when they divide N.
         None if n % (2 * lanes) == 0 => 2 * lanes,
         None => vector_factor(n, lanes),
     };
-    let vectors = (nb + lanes - 1) / lanes;
-    let budget = cpu.accumulators_wide();
-    let mb = unroll_factor(extent(&mt, nd - 2), (budget / 2).min(budget / vectors));
-    // Few rows (a classifier's one): a tile of several weight blocks, so that independent
-    // accumulators keep the multiply-adds in flight (within the registers: the accumulators,
-    // one loaded vector per block and the broadcast rows).
-    let block = nb;
-    let nb = match packed {
-        Some(_) if mb < budget / 2 && n % nb == 0 => {
-            let regs = cpu.vector_registers as i64;
-            let fits = |t: i64| {
-                let acc = mb * t * vectors;
-                acc <= cpu.accumulators() && acc + t * vectors + mb <= regs
-            };
-            let t = (1..=n / nb)
-                .rev()
-                .find(|&t| (n / nb) % t == 0 && fits(t))
-                .unwrap_or(1);
-            nb * t
-        }
-        _ => nb,
+    let blocks = match &packed {
+        Some(w) => extent(w, 0),
+        None => n / block.max(1),
     };
-    let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mb, nb)?;
+    let vectors = (block + lanes - 1) / lanes;
+    let (mr, tb) = matrix_tile(m, blocks, vectors, cpu);
+    let nb = block * tb;
+    let k = op
+        .as_compute()
+        .and_then(|c| c.reduce_axis.first().cloned())
+        .and_then(|iv| iv.dom().and_then(|r| r.extent().as_int()))
+        .unwrap_or(0);
+    let bytes = (mt.dtype().bits() as i64 + 7) / 8;
+    let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mr, nb)?;
+    let row_tiles = (m + mr - 1) / mr;
+    let per_block = row_block(mr * k.max(1) * bytes, cpu);
     let mut outer: Vec<_> = (0..nd - 2).map(|i| mt.axis(i)).collect();
-    // Column tiles outside row tiles: one panel of B stays in cache across all rows.
-    outer.extend([no.clone(), mo]);
+    if per_block < row_tiles {
+        let (mbo, mbi) = main.split(&mo, per_block)?;
+        outer.extend([mbo, no.clone(), mbi]);
+    } else {
+        outer.extend([no.clone(), mo]);
+    }
     let mut order = outer.clone();
     order.extend([mi, ni.clone()]);
     main.reorder(&order)?;
-    let fused = fuse_all(&main, &outer)?.expect("tile loops");
-    main.parallel(&fused)?;
+    // A last column tile shorter than the others keeps its guard linear in the column tile
+    // loop (LoopPartition then peels it off, and the other tiles stay vector code): the loops
+    // from it inwards are not fused, and only those before it (or it alone) are parallel.
+    let at = if n % nb != 0 {
+        let pos = outer.iter().position(|iv| iv == &no).expect("column tiles");
+        match fuse_all(&main, &outer[..pos])? {
+            Some(f) => main.parallel(&f)?,
+            None => main.parallel(&no)?,
+        }
+        outer.last().expect("tile loops").clone()
+    } else {
+        let fused = fuse_all(&main, &outer)?.expect("tile loops");
+        main.parallel(&fused)?;
+        fused
+    };
     // A tile of several blocks: blocks unrolled, one block a vector (a vector spanning blocks
     // would gather from the packed weight).
-    if nb > block {
+    if tb > 1 {
         let (bo, bi) = main.split(&ni, block)?;
         main.unroll(&bo)?;
         main.vectorize(&bi)?;
     } else if nb > 1 {
         main.vectorize(&ni)?;
     }
-    cs.compute_at(&main, &fused)?;
+    cs.compute_at(&main, &at)?;
     let leaf = cs.leaf_iter_vars();
     let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
     let mut order: Vec<_> = data[..data.len() - 2].to_vec();
-    order.extend(red);
+    let mut unroll_k = None;
+    match red.as_slice() {
+        [rk] if k >= 8 && k % 4 == 0 => {
+            let (ko, ki) = cs.split(rk, 4)?;
+            order.extend([ko, ki.clone()]);
+            unroll_k = Some(ki);
+        }
+        _ => order.extend(red),
+    }
     order.extend(data[data.len() - 2..].iter().cloned());
     cs.reorder(&order)?;
-    if mb > 1 {
+    if let Some(ki) = unroll_k {
+        cs.unroll(&ki)?;
+    }
+    if mr > 1 {
         cs.unroll(&data[data.len() - 2])?;
     }
-    if nb > block {
+    if tb > 1 {
         let (bo, bi) = cs.split(&data[data.len() - 1], block)?;
         cs.unroll(&bo)?;
         cs.vectorize(&bi)?;
@@ -101,4 +125,31 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
         cs.vectorize(&data[data.len() - 1])?;
     }
     Ok(())
+}
+
+/// The register tile of a matrix product on `cpu`: `(rows, blocks)` of an output with `m` rows
+/// and `blocks` column blocks of `vectors` vector registers each. As many rows as keep their
+/// accumulators within [`CpuDesc::accumulators`] with one block's vectors and a broadcast row
+/// value in the remaining registers, at most 8 (6 x 2 vectors on AVX2, 8 x 2 on AVX-512, the
+/// best measured by `bench/matmul`) and at most `m`; for fewer rows, several blocks (dividing
+/// `blocks`) so that enough independent accumulators keep the multiply-adds in flight.
+pub fn matrix_tile(m: i64, blocks: i64, vectors: i64, cpu: &CpuDesc) -> (i64, i64) {
+    let v = vectors.max(1);
+    let regs = cpu.vector_registers as i64;
+    let fits = |r: i64, t: i64| r * t * v <= cpu.accumulators() && r * t * v + t * v < regs;
+    let rows = (1..=m.clamp(1, 8)).rev().find(|&r| fits(r, 1)).unwrap_or(1);
+    if rows * v >= cpu.accumulators_wide() {
+        return (rows, 1);
+    }
+    let tb = (1..=blocks.max(1))
+        .rev()
+        .find(|&t| blocks % t == 0 && fits(rows, t))
+        .unwrap_or(1);
+    (rows, tb)
+}
+
+/// How many row tiles (of `tile_bytes` of A each) make one block of rows whose A panel fills
+/// half of `cpu`'s L2 cache, at least 1.
+pub fn row_block(tile_bytes: i64, cpu: &CpuDesc) -> i64 {
+    (cpu.caches.l2 as i64 / 2 / tile_bytes.max(1)).max(1)
 }

@@ -1,0 +1,88 @@
+"""Matrix products through ``kiln.onnx.compile`` against numpy (float64) on random inputs, in
+the shapes that reach every edge of the x86 matrix kernel: a constant right-hand matrix packed
+in column blocks with a partial last block, row counts that leave a shorter last row tile,
+both at once, batch axes flattened into rows, one row (a classifier's vector), and products
+of two runtime inputs. Each library runs twice on different inputs, so an element the second
+run does not write still holds the first run's value and fails the comparison."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.graph_executor import GraphModule
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper, numpy_helper
+
+rng = np.random.default_rng(11)
+
+
+def rand(*shape):
+    return rng.standard_normal(shape).astype("float32")
+
+
+def model_of(nodes, inputs, consts):
+    vi = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, v.shape)
+          for n, v in inputs.items()]
+    graph = helper.make_graph(
+        nodes, "g", vi, [helper.make_empty_tensor_value_info("y")],
+        initializer=[numpy_helper.from_array(v, n) for n, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def run_twice(model, make_inputs, reference):
+    """Compiles `model`, runs it on two fresh input sets and checks each against
+    `reference(inputs)`."""
+    shapes = {k: v.shape for k, v in make_inputs().items()}
+    lib = kiln.onnx.compile(model.SerializeToString(), shapes, target="llvm")
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for _ in range(2):
+        inputs = make_inputs()
+        for k, v in inputs.items():
+            gm.set_input(k, v)
+        gm.run()
+        want = reference(inputs)
+        got = gm.get_output(0).numpy()
+        assert got.shape == want.shape
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * scale)
+
+
+@pytest.mark.parametrize("a_shape,n", [
+    ((40, 120), 1001),      # shorter last row tile and a partial last column block
+    ((48, 64), 77),         # whole row tiles, partial column block
+    ((130, 64), 96),        # shorter last row tile, whole column blocks
+    ((1, 96), 1000),        # one row: several column blocks a tile
+    ((7, 33), 17),          # fewer columns than two vectors on AVX-512
+    ((2, 5, 48), 77),       # batch axes flattened into rows
+    ((2, 3, 5, 16), 40),
+])
+def test_matmul_by_a_constant_matrix(a_shape, n):
+    b = rand(a_shape[-1], n)
+    model = model_of([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                     {"a": rand(*a_shape)}, {"b": b})
+    run_twice(model, lambda: {"a": rand(*a_shape)},
+              lambda x: (x["a"].astype(np.float64) @ b.astype(np.float64)))
+
+
+@pytest.mark.parametrize("m,k,n", [(40, 120, 1001), (3, 64, 250)])
+def test_gemm_with_transposed_constant_weight_and_bias(m, k, n):
+    w, c = rand(n, k), rand(n)
+    model = model_of([helper.make_node("Gemm", ["a", "w", "c"], ["y"], transB=1)],
+                     {"a": rand(m, k)}, {"w": w, "c": c})
+    run_twice(model, lambda: {"a": rand(m, k)},
+              lambda x: x["a"].astype(np.float64) @ w.T.astype(np.float64) + c)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((40, 120), (120, 37)),
+    ((3, 40, 17), (3, 17, 29)),
+    ((2, 1, 9, 16), (3, 16, 33)),
+])
+def test_matmul_of_two_runtime_inputs(a_shape, b_shape):
+    model = model_of([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                     {"a": rand(*a_shape), "b": rand(*b_shape)}, {})
+    run_twice(model, lambda: {"a": rand(*a_shape), "b": rand(*b_shape)},
+              lambda x: np.matmul(x["a"].astype(np.float64), x["b"].astype(np.float64)))
