@@ -467,24 +467,41 @@ fn conv2d_1x1_over_flattened_rows() {
         ([1, 3, 2, 56], [16, 3, 1, 1], 1),
         ([1, 12, 6, 8], [20, 3, 1, 1], 4),
         ([1, 8, 4, 28], [6, 4, 1, 1], 2),
+        // Planes of 256 positions and more: chosen on every CPU; 272 positions end in a
+        // shorter tile.
+        ([1, 8, 16, 17], [12, 8, 1, 1], 1),
+        ([1, 12, 16, 20], [20, 3, 1, 1], 4),
     ];
-    // Whether rows make whole vectors depends on the CPU: every case does on AVX-512.
-    let v4 = kiln_codegen::target::Target::parse("llvm -mcpu=x86-64-v4")
-        .unwrap()
-        .cpu_desc();
-    for (ds, ws, groups) in cases {
-        let a = Conv2dAttrs { groups, ..base };
-        assert!(
-            nn::conv2d_1x1::applies(&ds, &ws, &a, &v4),
-            "{ds:?} groups {groups}"
-        );
+    // Small planes depend on the CPU's register tiles.
+    for mcpu in ["x86-64-v3", "x86-64-v4"] {
+        let cpu = kiln_codegen::target::Target::parse(&format!("llvm -mcpu={mcpu}"))
+            .unwrap()
+            .cpu_desc();
+        for (ds, ws, groups) in &cases[5..] {
+            let a = Conv2dAttrs {
+                groups: *groups,
+                ..base
+            };
+            assert!(
+                nn::conv2d_1x1::applies(ds, ws, &a, &cpu),
+                "{ds:?} on {mcpu}"
+            );
+        }
+        // A row of 14 columns (x 2 blocks on AVX-512) holds more accumulators than the
+        // flattened tile (4 x 3 vectors on AVX2, 8 x 3 on AVX-512).
+        let small = nn::conv2d_1x1::applies(&[1, 512, 14, 14], &[256, 512, 1, 1], &base, &cpu);
+        assert!(!small, "{mcpu}");
+        let strided = Conv2dAttrs {
+            strides: (2, 2),
+            ..base
+        };
+        assert!(!nn::conv2d_1x1::applies(
+            &[1, 8, 32, 32],
+            &[4, 8, 1, 1],
+            &strided,
+            &cpu
+        ));
     }
-    assert!(!nn::conv2d_1x1::applies(
-        &[1, 8, 14, 14],
-        &[4, 8, 1, 1],
-        &base,
-        &v4
-    ));
     for (target, cpu) in targets() {
         for (case, (ds, ws, groups)) in cases.into_iter().enumerate() {
             let a = Conv2dAttrs { groups, ..base };

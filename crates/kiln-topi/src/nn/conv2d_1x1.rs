@@ -2,9 +2,8 @@
 //! `gemm[n, o, f] = sum_c data[n, g*C/G + c, f / W, f % W] * weight[o, c, 0, 0]` (`g` the group
 //! of `o`), so the input rows are
 //! read as contiguous vectors and the output (with its fused epilogue) is written row by row,
-//! vectorized. Chosen where whole output rows make up whole vectors ([`spatial_rows`]): the
-//! early, wide layers of CNNs, whose few input channels leave little work per output for a
-//! channel-blocked kernel ([`super::conv2d_packed`]) to hide its write-back.
+//! vectorized. Chosen for large planes and where its register tile beats the channel-blocked
+//! kernel's ([`super::conv2d_packed`]; see [`applies`]).
 
 use super::conv2d::{conv2d_out_shape, Conv2dAttrs};
 use super::{compute_tagged, consts, invalid, shape_nd, tag};
@@ -12,40 +11,27 @@ use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::{floordiv, floormod, CpuDesc};
 
-/// The number of output rows per tile for an `h x w` output on `cpu`: the fewest rows making
-/// whole float32 vectors that divide `h`, as long as a tile is at most a quarter of the vector
-/// registers (8 vectors on AVX-512, 4 on AVX2); `None` when there is none. (Whole 14x14 planes
-/// as 13 vectors, the last partial, measured 1.3-1.6x slower than the channel-blocked kernel on
-/// shufflenet's layers.)
-pub fn spatial_rows(h: i64, w: i64, cpu: &CpuDesc) -> Option<i64> {
-    let lanes = cpu.f32_lanes();
-    let max_vectors = (cpu.vector_registers as i64 / 4).max(1);
-    (1..=h)
-        .filter(|r| h % r == 0 && (r * w) % lanes == 0)
-        .find(|r| r * w / lanes <= max_vectors)
-}
+/// The fewest positions for which [`conv2d_1x1`] is chosen over the channel-blocked kernel
+/// whatever the register tiles: from 16 x 16 planes on, contiguous rows of positions beat
+/// reading `W` columns of every input plane per tile (measured on resnet50's and squeezenet's
+/// 56x56 and 28x28 layers, AVX2: 1.05-1.4x faster).
+pub const MIN_POSITIONS: i64 = 256;
 
-/// The most input channels (per group) for which [`conv2d_1x1`] is chosen: a tile's panel of
-/// input rows (`C x 7 vectors`) must stay in the L1 cache while every channel tile reads it.
-/// Measured on resnet50's layers: 1.6-2.4x faster than the channel-blocked kernel at 64 input
-/// channels, 1.1-1.8x slower from 128 on. Grouped convolutions (shufflenet's 68 or 34 channels
-/// per group) qualify up to 96, where the blocked kernel would pad every group's filters.
-pub const MAX_CHANNELS: i64 = 64;
-
-/// [`MAX_CHANNELS`] for grouped convolutions.
+/// The most input channels per group for which [`conv2d_1x1`] is chosen for a grouped
+/// convolution (shufflenet's 68 or 34 channels per group qualify; the blocked kernel would pad
+/// every group's filters).
 pub const MAX_GROUP_CHANNELS: i64 = 96;
 
 /// Whether [`conv2d_1x1`] computes this convolution (`data` `[N, C, H, W]`, OIHW `weight`) on
-/// `cpu`.
+/// `cpu`: a 1x1 kernel, stride 1, no padding, and either a plane of at least
+/// [`MIN_POSITIONS`] or a register tile ([`crate::schedule::x86::conv2d::spatial_tile`]) with
+/// more accumulators than the channel-blocked kernel's
+/// ([`crate::schedule::x86::conv2d::register_tile`]: 7 columns on AVX2).
 pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> bool {
-    data.len() == 4
+    use crate::schedule::x86::conv2d::{register_tile, spatial_tile};
+    let shape_ok = data.len() == 4
         && weight.len() == 4
-        && weight[1]
-            <= if a.groups > 1 {
-                MAX_GROUP_CHANNELS
-            } else {
-                MAX_CHANNELS
-            }
+        && (a.groups == 1 || weight[1] <= MAX_GROUP_CHANNELS)
         && weight[2] == 1
         && weight[3] == 1
         && a.strides == (1, 1)
@@ -53,8 +39,18 @@ pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> 
         && a.groups >= 1
         && weight[0] % a.groups == 0
         && data[1] == weight[1] * a.groups
-        && (a.groups == 1 || weight[0] / a.groups != 1)
-        && spatial_rows(data[2], data[3], cpu).is_some()
+        && (a.groups == 1 || weight[0] / a.groups != 1);
+    if !shape_ok {
+        return false;
+    }
+    let (h, w, o) = (data[2], data[3], weight[0]);
+    if h * w >= MIN_POSITIONS {
+        return true;
+    }
+    let lanes = cpu.f32_lanes();
+    let (tb, cols) = register_tile(w, (o + lanes - 1) / lanes, 1, 1, cpu);
+    let (rows, positions) = spatial_tile(o, h * w, cpu);
+    rows * positions / lanes > tb * cols
 }
 
 /// The convolution as a spatial product (tag [`tag::CONV2D_1X1_SPATIAL`], named

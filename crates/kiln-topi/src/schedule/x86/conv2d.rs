@@ -250,14 +250,15 @@ fn schedule_conv2d_nchwc_at_root(
     Ok(())
 }
 
-/// Schedules a 1x1 convolution computed over flattened positions ([`crate::nn::conv2d_1x1`]):
-/// the NCHW output (and fused epilogue) in tiles of `mb` channels x
-/// [`crate::nn::conv2d_1x1::spatial_rows`] whole rows, row tiles outside channel tiles (one
-/// panel of input rows serves every channel tile), fused and parallel; the product computed at
-/// each tile into `mb x rows*W` accumulators (whole vectors), input channels outermost,
-/// channels and vectors unrolled. Rows are contiguous, so the epilogue is plain vector code.
+/// Schedules a 1x1 convolution computed over flattened positions ([`crate::nn::conv2d_1x1`]),
+/// a matrix product of the weights (rows: output channels) and the input planes (columns:
+/// positions, contiguous): the NCHW output (and fused epilogue) per block of `mr` channels,
+/// batch and channel blocks fused and parallel, its rows vector code; the product of a block
+/// computed before it, in tiles of several vectors of positions with
+/// a shorter last tile, each accumulated in registers ([`spatial_tile`]) with the input
+/// channels outermost, channels and vectors unrolled. The block's product (`mr` planes)
+/// stays in L2 for the epilogue.
 fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDesc) -> Result<()> {
-    use crate::nn::conv2d_1x1::spatial_rows;
     let g = conv.output(0);
     let (h, w) = (extent(out, 2), extent(out, 3));
     let fits = out.ndim() == 4
@@ -268,31 +269,57 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDe
     if !fits {
         return generic::schedule_generic(s, out, cpu);
     }
-    let Some(rows) = spatial_rows(h, w, cpu) else {
-        return generic::schedule_generic(s, out, cpu);
-    };
     let lanes = cpu.f32_lanes();
-    let vectors = (rows * w + lanes - 1) / lanes;
-    let budget = cpu.accumulators_wide();
-    let mb = unroll_factor(extent(out, 1), (budget / 2).min(budget / vectors));
+    let hw = h * w;
+    let (mr, cols) = spatial_tile(extent(out, 1), hw, cpu);
     inline_injective(s, out, std::slice::from_ref(conv))?;
+    let local = s.cache_write(&g, "local")?;
     let main = s.stage(out);
-    let (yo, yi) = main.split(&out.axis(2), rows)?;
-    let (oo, oi) = main.split(&out.axis(1), mb)?;
-    main.reorder(&[out.axis(0), yo.clone(), oo.clone(), oi, yi, out.axis(3)])?;
-    let fused = fuse_all(&main, &[out.axis(0), yo, oo])?.expect("three loops");
+    let (oo, oi) = main.split(&out.axis(1), mr)?;
+    let xv = vector_factor(w, lanes);
+    let (xo, xi) = main.split(&out.axis(3), xv)?;
+    main.reorder(&[out.axis(0), oo.clone(), oi, out.axis(2), xo, xi.clone()])?;
+    let fused = fuse_all(&main, &[out.axis(0), oo])?.expect("two loops");
     main.parallel(&fused)?;
-    let cs = s.stage_op(conv);
-    cs.compute_at(&main, &fused)?;
-    let leaf = cs.leaf_iter_vars();
+    if xv > 1 {
+        main.vectorize(&xi)?;
+    }
+    let gs = s.stage(&g);
+    gs.compute_at(&main, &fused)?;
+    let (fo, fi) = gs.split(&g.axis(2), cols)?;
+    gs.reorder(&[g.axis(0), fo.clone(), g.axis(1), fi.clone()])?;
+    let (_, fl) = gs.split(&fi, lanes)?;
+    gs.vectorize(&fl)?;
+    let ls = s.stage(&local);
+    ls.compute_at(&gs, &fo)?;
+    let leaf = ls.leaf_iter_vars();
     let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
-    let (fo, fi) = cs.split(&data[2], lanes)?;
+    let (vo, vi) = ls.split(&data[2], lanes)?;
     let mut order = vec![data[0].clone()];
     order.extend(red);
-    order.extend([data[1].clone(), fo.clone(), fi.clone()]);
-    cs.reorder(&order)?;
-    cs.unroll(&data[1])?;
-    cs.unroll(&fo)?;
-    cs.vectorize(&fi)?;
+    order.extend([data[1].clone(), vo.clone(), vi.clone()]);
+    ls.reorder(&order)?;
+    ls.unroll(&data[1])?;
+    ls.unroll(&vo)?;
+    ls.vectorize(&vi)?;
     Ok(())
+}
+
+/// The register tile of a 1x1 convolution over flattened positions on `cpu`: `(channels,
+/// positions)` for `o` output channels and `hw` positions. Of two, three or four vectors of
+/// positions, the one whose [`super::dense::matrix_tile`] rows, lowered to a divisor of `o`,
+/// make the most accumulators: a shorter last channel tile would leave a guard inside the
+/// reduction loop (16 channels take 4 x 3 vectors on AVX2, not 6 + 6 + 4 x 2).
+pub fn spatial_tile(o: i64, hw: i64, cpu: &CpuDesc) -> (i64, i64) {
+    let lanes = cpu.f32_lanes();
+    let mut best = (1, lanes, 0);
+    for v in 2..=4 {
+        let blocks = (hw + v * lanes - 1) / (v * lanes);
+        let (rows, tb) = super::dense::matrix_tile(o, blocks, v, cpu);
+        let r = (1..=rows).rev().find(|r| o % r == 0).unwrap_or(1);
+        if r * v * tb > best.2 {
+            best = (r, v * lanes * tb, r * v * tb);
+        }
+    }
+    (best.0, best.1)
 }
