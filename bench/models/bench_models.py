@@ -3,9 +3,10 @@
 
     bench_models.py [--models NAME ...] [--skip-tvm] [--repeat 7] [--tvm-repeat 3] [--workdir D]
 
-Models: model-zoo graphs with seeded random weights (tests/zoo/make_zoo.py) and the transformer
-encoder layer (tests/zoo/make_transformer.py); default resnet50, squeezenet, shufflenet,
-inception_v1, transformer_2d and transformer. For each:
+Models: model-zoo graphs with seeded random weights (tests/zoo/make_zoo.py), the transformer
+encoder layer (tests/zoo/make_transformer.py) and networks of the architectures users deploy
+(tests/zoo/make_arch.py: a YOLO-style detector, a DBNet-style text detector, an SVTR-style
+recognizer with a 6625-class classifier, a BERT-style encoder); default all of them. For each:
 
 - Kiln: `target/release/kiln compile` (wall time of the command = compile time), then in a child
   process with KILN_LIBRARY_PATH=target/release and KILN_NUM_THREADS=1: `kiln.load_module`,
@@ -34,13 +35,15 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZOO = ["resnet50", "squeezenet", "shufflenet", "inception_v1"]
 TRANSFORMERS = ["transformer_2d", "transformer"]
-DEFAULT = ZOO + TRANSFORMERS
+ARCH = ["yolo", "dbnet", "svtr", "bert"]
+DEFAULT = ZOO + TRANSFORMERS + ARCH
 
 
 def ensure_models(names, workdir):
     """make_zoo.py / make_transformer.py outputs for ``names`` in ``workdir`` (kept between runs:
     the scripts are deterministic)."""
-    for script, group in (("make_zoo.py", ZOO), ("make_transformer.py", TRANSFORMERS)):
+    for script, group in (("make_zoo.py", ZOO), ("make_transformer.py", TRANSFORMERS),
+                          ("make_arch.py", ARCH)):
         missing = [n for n in names if n in group
                    and not os.path.exists(os.path.join(workdir, f"{n}.expected_0.npy"))]
         if missing:
@@ -48,7 +51,7 @@ def ensure_models(names, workdir):
                             *missing], check=True, stdout=subprocess.DEVNULL)
     for n in names:
         if not os.path.exists(os.path.join(workdir, f"{n}.onnx")):
-            raise SystemExit(f"unknown model {n!r} (known: {', '.join(ZOO + TRANSFORMERS)})")
+            raise SystemExit(f"unknown model {n!r} (known: {', '.join(DEFAULT)})")
 
 
 def input_of(path):

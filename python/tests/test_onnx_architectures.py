@@ -7,6 +7,9 @@ convolutional file classifier (Conv1d, MaxPool1d, GlobalMaxPool over one axis, G
 int8 weight-only MiniLM-style encoder layer (int8 weights dequantized by Cast and Mul, a GatherND
 attention mask, IsNaN guards, LayerNormalization)."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -17,64 +20,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-
-class Net:
-    """An ONNX graph under construction, with seeded random weights."""
-
-    def __init__(self, seed):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.k = [], [], 0
-
-    def name(self, prefix):
-        self.k += 1
-        return f"{prefix}{self.k}"
-
-    def weight(self, shape, scale=None, dtype="float32"):
-        n = self.name("w")
-        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-        s = scale if scale is not None else 1.0 / np.sqrt(fan_in)
-        self.inits.append(numpy_helper.from_array(
-            (self.rng.standard_normal(shape) * s).astype(dtype), n))
-        return n
-
-    def const(self, values, dtype):
-        n = self.name("c")
-        self.inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), n))
-        return n
-
-    def op(self, op_type, inputs, **attrs):
-        out = self.name(op_type.lower())
-        self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
-        return out
-
-    def conv(self, x, cin, cout, k, stride=1, pad=None, bias=True, dims=2):
-        pad = k // 2 if pad is None else pad
-        ins = [x, self.weight((cout, cin) + (k,) * dims)]
-        if bias:
-            ins.append(self.weight((cout,), 0.1))
-        return self.op("Conv", ins, kernel_shape=[k] * dims, strides=[stride] * dims,
-                       pads=[pad] * (2 * dims))
-
-    def bn(self, x, c):
-        scale = self.const(self.rng.uniform(0.5, 1.5, c), "float32")
-        bias = self.const(self.rng.standard_normal(c) * 0.1, "float32")
-        mean = self.const(self.rng.standard_normal(c) * 0.1, "float32")
-        var = self.const(self.rng.uniform(0.5, 1.5, c), "float32")
-        return self.op("BatchNormalization", [x, scale, bias, mean, var], epsilon=1e-5)
-
-    def silu(self, x):
-        return self.op("Mul", [x, self.op("Sigmoid", [x])])
-
-    def model(self, inputs, output, out_rank, opset=17):
-        graph = helper.make_graph(
-            self.nodes, "net",
-            [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-            [helper.make_tensor_value_info(output, TensorProto.FLOAT, [None] * out_rank)],
-            initializer=self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        m.ir_version = 8
-        onnx.checker.check_model(m)
-        return m
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "zoo"))
+from onnx_net import Net  # noqa: E402
 
 
 def compare(model, x, rtol=1e-4, atol=1e-4):

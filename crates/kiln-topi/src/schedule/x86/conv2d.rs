@@ -98,28 +98,27 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
 /// tile accumulates, for an output `width` columns wide with `blocks` channel blocks and a
 /// kernel `kw` wide.
 ///
-/// With one kernel tap (`kw` 1) a tile takes every register but one weight vector per block
+/// With one kernel tap (`kw` 1) a row of one block takes every register but one weight vector
 /// and one broadcast input (14 accumulators of AVX2's 16 registers, 30 of AVX-512's 32): each
-/// step of the reduction is one weight load per block for a whole row of multiply-adds. With
+/// step of the reduction is one weight load for a whole row of multiply-adds. With
 /// more taps, which are unrolled, the input values broadcast for neighbouring taps are live
 /// together, so a tile keeps [`CpuDesc::accumulators_wide`] accumulators (8 with AVX2, 16 with
 /// AVX-512), enough independent chains to cover the FMA latency; broadcasts that spill reload
 /// from L1, but accumulators must not spill (12 of AVX2's registers measured 1.2-2x slower).
 ///
 /// The columns are the whole row when it fits, else the largest divisor of `width` filling at
-/// least three quarters of the budget, else the row in equal tiles (55 as 7 x 8 - 1); then as
-/// many blocks (4, 3 or 2, dividing `blocks`) as the budget still holds, for narrow outputs.
+/// least three quarters of the budget, else the row in equal tiles (55 as 7 x 8 - 1); then, for
+/// narrow outputs, as many blocks (4, 3 or 2, dividing `blocks`) as keep the tile within
+/// [`CpuDesc::accumulators_wide`] (more blocks keep more weight vectors live: 2 x 12 of
+/// AVX-512's registers spilled).
 pub fn register_tile(width: i64, blocks: i64, vectors: i64, kw: i64, cpu: &CpuDesc) -> (i64, i64) {
     let v = vectors.max(1);
-    let regs = cpu.vector_registers as i64;
-    let accumulators = |t: i64| {
-        if kw <= 1 {
-            regs - t * v - 1
-        } else {
-            cpu.accumulators_wide()
-        }
+    let row_budget = if kw <= 1 {
+        cpu.vector_registers as i64 - v - 1
+    } else {
+        cpu.accumulators_wide()
     };
-    let budget = (accumulators(1) / v).max(1);
+    let budget = (row_budget / v).max(1);
     let width = width.max(1);
     let cols = if width <= budget {
         width
@@ -134,7 +133,7 @@ pub fn register_tile(width: i64, blocks: i64, vectors: i64, kw: i64, cpu: &CpuDe
     };
     let tb = [4, 3, 2]
         .into_iter()
-        .find(|&t| blocks % t == 0 && t * cols * v <= accumulators(t))
+        .find(|&t| blocks % t == 0 && t * cols * v <= cpu.accumulators_wide())
         .unwrap_or(1);
     (tb, cols)
 }

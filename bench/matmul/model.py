@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Graph-compiler side of bench/matmul: float32 MatMul ONNX models compiled by `kiln compile`
+(the default pipeline for the host CPU, no hand-written schedule) beside numpy/OpenBLAS and
+onnxruntime in the same run, one thread everywhere.
+
+    model.py [--n 1024] [--reps 15] [--workdir build/bench_matmul]
+
+Models: `A [n, n] x B` with B a constant initializer (weights) and with B a second runtime
+input, plus a classifier-shaped `[40, 120] x [120, 6625]` constant product. Kiln is timed with
+the runtime's time evaluator (KILN_NUM_THREADS=1), numpy with threadpoolctl's one thread,
+onnxruntime with intra/inter-op threads 1; each the median of --reps runs after warm-up. Every
+output is checked against a float64 product. Prints GFLOP/s and Kiln / OpenBLAS, Kiln / ORT.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def median_s(fn, reps):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def make_model(path, m, k, n, const_b, rng):
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inputs = [helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [m, k])]
+    inits = []
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    if const_b:
+        inits.append(numpy_helper.from_array(b, "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [k, n]))
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "matmul", inputs,
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [m, n])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return b
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_matmul"))
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    import kiln
+    import onnxruntime as ort
+    from kiln.graph_executor import GraphModule
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    n = args.n
+    cases = [(f"{n}^3, B constant", n, n, n, True), (f"{n}^3, B an input", n, n, n, False),
+             ("40x120 x 120x6625, B constant", 40, 120, 6625, True)]
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    rows = []
+    for name, m, k, nn, const_b in cases:
+        tag = f"mm_{m}_{k}_{nn}_{'const' if const_b else 'input'}"
+        path = os.path.join(args.workdir, tag + ".onnx")
+        b = make_model(path, m, k, nn, const_b, rng)
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        feeds = {"a": a} if const_b else {"a": a, "b": b}
+        lib = os.path.join(args.workdir, tag + ".so")
+        t0 = time.perf_counter()
+        subprocess.run([os.path.join(ROOT, "target", "release", "kiln"), "compile", path, "-o", lib],
+                       check=True, stdout=subprocess.DEVNULL)
+        compile_s = time.perf_counter() - t0
+        gm = GraphModule(kiln.load_module(lib)["default"](kiln.cpu()))
+        for key, v in feeds.items():
+            gm.set_input(key, v)
+        gm.run()
+        got = gm.get_output(0).numpy()
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        err = float(np.abs(got - ref).max() / np.abs(ref).max())
+        res = gm.benchmark(kiln.cpu(), repeat=args.reps, number=1)
+        t_kiln = res.median
+        with threadpool_limits(limits=1):
+            out = np.empty((m, nn), dtype=np.float32)
+            t_np = median_s(lambda: np.matmul(a, b, out=out), args.reps)
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        t_ort = median_s(lambda: sess.run(None, feeds), args.reps)
+        flop = 2.0 * m * k * nn
+        rows.append((name, flop / t_kiln / 1e9, flop / t_np / 1e9, flop / t_ort / 1e9,
+                     t_np / t_kiln, t_ort / t_kiln, compile_s, err))
+        print(f"{name}: kiln {t_kiln * 1e3:.3f} ms, numpy {t_np * 1e3:.3f} ms, ort {t_ort * 1e3:.3f} ms,"
+              f" max rel error {err:.1e}", flush=True)
+    print("\n| model | Kiln GFLOP/s | OpenBLAS GFLOP/s | ORT GFLOP/s | Kiln / OpenBLAS | Kiln / ORT |"
+          " Kiln compile s | max rel error |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, gk, gn, go, rn, ro, cs, err in rows:
+        print(f"| {name} | {gk:.1f} | {gn:.1f} | {go:.1f} | {rn:.2f} | {ro:.2f} | {cs:.2f} | {err:.1e} |")
+    bad = [r[0] for r in rows if r[-1] > 1e-4]
+    if bad:
+        sys.exit(f"outputs differ from the float64 product: {bad}")
+
+
+if __name__ == "__main__":
+    main()
