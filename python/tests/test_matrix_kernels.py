@@ -1,4 +1,4 @@
-"""Matrix products through ``kiln.onnx.compile`` against numpy (float64) on random inputs, in
+"""Matrix products (and the softmax between them) through ``kiln.onnx.compile`` against numpy (float64) on random inputs, in
 the shapes that reach every edge of the x86 matrix kernel: a constant right-hand matrix packed
 in column blocks with a partial last block, row counts that leave a shorter last row tile,
 both at once, batch axes flattened into rows, one row (a classifier's vector), and products
@@ -86,3 +86,18 @@ def test_matmul_of_two_runtime_inputs(a_shape, b_shape):
                      {"a": rand(*a_shape), "b": rand(*b_shape)}, {})
     run_twice(model, lambda: {"a": rand(*a_shape), "b": rand(*b_shape)},
               lambda x: np.matmul(x["a"].astype(np.float64), x["b"].astype(np.float64)))
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 6625), -1), ((2, 2, 13, 40), -1), ((4, 7, 5), 1)])
+def test_softmax_rows_in_vectors_with_a_shorter_last_vector(shape, axis):
+    """Softmax (the attention and classifier kind) against numpy in float64: rows whose length is
+    not a multiple of the vector width, and a softmax over a middle axis."""
+    model = model_of([helper.make_node("Softmax", ["a"], ["y"], axis=axis)],
+                     {"a": rand(*shape)}, {})
+
+    def reference(x):
+        a = x["a"].astype(np.float64) * 1.0
+        e = np.exp(a - a.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    run_twice(model, lambda: {"a": rand(*shape) * 4}, reference)

@@ -64,19 +64,52 @@ pub(crate) fn max_and_expsum(x: &Tensor, axis: usize, name: &str) -> Result<(Ten
     Ok((mx, es))
 }
 
-/// Softmax of `x` along `axis` (negative counts from the end). Three stages: `softmax_maxelem`,
-/// `softmax_expsum` and the output (tagged [`tag::SOFTMAX_OUTPUT`]).
+/// Softmax of `x` along `axis` (negative counts from the end). Four stages: the maximum
+/// along `axis` (`softmax_maxelem`), `exp(x - max)` (`softmax_exp`, kept as a stage so the
+/// exponential is computed once per element, in vectors), its sum (`softmax_expsum`) and the
+/// output `exp / sum` (tagged [`tag::SOFTMAX_OUTPUT`]).
 pub fn softmax(x: &Tensor, axis: i64) -> Result<Tensor> {
     let shape = const_shape(x, "softmax")?;
     let axis = normalize_axis(axis, shape.len(), "softmax")?;
-    let (mx, es) = max_and_expsum(x, axis, "softmax")?;
+    let mut reduced = shape.clone();
+    reduced.remove(axis);
+    let k1: IterVar = reduce_axis_n(shape[axis], "k1");
+    let mx = compute_tagged(
+        &consts(&reduced),
+        |i| {
+            max(
+                x.at(&insert_at(i, axis, k1.expr())),
+                std::slice::from_ref(&k1),
+            )
+        },
+        "softmax_maxelem",
+        tag::COMM_REDUCE,
+    )?;
+    let e = compute_tagged(
+        &consts(&shape),
+        |i| kiln_tir::op::exp(x.at_vars(i) - mx.at(&drop_at(i, axis))),
+        EXP_STAGE,
+        tag::ELEMWISE,
+    )?;
+    let k2: IterVar = reduce_axis_n(shape[axis], "k2");
+    let es = compute_tagged(
+        &consts(&reduced),
+        |i| {
+            sum(
+                e.at(&insert_at(i, axis, k2.expr())),
+                std::slice::from_ref(&k2),
+            )
+        },
+        "softmax_expsum",
+        tag::COMM_REDUCE,
+    )?;
     compute_tagged(
         &consts(&shape),
-        |i| {
-            let rest = drop_at(i, axis);
-            kiln_tir::op::exp(x.at_vars(i) - mx.at(&rest)) / es.at(&rest)
-        },
+        |i| e.at_vars(i) / es.at(&drop_at(i, axis)),
         "softmax",
         tag::SOFTMAX_OUTPUT,
     )
 }
+
+/// The name of softmax's `exp(x - max)` stage, which schedules keep (not inlined).
+pub const EXP_STAGE: &str = "softmax_exp";

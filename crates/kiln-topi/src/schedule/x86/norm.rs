@@ -1,8 +1,8 @@
 //! x86 schedules of softmax, log-softmax and layer norm: the row statistics computed at the
-//! output's row, rows in parallel.
+//! output's row, rows in parallel, the row's elementwise work in vectors.
 
-use crate::nn::tag;
-use crate::schedule::{fuse_all, generic, inline_injective, is_injective_op};
+use crate::nn::{softmax, tag};
+use crate::schedule::{extent, fuse_all, generic, inline_injective, is_injective_op, producers};
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
 use kiln_tir::CpuDesc;
@@ -10,16 +10,28 @@ use kiln_tir::CpuDesc;
 /// Fuses and parallelizes the output loops outside the reduced trailing dimensions and
 /// computes every reduction stage feeding `out` there; with `trailing == false` (reduced axes
 /// not last) the reductions stay at root, each parallel on its first loop.
-fn rows_with_stats(s: &Schedule, out: &Tensor, kept: usize, trailing: bool) -> Result<()> {
-    inline_injective(s, out, &[])?;
-    let stats: Vec<_> = out
-        .op()
-        .input_tensors()
+fn rows_with_stats(
+    s: &Schedule,
+    out: &Tensor,
+    kept: usize,
+    trailing: bool,
+    cpu: &CpuDesc,
+) -> Result<()> {
+    let keep: Vec<_> = producers(out)
         .into_iter()
-        .filter(|t| {
-            !is_injective_op(t.op()) && matches!(t.op().kind(), kiln_te::OpKind::Compute(_))
-        })
+        .filter(|op| op.name() == softmax::EXP_STAGE)
         .collect();
+    inline_injective(s, out, &keep)?;
+    let mut stats: Vec<_> = producers(out)
+        .into_iter()
+        .skip(1)
+        .filter(|op| {
+            (!is_injective_op(op) || keep.iter().any(|k| k.same_as(op)))
+                && matches!(op.kind(), kiln_te::OpKind::Compute(_))
+        })
+        .map(|op| op.output(0))
+        .collect();
+    stats.reverse();
     let st = s.stage(out);
     if trailing && kept > 0 {
         let axes: Vec<_> = (0..kept).map(|i| out.axis(i)).collect();
@@ -27,6 +39,20 @@ fn rows_with_stats(s: &Schedule, out: &Tensor, kept: usize, trailing: bool) -> R
         st.parallel(&fused)?;
         for t in &stats {
             s.stage(t).compute_at(&st, &fused)?;
+        }
+        // Rows in vectors (a shorter last vector is peeled off by LoopPartition): the output
+        // and the kept elementwise stages (softmax's exponentials).
+        let lanes = cpu.lanes(out.dtype());
+        let rows = keep.iter().map(|k| k.output(0)).chain([out.clone()]);
+        for t in rows {
+            let n = t.ndim();
+            if n > kept && lanes > 1 && extent(&t, n - 1) >= lanes {
+                let stage = s.stage(&t);
+                let inner: Vec<_> = (kept..n).map(|i| t.axis(i)).collect();
+                let last = fuse_all(&stage, &inner)?.expect("row loops");
+                let (_, vi) = stage.split(&last, lanes)?;
+                stage.vectorize(&vi)?;
+            }
         }
         return Ok(());
     }
@@ -40,9 +66,9 @@ fn rows_with_stats(s: &Schedule, out: &Tensor, kept: usize, trailing: bool) -> R
 }
 
 /// Softmax / log-softmax ([`tag::SOFTMAX_OUTPUT`]) along `axis` (non-negative).
-pub fn schedule_softmax_axis(s: &Schedule, out: &Tensor, axis: usize) -> Result<()> {
+pub fn schedule_softmax_axis(s: &Schedule, out: &Tensor, axis: usize, cpu: &CpuDesc) -> Result<()> {
     let n = out.ndim();
-    rows_with_stats(s, out, axis, axis + 1 == n)
+    rows_with_stats(s, out, axis, axis + 1 == n, cpu)
 }
 
 /// Softmax / log-softmax, the axis found from the statistics' shape (the first dimension
@@ -61,7 +87,7 @@ pub fn schedule_softmax(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()>
     let axis = (0..out.ndim())
         .find(|&d| d >= stat.ndim() || stat.shape()[d].as_int() != out.shape()[d].as_int())
         .unwrap_or(out.ndim() - 1);
-    schedule_softmax_axis(s, out, axis)
+    schedule_softmax_axis(s, out, axis, cpu)
 }
 
 /// Layer norm ([`tag::LAYER_NORM_OUTPUT`]): when the normalized axes are the trailing ones,
@@ -80,5 +106,5 @@ pub fn schedule_layer_norm(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<
     };
     let kept = mean.ndim();
     let trailing = (0..kept).all(|d| mean.shape()[d].as_int() == out.shape()[d].as_int());
-    rows_with_stats(s, out, kept, trailing)
+    rows_with_stats(s, out, kept, trailing, cpu)
 }
