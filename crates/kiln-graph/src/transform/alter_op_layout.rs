@@ -62,14 +62,9 @@ fn pack_grouped(w: &Tensor, groups: i64, b: i64) -> Result<Tensor> {
 }
 
 /// The block of a packed matrix weight with `n` outputs on a CPU of `lanes` float32 lanes:
-/// two vectors of outputs (the column tile of the x86 matrix kernel,
-/// `kiln_topi::schedule::x86::dense`) when there are that many, else one.
+/// the x86 matrix kernel's column tile.
 pub fn dense_block(n: i64, lanes: i64) -> i64 {
-    if n >= 2 * lanes {
-        2 * lanes
-    } else {
-        lanes
-    }
+    kiln_topi::schedule::x86::dense::column_block(n, lanes)
 }
 
 /// `nn.dense` with a `[N, K]` weight (2-D data, at least `3/4 lanes` units): the weight as

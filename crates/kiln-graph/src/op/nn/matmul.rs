@@ -66,9 +66,28 @@ pub(crate) fn topi_attrs(a: &Attrs<'_>) -> Result<nn::MatmulAttrs> {
 }
 
 /// The lowering (TOPI compute).
-fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+fn lower(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
     let x = |k| input("nn.matmul", i, k);
-    one(nn::matmul(x(0)?, x(1)?, &topi_attrs(a)?))
+    let attrs = topi_attrs(a)?;
+    let (xa, xb) = (x(0)?, x(1)?);
+    // Two runtime matrices: B packed at run time for the packed matrix kernel.
+    let lanes = cpu.lanes(xb.dtype());
+    if xa.ndim() == 2
+        && xb.ndim() == 2
+        && !attrs.transpose_a
+        && xb.dtype() == kiln_ffi::DataType::float(32)
+    {
+        let sb = xb.shape();
+        let n = if attrs.transpose_b { &sb[0] } else { &sb[1] }
+            .as_int()
+            .unwrap_or(0);
+        if n >= lanes * 3 / 4 {
+            let bn = kiln_topi::schedule::x86::dense::column_block(n, lanes);
+            let packed = nn::matmul::pack_b(xb, attrs.transpose_b, bn)?;
+            return one(nn::dense_packed(xa, &packed, Some(n), None));
+        }
+    }
+    one(nn::matmul(xa, xb, &attrs))
 }
 
 /// The definitions of this file.

@@ -29,7 +29,19 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     if !same_shape(out, &t) || out.ndim() < 2 {
         return generic::schedule_generic(s, out, cpu);
     }
-    inline_injective(s, out, &[])?;
+    // A right-hand matrix packed at run time (`nn::matmul::pack_b`) is computed whole first,
+    // its blocks in parallel and its rows in vectors.
+    let pack: Vec<_> = crate::schedule::producers(out)
+        .into_iter()
+        .filter(|p| p.name() == crate::nn::matmul::PACK_B_STAGE)
+        .collect();
+    inline_injective(s, out, &pack)?;
+    for p in &pack {
+        let t = p.output(0);
+        let st = s.stage(&t);
+        st.parallel(&t.axis(0))?;
+        st.vectorize(&t.axis(2))?;
+    }
     let (main, mt, cs) = main_and_compute(s, out, &op)?;
     let nd = mt.ndim();
     let (ax_m, ax_n) = (mt.axis(nd - 2), mt.axis(nd - 1));
@@ -152,4 +164,15 @@ pub fn matrix_tile(m: i64, blocks: i64, vectors: i64, cpu: &CpuDesc) -> (i64, i6
 /// half of `cpu`'s L2 cache, at least 1.
 pub fn row_block(tile_bytes: i64, cpu: &CpuDesc) -> i64 {
     (cpu.caches.l2 as i64 / 2 / tile_bytes.max(1)).max(1)
+}
+
+/// The column block of the matrix kernel for `n` output columns on a CPU of `lanes` lanes (the
+/// block of packed weights, `NK{b}n`): two vectors of outputs when there are that many, else
+/// one.
+pub fn column_block(n: i64, lanes: i64) -> i64 {
+    if n >= 2 * lanes {
+        2 * lanes
+    } else {
+        lanes
+    }
 }

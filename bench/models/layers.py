@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Per-layer table of one benchmark model: each distinct heavy layer (Conv, ConvTranspose,
+MatMul, Gemm) cut out as a one-node model with the network's shapes and weights, compiled by
+`kiln compile` and timed beside onnxruntime at one thread, in GFLOP/s against the core's FMA
+peak measured in the same run (bench/fma_peak/peak.c, built with `cc -O2 -march=native`).
+
+    layers.py MODEL [--workdir build/bench_models] [--reps 15]
+
+MODEL is a name bench/models knows (its .onnx is made if missing). Prints one row per distinct
+layer signature: its count in the network, shapes, MFLOP, Kiln and onnxruntime milliseconds
+(median of --reps), Kiln GFLOP/s and its share of the peak, and Kiln / ORT time.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HEAVY = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
+
+
+def fma_peak():
+    exe = os.path.join(tempfile.mkdtemp(), "peak")
+    subprocess.run(["cc", "-O2", "-march=native", "-o", exe,
+                    os.path.join(ROOT, "bench", "fma_peak", "peak.c")], check=True)
+    out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    return float(out.split("fma peak:")[1].split()[0]), out.strip()
+
+
+def flops(node, shapes, inits):
+    """Multiply-adds x 2 of a heavy node from its input/output shapes."""
+    out = shapes[node.output[0]]
+    if node.op_type in ("MatMul", "Gemm"):
+        a = shapes[node.input[0]]
+        return 2 * int(np.prod(out)) * a[-1] if node.op_type == "MatMul" or not any(
+            at.name == "transA" and at.i for at in node.attribute) else 2 * int(np.prod(out)) * a[0]
+    w = shapes[node.input[1]]
+    if node.op_type == "Conv":
+        return 2 * int(np.prod(out)) * int(np.prod(w[1:]))
+    x = shapes[node.input[0]]  # ConvTranspose: every input element meets C/g x O/g x K taps
+    return 2 * int(np.prod(x)) * int(np.prod(w[1:]))
+
+
+def median_s(fn, reps):
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_models"))
+    ap.add_argument("--reps", type=int, default=15)
+    args = ap.parse_args()
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, shape_inference
+    from bench_models import ensure_models
+
+    import kiln
+    from kiln.graph_executor import GraphModule
+
+    os.makedirs(args.workdir, exist_ok=True)
+    ensure_models([args.model], args.workdir)
+    model = shape_inference.infer_shapes(onnx.load(os.path.join(args.workdir, f"{args.model}.onnx")))
+    g = model.graph
+    shapes = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    inits = {t.name: t for t in g.initializer}
+    for t in g.initializer:
+        shapes[t.name] = list(t.dims)
+    peak, peak_line = fma_peak()
+    print(peak_line)
+    groups = {}
+    for node in g.node:
+        if node.op_type not in HEAVY or node.output[0] not in shapes:
+            continue
+        if any(i and i not in shapes for i in node.input):
+            continue
+        ins = [shapes[i] if i else None for i in node.input]
+        attrs = tuple(sorted((a.name, str(helper.get_attribute_value(a))) for a in node.attribute))
+        key = (node.op_type, str(ins), attrs)
+        groups.setdefault(key, []).append(node)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    rng = np.random.default_rng(0)
+    rows = []
+    for k, ((op, ins, _), nodes) in enumerate(groups.items()):
+        node = nodes[0]
+        runtime = [i for i in node.input if i and i not in inits]
+        consts = [inits[i] for i in node.input if i in inits]
+        vi = [helper.make_tensor_value_info(i, onnx.TensorProto.FLOAT, shapes[i]) for i in runtime]
+        out = helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT,
+                                            shapes[node.output[0]])
+        one = helper.make_model(helper.make_graph([node], f"layer{k}", vi, [out], consts),
+                                opset_imports=model.opset_import)
+        one.ir_version = 8
+        path = os.path.join(args.workdir, f"{args.model}.layer{k}.onnx")
+        onnx.save(one, path)
+        feeds = {i: rng.standard_normal(shapes[i]).astype(np.float32) for i in runtime}
+        lib = path[:-5] + ".so"
+        subprocess.run([os.path.join(ROOT, "target", "release", "kiln"), "compile", path, "-o",
+                        lib], check=True, stdout=subprocess.DEVNULL)
+        gm = GraphModule(kiln.load_module(lib)["default"](kiln.cpu()))
+        for i, v in feeds.items():
+            gm.set_input(i, v)
+        gm.run()
+        t_kiln = gm.benchmark(kiln.cpu(), repeat=args.reps, number=1).median
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        ref = sess.run(None, feeds)[0]
+        err = float(np.abs(gm.get_output(0).numpy() - ref).max() / max(np.abs(ref).max(), 1e-30))
+        t_ort = median_s(lambda: sess.run(None, feeds), args.reps)
+        f = flops(node, shapes, inits)
+        rows.append((op, len(nodes), ins, shapes[node.output[0]], f / 1e6, t_kiln * 1e3,
+                     t_ort * 1e3, f / t_kiln / 1e9, err))
+    print(f"\n{args.model}: heavy layers, one thread; FMA peak {peak:.1f} GFLOP/s\n")
+    print("| op | count | inputs | output | MFLOP | Kiln ms | ORT ms | Kiln GFLOP/s | % of peak |"
+          " Kiln / ORT | max rel error |")
+    print("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for op, n, ins, out, mf, tk, to, gf, err in sorted(rows, key=lambda r: -r[1] * r[5]):
+        print(f"| {op} | {n} | {ins} | {out} | {mf:.1f} | {tk:.3f} | {to:.3f} | {gf:.1f} |"
+              f" {100 * gf / peak:.0f}% | {tk / to:.2f} | {err:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
