@@ -12,7 +12,8 @@
 //! matrix kernel's column tile ([`dense_block`]), and `nn.matmul` by a constant 2-D matrix
 //! becomes `nn.dense` on such a packed constant (its data flattened to 2-D and the result
 //! reshaped back when it has batch axes). `nn.conv2d_transpose` with a constant kernel and one
-//! group becomes the direct `nn.conv2d` it equals (input dilated and padded, kernel flipped),
+//! group becomes the direct `nn.conv2d` it equals (input dilated and padded, kernel flipped;
+//! a kernel equal to the stride: a 1x1 convolution whose channels are shuffled into pixels),
 //! which the pass's second round packs.
 
 use super::infer_type::infer_function;
@@ -189,6 +190,45 @@ fn flip_kernel(w: &Tensor) -> Result<Tensor> {
     eval::make(&out, &Type::tensor(&[o, c, kh, kw], w.dtype()))
 }
 
+/// A transposed convolution whose kernel equals its stride (`s x s`, no padding or dilation:
+/// the upsampling kind) on `x` (`[N, C, H, W]`, `nhw` = `[N, H, W]`): every output pixel gets
+/// exactly one tap, so it is a 1x1 convolution to `O*s*s` channels (kernel `[C, O, s, s]`
+/// transposed to `[O*s*s, C, 1, 1]`) whose channels are shuffled into `s x s` pixels (reshape
+/// to `[N, O, s, s, H, W]`, transpose to `[N, O, H, s, W, s]`, reshape), with no multiply-adds
+/// on zeros.
+fn pixel_shuffle_conv(x: Expr, w: &Tensor, nhw: [i64; 3]) -> Result<Expr> {
+    let s = w.shape();
+    let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
+    let [n, h, wd] = nhw;
+    let vals = eval::values(w)?;
+    let mut k = vec![0.0; vals.len()];
+    for ci in 0..c {
+        for r in 0..o * kh * kw {
+            k[(r * c + ci) as usize] = vals[(ci * o * kh * kw + r) as usize];
+        }
+    }
+    let kernel = Expr::constant(eval::make(
+        &k,
+        &Type::tensor(&[o * kh * kw, c, 1, 1], w.dtype()),
+    )?);
+    let y = mk("nn.conv2d", vec![x, kernel], &[]);
+    let y = mk(
+        "reshape",
+        vec![y],
+        &[("newshape", attr(vec![n, o, kh, kw, h, wd]))],
+    );
+    let y = mk(
+        "transpose",
+        vec![y],
+        &[("axes", attr(vec![0, 1, 4, 2, 5, 3]))],
+    );
+    Ok(mk(
+        "reshape",
+        vec![y],
+        &[("newshape", attr(vec![n, o, h * kh, wd * kw]))],
+    ))
+}
+
 /// `nn.conv2d_transpose` with a constant float32 kernel and one group: the direct convolution
 /// it equals, so that it gets the packed kernels and fused epilogues of `nn.conv2d`. The input
 /// is dilated by the strides (`reshape` to `[N, C, H, 1, W, 1]`, zero `nn.pad` to `[.., s, ..,
@@ -218,6 +258,16 @@ fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     let (oph, opw) = attr_pair(&a, "output_padding")?;
     let p = attr_padding(&a)?;
     let (n, c, h, wd) = (d[0], d[1], d[2], d[3]);
+    if (ws[2], ws[3]) == (sh, sw)
+        && (dh, dw, oph, opw) == (1, 1, 0, 0)
+        && [p.top, p.left, p.bottom, p.right] == [0; 4]
+    {
+        return Ok(Some(pixel_shuffle_conv(
+            e.args()[0].clone(),
+            w,
+            [n, h, wd],
+        )?));
+    }
     let mut x = e.args()[0].clone();
     if sh > 1 || sw > 1 {
         x = mk(
@@ -476,6 +526,37 @@ mod tests {
                 got[(((o * 4 + c) * 3 + y) * 3 + xx) as usize],
                 vals[src as usize] as f64
             );
+        }
+    }
+
+    #[test]
+    fn upsampling_transposed_convolution_becomes_a_shuffled_1x1_one() {
+        let x = Var::new("x", Type::f32(&[1, 3, 4, 5]));
+        let vals: Vec<f32> = (0..3 * 2 * 2 * 2).map(|v| v as f32).collect();
+        let w = Expr::const_f32(&vals, &[3, 2, 2, 2]);
+        let ct = mk(
+            "nn.conv2d_transpose",
+            vec![x.expr(), w],
+            &[("strides", attr(vec![2, 2]))],
+        );
+        let m = IRModule::from_main(Function::new(vec![x], ct));
+        let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(8));
+        let m = alter_op_layout().run(m, &ctx).unwrap();
+        let body = m.main().unwrap().body().clone();
+        assert_eq!(body.op_name(), Some("reshape"));
+        assert_eq!(body.ty().unwrap(), Type::f32(&[1, 2, 8, 10]));
+        let t = &body.args()[0];
+        assert_eq!(t.op_name(), Some("transpose"));
+        let conv = &t.args()[0].args()[0];
+        assert_eq!(conv.op_name(), Some("nn.conv2d"));
+        // Output channel o*4 + py*2 + px of the 1x1 kernel reads w[c, o, py, px].
+        let k = conv.args()[1].as_constant().expect("constant kernel");
+        let got = eval::values(k).unwrap();
+        assert_eq!(k.shape(), &[8, 3, 1, 1]);
+        for r in 0..8i64 {
+            for c in 0..3i64 {
+                assert_eq!(got[(r * 3 + c) as usize], vals[(c * 8 + r) as usize] as f64);
+            }
         }
     }
 }
