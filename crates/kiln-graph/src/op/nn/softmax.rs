@@ -19,8 +19,10 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
 }
 
 /// The lowering of `nn.softmax` (TOPI compute).
-fn lower_softmax(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
-    one(nn::softmax(input("nn.softmax", i, 0)?, a.int("axis")?))
+fn lower_softmax(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let x = input("nn.softmax", i, 0)?;
+    let lanes = cpu.lanes(x.dtype());
+    one(nn::softmax::softmax_in_lanes(x, a.int("axis")?, lanes))
 }
 
 /// The lowering of `nn.log_softmax` (TOPI compute).
