@@ -9,7 +9,7 @@
 //! convolutions (one output channel per group) and 1x1 convolutions that
 //! `kiln_topi::nn::conv2d_1x1` computes over flattened rows keep `OIHW`. Likewise `nn.dense`
 //! weights `[N, K]` become `NK{b}n` (`[ceil(N/b), K, b]`, zeros past `N`), `b` being the
-//! matrix kernel's column tile ([`dense_block`]), and `nn.matmul` by a constant 2-D matrix
+//! matrix kernel's column tile ([`column_block`]), and `nn.matmul` by a constant 2-D matrix
 //! becomes `nn.dense` on such a packed constant (its data flattened to 2-D and the result
 //! reshaped back when it has batch axes). `nn.conv2d_transpose` with a constant kernel and one
 //! group becomes the direct `nn.conv2d` it equals (input dilated and padded, kernel flipped;
@@ -25,6 +25,7 @@ use crate::op::{attr, eval, mk};
 use kiln_ffi::Result;
 use kiln_runtime::tensor::Tensor;
 use kiln_tir::CpuDesc;
+use kiln_topi::schedule::x86::dense::column_block;
 
 /// The block for a convolution with `opg` output channels per group on a CPU of `lanes`
 /// float32 lanes, if any: `lanes` or half of it when it divides them (the half only up to
@@ -62,21 +63,18 @@ fn pack_grouped(w: &Tensor, groups: i64, b: i64) -> Result<Tensor> {
     )
 }
 
-/// The block of a packed matrix weight with `n` outputs on a CPU of `lanes` float32 lanes:
-/// the x86 matrix kernel's column tile.
-pub fn dense_block(n: i64, lanes: i64) -> i64 {
-    kiln_topi::schedule::x86::dense::column_block(n, lanes)
-}
-
-/// `nn.dense` with a `[N, K]` weight (2-D data, at least `3/4 lanes` units): the weight as
-/// `NK{b}n` ([`dense_block`]).
+/// `nn.dense` with a `[N, K]` weight (2-D data, N with a matrix-kernel column block,
+/// [`column_block`]): the weight as `NK{b}n`.
 fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     let (d_ty, w_ty) = (orig.args()[0].ty()?, orig.args()[1].ty()?);
     let w = w_ty.shape();
-    if d_ty.shape().len() != 2 || w.len() != 2 || w[0] < lanes * 3 / 4 {
+    if d_ty.shape().len() != 2 || w.len() != 2 {
         return Ok(None);
     }
-    let layout = format!("NK{}n", dense_block(w[0], lanes));
+    let Some(b) = column_block(w[0], lanes) else {
+        return Ok(None);
+    };
+    let layout = format!("NK{b}n");
     let packed = mk(
         "layout_transform",
         vec![e.args()[1].clone()],
@@ -97,30 +95,10 @@ fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     )))
 }
 
-/// A constant float32 matrix `w` (`[K, N]`, or `[N, K]` when `transposed`) packed as
-/// `[ceil(N/b), K, b]` with zeros past `N`.
-fn pack_matrix(w: &Tensor, transposed: bool, b: i64) -> Result<Tensor> {
-    let s = w.shape();
-    let (k, n) = if transposed {
-        (s[1], s[0])
-    } else {
-        (s[0], s[1])
-    };
-    let nb = (n + b - 1) / b;
-    let vals = eval::values(w)?;
-    let mut out = vec![0.0; (nb * k * b) as usize];
-    for j in 0..n {
-        for r in 0..k {
-            let src = if transposed { j * k + r } else { r * n + j };
-            out[(((j / b) * k + r) * b + j % b) as usize] = vals[src as usize];
-        }
-    }
-    eval::make(&out, &Type::tensor(&[nb, k, b], w.dtype()))
-}
-
-/// `nn.matmul(A, B)` with `B` a constant float32 matrix (at least `3/4 lanes` columns) and `A`
-/// not transposed: `nn.dense` on `B` packed as `NK{b}n`, `A` flattened to `[-1, K]` and the
-/// result reshaped back when `A` has batch axes.
+/// `nn.matmul(A, B)` with `B` a constant float32 matrix (its N columns with a column block,
+/// [`column_block`]) and `A` not transposed: `nn.dense` on `B` as `[N, K]` (transposed when
+/// stored `[K, N]`; folded), which the pass's second round packs as `NK{b}n`, `A` flattened to
+/// `[-1, K]` and the result reshaped back when `A` has batch axes.
 fn alter_matmul(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     let attrs = e.attrs();
     let Some(w) = e.args()[1].as_constant() else {
@@ -143,10 +121,14 @@ fn alter_matmul(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     } else {
         (s[0], s[1])
     };
-    if n < lanes * 3 / 4 || d[d.len() - 1] != k {
+    if column_block(n, lanes).is_none() || d[d.len() - 1] != k {
         return Ok(None);
     }
-    let packed = Expr::constant(pack_matrix(w, transposed, dense_block(n, lanes))?);
+    let nk = if transposed {
+        e.args()[1].clone()
+    } else {
+        mk("transpose", vec![e.args()[1].clone()], &[])
+    };
     let data = if d.len() == 2 {
         e.args()[0].clone()
     } else {
@@ -156,7 +138,7 @@ fn alter_matmul(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
             &[("newshape", attr(vec![-1, k]))],
         )
     };
-    let dense = mk("nn.dense", vec![data, packed], &[("units", attr(n))]);
+    let dense = mk("nn.dense", vec![data, nk], &[("units", attr(n))]);
     if d.len() == 2 {
         return Ok(Some(dense));
     }
@@ -192,25 +174,23 @@ fn flip_kernel(w: &Tensor) -> Result<Tensor> {
 
 /// A transposed convolution whose kernel equals its stride (`s x s`, no padding or dilation:
 /// the upsampling kind) on `x` (`[N, C, H, W]`, `nhw` = `[N, H, W]`): every output pixel gets
-/// exactly one tap, so it is a 1x1 convolution to `O*s*s` channels (kernel `[C, O, s, s]`
-/// transposed to `[O*s*s, C, 1, 1]`) whose channels are shuffled into `s x s` pixels (reshape
+/// exactly one tap, so it is a 1x1 convolution to `O*s*s` channels (kernel `w`, `shape` `[C,
+/// O, s, s]`, reshaped and transposed to `[O*s*s, C, 1, 1]`; folded) whose channels are shuffled into `s x s` pixels (reshape
 /// to `[N, O, s, s, H, W]`, transpose to `[N, O, H, s, W, s]`, reshape), with no multiply-adds
 /// on zeros.
-fn pixel_shuffle_conv(x: Expr, w: &Tensor, nhw: [i64; 3]) -> Result<Expr> {
-    let s = w.shape();
-    let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
+fn pixel_shuffle_conv(x: Expr, w: &Expr, shape: &[i64], nhw: [i64; 3]) -> Expr {
+    let (c, o, kh, kw) = (shape[0], shape[1], shape[2], shape[3]);
     let [n, h, wd] = nhw;
-    let vals = eval::values(w)?;
-    let mut k = vec![0.0; vals.len()];
-    for ci in 0..c {
-        for r in 0..o * kh * kw {
-            k[(r * c + ci) as usize] = vals[(ci * o * kh * kw + r) as usize];
-        }
-    }
-    let kernel = Expr::constant(eval::make(
-        &k,
-        &Type::tensor(&[o * kh * kw, c, 1, 1], w.dtype()),
-    )?);
+    let rows = mk(
+        "reshape",
+        vec![w.clone()],
+        &[("newshape", attr(vec![c, o * kh * kw]))],
+    );
+    let kernel = mk(
+        "reshape",
+        vec![mk("transpose", vec![rows], &[])],
+        &[("newshape", attr(vec![o * kh * kw, c, 1, 1]))],
+    );
     let y = mk("nn.conv2d", vec![x, kernel], &[]);
     let y = mk(
         "reshape",
@@ -222,11 +202,11 @@ fn pixel_shuffle_conv(x: Expr, w: &Tensor, nhw: [i64; 3]) -> Result<Expr> {
         vec![y],
         &[("axes", attr(vec![0, 1, 4, 2, 5, 3]))],
     );
-    Ok(mk(
+    mk(
         "reshape",
         vec![y],
         &[("newshape", attr(vec![n, o, h * kh, wd * kw]))],
-    ))
+    )
 }
 
 /// `nn.conv2d_transpose` with a constant float32 kernel and one group: the direct convolution
@@ -264,9 +244,10 @@ fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     {
         return Ok(Some(pixel_shuffle_conv(
             e.args()[0].clone(),
-            w,
+            &e.args()[1],
+            ws,
             [n, h, wd],
-        )?));
+        )));
     }
     let mut x = e.args()[0].clone();
     if sh > 1 || sw > 1 {
@@ -458,12 +439,13 @@ mod tests {
             let m = IRModule::from_main(Function::new(vec![x], mm));
             let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(lanes as u32));
             let m = alter_op_layout().run(m, &ctx).unwrap();
+            let m = fold_constant().run(m, &ctx).unwrap();
             let body = m.main().unwrap().body().clone();
             assert_eq!(body.op_name(), Some("reshape"));
             assert_eq!(body.ty().unwrap(), Type::f32(&[2, 5, n]));
             let dense = &body.args()[0];
             assert_eq!(dense.op_name(), Some("nn.dense"));
-            let b = dense_block(n, lanes);
+            let b = column_block(n, lanes).expect("a block");
             assert_eq!(b, 2 * lanes);
             let pw = dense.args()[1].as_constant().expect("packed constant");
             let nb = (n + b - 1) / b;
@@ -542,6 +524,7 @@ mod tests {
         let m = IRModule::from_main(Function::new(vec![x], ct));
         let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(8));
         let m = alter_op_layout().run(m, &ctx).unwrap();
+        let m = fold_constant().run(m, &ctx).unwrap();
         let body = m.main().unwrap().body().clone();
         assert_eq!(body.op_name(), Some("reshape"));
         assert_eq!(body.ty().unwrap(), Type::f32(&[1, 2, 8, 10]));

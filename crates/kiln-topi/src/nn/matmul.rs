@@ -105,35 +105,3 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
         t,
     )
 }
-
-/// The name of [`pack_b`]'s stage, which schedules keep (computed whole before the product).
-pub const PACK_B_STAGE: &str = "matmul_pack_b";
-
-/// A 2-D right-hand operand (`[K, N]`, or `[N, K]` when `transposed`) packed at run time as
-/// `[ceil(N/bn), K, bn]` with zeros past `N` (the layout of [`super::dense_packed`]'s weight),
-/// so that a product of two runtime matrices runs the packed matrix kernel. Named
-/// [`PACK_B_STAGE`].
-pub fn pack_b(b: &Tensor, transposed: bool, bn: i64) -> Result<Tensor> {
-    let sb = super::const_shape(b, "matmul")?;
-    if sb.len() != 2 || bn < 1 {
-        return Err(invalid(
-            "matmul",
-            format!("cannot pack {sb:?} in blocks of {bn}"),
-        ));
-    }
-    let (k, n) = logical(sb[0], sb[1], transposed);
-    let b = b.clone();
-    compute_tagged(
-        &consts(&[(n + bn - 1) / bn, k, bn]),
-        |i| {
-            let j = i[0].to_expr() * bn + i[2].to_expr();
-            let inside = j.lt(n);
-            // Clamped so that the load stays in bounds where the select discards it.
-            let jc = kiln_tir::min(&j, n - 1);
-            let v = b.at(&index(i[1].to_expr(), jc, transposed));
-            kiln_tir::op::if_then_else(inside, v, PrimExpr::const_float(b.dtype(), 0.0))
-        },
-        PACK_B_STAGE,
-        tag::INJECTIVE,
-    )
-}

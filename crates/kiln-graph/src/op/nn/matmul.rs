@@ -71,7 +71,6 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> 
     let attrs = topi_attrs(a)?;
     let (xa, xb) = (x(0)?, x(1)?);
     // Two runtime matrices: B packed at run time for the packed matrix kernel.
-    let lanes = cpu.lanes(xb.dtype());
     if xa.ndim() == 2
         && xb.ndim() == 2
         && !attrs.transpose_a
@@ -81,9 +80,9 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> 
         let n = if attrs.transpose_b { &sb[0] } else { &sb[1] }
             .as_int()
             .unwrap_or(0);
-        if n >= lanes * 3 / 4 {
-            let bn = kiln_topi::schedule::x86::dense::column_block(n, lanes);
-            let packed = nn::matmul::pack_b(xb, attrs.transpose_b, bn)?;
+        if let Some(bn) = x86::dense::column_block(n, cpu.lanes(xb.dtype())) {
+            let src = if attrs.transpose_b { "NK" } else { "KN" };
+            let packed = kiln_topi::transform::layout_transform(xb, src, &format!("NK{bn}n"))?;
             return one(nn::dense_packed(xa, &packed, Some(n), None));
         }
     }

@@ -29,28 +29,29 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     if !same_shape(out, &t) || out.ndim() < 2 {
         return generic::schedule_generic(s, out, cpu);
     }
-    // A right-hand matrix packed at run time (`nn::matmul::pack_b`) is computed whole first,
-    // its blocks in parallel and its rows in vectors.
-    let pack: Vec<_> = crate::schedule::producers(out)
-        .into_iter()
-        .filter(|p| p.name() == crate::nn::matmul::PACK_B_STAGE)
-        .collect();
-    inline_injective(s, out, &pack)?;
-    for p in &pack {
-        let t = p.output(0);
-        let st = s.stage(&t);
-        st.parallel(&t.axis(0))?;
-        st.vectorize(&t.axis(2))?;
-    }
-    let (main, mt, cs) = main_and_compute(s, out, &op)?;
-    let nd = mt.ndim();
-    let (ax_m, ax_n) = (mt.axis(nd - 2), mt.axis(nd - 1));
-    let lanes = cpu.lanes(mt.dtype());
-    // A packed weight `[ceil(N/b), K, b]` sets the column block.
+    let nd = t.ndim();
+    // A packed weight `[ceil(N/b), K, b]` sets the column block. Packed at run time (a
+    // `layout_transform` of a runtime matrix), it is computed whole first, its blocks in
+    // parallel and its rows in vectors.
     let packed = op
         .input_tensors()
         .into_iter()
         .find(|t| t.ndim() == 3 && nd == 2);
+    let pack: Vec<_> = packed
+        .iter()
+        .map(|w| w.op().clone())
+        .filter(|p| matches!(p.kind(), kiln_te::OpKind::Compute(_)))
+        .collect();
+    inline_injective(s, out, &pack)?;
+    for p in &pack {
+        let w = p.output(0);
+        let st = s.stage(&w);
+        st.parallel(&w.axis(0))?;
+        st.vectorize(&w.axis(2))?;
+    }
+    let (main, mt, cs) = main_and_compute(s, out, &op)?;
+    let (ax_m, ax_n) = (mt.axis(nd - 2), mt.axis(nd - 1));
+    let lanes = cpu.lanes(mt.dtype());
     let (m, n) = (extent(&mt, nd - 2), extent(&mt, nd - 1));
     let block = match &packed {
         Some(w) => extent(w, 2),
@@ -168,11 +169,13 @@ pub fn row_block(tile_bytes: i64, cpu: &CpuDesc) -> i64 {
 
 /// The column block of the matrix kernel for `n` output columns on a CPU of `lanes` lanes (the
 /// block of packed weights, `NK{b}n`): two vectors of outputs when there are that many, else
-/// one.
-pub fn column_block(n: i64, lanes: i64) -> i64 {
+/// one; `None` below three quarters of a vector, where packing would mostly load padding.
+pub fn column_block(n: i64, lanes: i64) -> Option<i64> {
     if n >= 2 * lanes {
-        2 * lanes
+        Some(2 * lanes)
+    } else if n >= lanes * 3 / 4 {
+        Some(lanes)
     } else {
-        lanes
+        None
     }
 }
