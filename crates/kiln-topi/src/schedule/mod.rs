@@ -133,6 +133,19 @@ pub fn dividing_factor(extent: i64, candidates: &[i64]) -> i64 {
         .unwrap_or(1)
 }
 
+/// The constant extents of `op`'s reduction axes, in order (`None` where symbolic; empty for
+/// other operations).
+pub fn reduce_extents(op: &Operation) -> Vec<Option<i64>> {
+    op.as_compute()
+        .map(|c| {
+            c.reduce_axis
+                .iter()
+                .map(|iv| iv.dom().and_then(|r| r.extent().as_int()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The constant extent of the `i`th axis of `t` (0 when symbolic).
 pub fn extent(t: &Tensor, i: usize) -> i64 {
     t.shape()[i].as_int().unwrap_or(0)

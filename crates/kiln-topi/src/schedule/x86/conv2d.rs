@@ -3,8 +3,8 @@
 use super::main_and_compute;
 use crate::nn::tag;
 use crate::schedule::{
-    extent, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective, same_shape,
-    unroll_factor, vector_factor,
+    extent, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective,
+    reduce_extents, same_shape, unroll_factor, vector_factor,
 };
 use kiln_ffi::Result;
 use kiln_te::{Operation, Schedule, Tensor};
@@ -140,10 +140,7 @@ pub fn register_tile(width: i64, blocks: i64, vectors: i64, kw: i64, cpu: &CpuDe
 
 /// The width of the kernel window of `conv` (its last reduction axis), 1 when unknown.
 fn kernel_width(conv: &Operation) -> i64 {
-    conv.as_compute()
-        .and_then(|c| c.reduce_axis.iter().last().cloned())
-        .and_then(|iv| iv.dom().and_then(|r| r.extent().as_int()))
-        .unwrap_or(1)
+    reduce_extents(conv).last().copied().flatten().unwrap_or(1)
 }
 
 /// Schedules a convolution with a packed kernel ([`crate::nn::conv2d_packed`]): the padding

@@ -3,7 +3,8 @@
 use super::main_and_compute;
 use crate::nn::tag;
 use crate::schedule::{
-    extent, find_tagged, fuse_all, generic, inline_injective, same_shape, vector_factor,
+    extent, find_tagged, fuse_all, generic, inline_injective, reduce_extents, same_shape,
+    vector_factor,
 };
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
@@ -66,11 +67,7 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let vectors = (block + lanes - 1) / lanes;
     let (mr, tb) = matrix_tile(m, blocks, vectors, cpu);
     let nb = block * tb;
-    let k = op
-        .as_compute()
-        .and_then(|c| c.reduce_axis.first().cloned())
-        .and_then(|iv| iv.dom().and_then(|r| r.extent().as_int()))
-        .unwrap_or(0);
+    let k = reduce_extents(&op).first().copied().flatten().unwrap_or(0);
     let bytes = (mt.dtype().bits() as i64 + 7) / 8;
     let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mr, nb)?;
     let row_tiles = (m + mr - 1) / mr;
