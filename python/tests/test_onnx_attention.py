@@ -49,6 +49,16 @@ def attention_reference(q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal
     return y, present_k, present_v
 
 
+def run_kiln(model, feeds, n_out):
+    """Kiln's first `n_out` outputs of `model` on `feeds`."""
+    lib = kiln.onnx.compile(model, target=TARGET)
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for name, value in feeds.items():
+        gm.set_input(name, value)
+    gm.run()
+    return [gm.get_output(i).numpy() for i in range(n_out)]
+
+
 def attention_model(shapes, mask_dtype, q_heads, kv_heads, causal, softcap):
     names = ["Q", "K", "V", "attn_mask", "past_key", "past_value"]
     types = [TensorProto.FLOAT] * 3 + [mask_dtype] + [TensorProto.FLOAT] * 2
@@ -107,12 +117,7 @@ def test_attention_gqa_causal_mask_past(q_heads, kv_heads, bool_mask, causal, so
     shapes = [x.shape for x in feeds.values()]
     model = attention_model(shapes, mask_type, q_heads, kv_heads, causal, softcap)
 
-    lib = kiln.onnx.compile(model, target=TARGET)
-    gm = GraphModule(lib["default"](kiln.cpu()))
-    for name, value in feeds.items():
-        gm.set_input(name, value)
-    gm.run()
-    got = [gm.get_output(i).numpy() for i in range(3)]
+    got = run_kiln(model, feeds, 3)
 
     expected = attention_reference(
         q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal, softcap
@@ -165,12 +170,7 @@ def test_attention_qk_output_and_fully_masked_rows(mode):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
     model.ir_version = 10
 
-    lib = kiln.onnx.compile(model, target=TARGET)
-    gm = GraphModule(lib["default"](kiln.cpu()))
-    for name, value in feeds.items():
-        gm.set_input(name, value)
-    gm.run()
-    y, qk = gm.get_output(0).numpy(), gm.get_output(1).numpy()
+    y, qk = run_kiln(model, feeds, 2)
     np.testing.assert_array_equal(y[1, :, 2], 0.0)
     ref_y, ref_qk = ReferenceEvaluator(model).run(None, feeds)
     np.testing.assert_allclose(y, ref_y, rtol=1e-4, atol=1e-5)
@@ -206,10 +206,5 @@ def test_attention_nonpad_kv_seqlen(causal):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
     model.ir_version = 10
 
-    lib = kiln.onnx.compile(model, target=TARGET)
-    gm = GraphModule(lib["default"](kiln.cpu()))
-    for name, value in feeds.items():
-        gm.set_input(name, value)
-    gm.run()
     (expected,) = ReferenceEvaluator(model).run(None, feeds)
-    np.testing.assert_allclose(gm.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(run_kiln(model, feeds, 1)[0], expected, rtol=1e-4, atol=1e-5)
