@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.graph_executor import GraphModule
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper
+
+from onnx_run import run_kiln  # noqa: E402
 
 TARGET = "llvm"
 
@@ -47,16 +48,6 @@ def attention_reference(q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal
             y[n, h] = (p / p.sum(axis=-1, keepdims=True)) @ v[n, g]
     y = y.transpose(0, 2, 1, 3).reshape(b, sq, -1)
     return y, present_k, present_v
-
-
-def run_kiln(model, feeds, n_out):
-    """Kiln's first `n_out` outputs of `model` on `feeds`."""
-    lib = kiln.onnx.compile(model, target=TARGET)
-    gm = GraphModule(lib["default"](kiln.cpu()))
-    for name, value in feeds.items():
-        gm.set_input(name, value)
-    gm.run()
-    return [gm.get_output(i).numpy() for i in range(n_out)]
 
 
 def attention_model(shapes, mask_dtype, q_heads, kv_heads, causal, softcap):
@@ -117,7 +108,7 @@ def test_attention_gqa_causal_mask_past(q_heads, kv_heads, bool_mask, causal, so
     shapes = [x.shape for x in feeds.values()]
     model = attention_model(shapes, mask_type, q_heads, kv_heads, causal, softcap)
 
-    got = run_kiln(model, feeds, 3)
+    got = run_kiln(model, feeds)
 
     expected = attention_reference(
         q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal, softcap
@@ -170,7 +161,7 @@ def test_attention_qk_output_and_fully_masked_rows(mode):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
     model.ir_version = 10
 
-    y, qk = run_kiln(model, feeds, 2)
+    y, qk = run_kiln(model, feeds)
     np.testing.assert_array_equal(y[1, :, 2], 0.0)
     ref_y, ref_qk = ReferenceEvaluator(model).run(None, feeds)
     np.testing.assert_allclose(y, ref_y, rtol=1e-4, atol=1e-5)
@@ -207,4 +198,4 @@ def test_attention_nonpad_kv_seqlen(causal):
     model.ir_version = 10
 
     (expected,) = ReferenceEvaluator(model).run(None, feeds)
-    np.testing.assert_allclose(run_kiln(model, feeds, 1)[0], expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(run_kiln(model, feeds)[0], expected, rtol=1e-4, atol=1e-5)

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.graph_executor import GraphModule
 
 onnx = pytest.importorskip("onnx")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+
+from onnx_run import run_kiln  # noqa: E402
 
 TARGET = "llvm"
 TYPES = [
@@ -54,15 +55,6 @@ def inputs(seed, n=600):
     x = (rng.standard_normal(n) * np.exp2(rng.integers(-14, 18, n))).astype(np.float32)
     x[:12] = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 1e-30, 464.0, 61440.0, 7.5]
     return x
-
-
-def run_kiln(model, feeds):
-    shapes = {k: v.shape for k, v in feeds.items()}
-    gm = GraphModule(kiln.onnx.compile(model, shapes, target=TARGET)["default"](kiln.cpu()))
-    for k, v in feeds.items():
-        gm.set_input(k, v)
-    gm.run()
-    return [gm.get_output(i).numpy() for i in range(len(model.graph.output))]
 
 
 def same_values(got, want):

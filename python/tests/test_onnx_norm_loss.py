@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.graph_executor import GraphModule
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+
+from onnx_run import run_kiln  # noqa: E402
 
 TARGET = "llvm"
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64}
@@ -30,15 +31,6 @@ def single_node_model(op, feeds, out_shapes, opset, **attrs):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
     return model
-
-
-def run_kiln(model, feeds):
-    lib = kiln.onnx.compile(model, target=TARGET)
-    gm = GraphModule(lib["default"](kiln.cpu()))
-    for name, value in feeds.items():
-        gm.set_input(name, value)
-    gm.run()
-    return [gm.get_output(i).numpy() for i in range(len(model.graph.output))]
 
 
 def group_norm_reference(x, scale, bias, groups, eps, per_group):

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.graph_executor import GraphModule
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper
+
+from onnx_run import run_kiln  # noqa: E402
 
 TARGET = "llvm"
 ONNX_TYPE = {
@@ -42,15 +43,6 @@ def model_of(nodes, inputs, outputs, inits, opset):
     model.ir_version = 10
     onnx.checker.check_model(model)
     return model
-
-
-def run_kiln(model, feeds):
-    shapes = {k: v.shape for k, v in feeds.items()}
-    gm = GraphModule(kiln.onnx.compile(model, shapes, target=TARGET)["default"](kiln.cpu()))
-    for k, v in feeds.items():
-        gm.set_input(k, v)
-    gm.run()
-    return [gm.get_output(i).numpy() for i in range(len(model.graph.output))]
 
 
 def run_ort(model, feeds, optimize=True):
