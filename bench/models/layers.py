@@ -12,11 +12,9 @@ layer signature: its count in the network, shapes, MFLOP, Kiln and onnxruntime m
 """
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -47,17 +45,6 @@ def flops(node, shapes, inits):
     return 2 * int(np.prod(x)) * int(np.prod(w[1:]))
 
 
-def median_s(fn, reps):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -67,7 +54,7 @@ def main():
     import onnx
     import onnxruntime as ort
     from onnx import helper, shape_inference
-    from bench_models import ensure_models
+    from bench_models import ensure_models, median_ms
 
     import kiln
     from kiln.graph_executor import GraphModule
@@ -122,7 +109,7 @@ def main():
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         ref = sess.run(None, feeds)[0]
         err = float(np.abs(gm.get_output(0).numpy() - ref).max() / max(np.abs(ref).max(), 1e-30))
-        t_ort = median_s(lambda: sess.run(None, feeds), args.reps)
+        t_ort = median_ms(lambda: sess.run(None, feeds), 1, args.reps, 3) / 1e3
         f = flops(node, shapes, inits)
         rows.append((op, len(nodes), ins, shapes[node.output[0]], f / 1e6, t_kiln * 1e3,
                      t_ort * 1e3, f / t_kiln / 1e9, err))
