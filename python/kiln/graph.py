@@ -7,10 +7,8 @@ shared library; ``load_module(path)["default"](dev)`` (or ``factory["default"](d
 an executor to wrap in :class:`kiln.graph_executor.GraphModule`.
 """
 
-import numpy as np
-
 from . import core
-from .tensor import Tensor, tensor
+from .tensor import Tensor, _numpy, tensor
 
 #: The global function that builds a graph module.
 GRAPH_BUILD = "graph.build"
@@ -23,7 +21,7 @@ def _params_map(params):
     for name, value in params.items():
         if not isinstance(name, str):
             raise TypeError(f"graph.build: param names must be str, got {type(name).__name__}")
-        out[name] = value if isinstance(value, Tensor) else tensor(np.ascontiguousarray(value))
+        out[name] = value if isinstance(value, Tensor) else tensor(_numpy().ascontiguousarray(value))
     return out
 
 
