@@ -39,10 +39,14 @@ from . import tir, te
 from . import graph, onnx
 from . import rpc
 from .driver import build, lower
+from .session import InferenceSession, NodeArg, SessionOptions
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "InferenceSession",
+    "NodeArg",
+    "SessionOptions",
     "LIB_PATH",
     "LibraryNotFoundError",
     "ffi_version",

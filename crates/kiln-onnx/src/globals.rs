@@ -4,8 +4,15 @@
 //! None)` -> `[IRModule, {name: tensor}]`: the serialized model converted by
 //! [`crate::from_onnx_frozen`] (the inputs of `frozen` fixed to their values); errors keep the
 //! front end's messages (an unsupported operator lists every unsupported op type).
+//!
+//! `onnx.ModelInfo(model_bytes: bytes)` -> `{"inputs": [...], "outputs": [...], "opset": int,
+//! "producer": str}`: the model's declared graph inputs (initializers left out) and outputs,
+//! each `{"name": str, "dtype": str, "shape": [int | str] | None}`; a dimension is its size,
+//! its `dim_param` name, or `"?"` where the model leaves it unnamed; `dtype` is Kiln's name, or
+//! `"onnx:<code>"` for an element type Kiln does not support; `shape` is `None` where the rank
+//! is not given. What an onnxruntime-style session reports before anything is compiled.
 
-use crate::{FrozenInputs, InputShapes};
+use crate::{Dim, FrozenInputs, InputShapes, ValueInfo};
 use kiln_ffi::{register_global, Any, Array, Bytes, Error, Map, Result};
 use kiln_runtime::tensor::Tensor;
 
@@ -71,4 +78,49 @@ register_global!("onnx.FromOnnx", |model_bytes: Bytes,
         .map_err(|e| Error::value_error(e.to_string()))?;
     let params: Map = params.into_iter().collect();
     Ok(Array::new(vec![Any::from(module), Any::from(params)]))
+});
+
+/// One declared input or output as the map `onnx.ModelInfo` returns.
+fn value_info_map(v: &ValueInfo) -> Map {
+    let dtype = v
+        .dtype
+        .map(|d| d.to_string())
+        .unwrap_or_else(|| format!("onnx:{}", v.elem_type));
+    let shape: Any = match &v.dims {
+        Some(dims) => Array::new(
+            dims.iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => Any::from(*n as i64),
+                    Dim::Symbolic(name) => Any::from(name.as_str()),
+                    Dim::Unknown => Any::from("?"),
+                })
+                .collect(),
+        )
+        .into(),
+        None => Any::from(()),
+    };
+    Map::new([
+        (Any::from("name"), Any::from(v.name.as_str())),
+        (Any::from("dtype"), Any::from(dtype)),
+        (Any::from("shape"), shape),
+    ])
+}
+
+register_global!("onnx.ModelInfo", |model_bytes: Bytes| -> Result<Map> {
+    let model =
+        crate::from_bytes(model_bytes.as_bytes()).map_err(|e| Error::value_error(e.to_string()))?;
+    let graph = &model.graph;
+    let inputs: Array = graph
+        .inputs
+        .iter()
+        .filter(|v| graph.initializer(&v.name).is_none())
+        .map(value_info_map)
+        .collect();
+    let outputs: Array = graph.outputs.iter().map(value_info_map).collect();
+    Ok(Map::new([
+        (Any::from("inputs"), Any::from(inputs)),
+        (Any::from("outputs"), Any::from(outputs)),
+        (Any::from("opset"), Any::from(model.opset() as i64)),
+        (Any::from("producer"), Any::from(model.producer.as_str())),
+    ]))
 });
