@@ -27,6 +27,7 @@ step "Python tests" env KILN_LIBRARY_PATH="$ROOT/target/debug" PYTHONPATH="$ROOT
 step "ONNX backend test sample" env KILN_LIBRARY_PATH="$ROOT/target/debug" .venv/bin/python \
   tests/onnx_node/run.py --expect-pass tests/onnx_node/ci_cases.txt --jobs 2 \
   --out "$ROOT/build/onnx_node/ci"
+step "pip install . (fresh venv)" env KILN_INSTALL_PROFILE=dev bash scripts/pip_install_test.sh
 step "TVM interop tests" env KILN_SKIP_BUILD=1 bash scripts/tvm_interop_tests.sh
 
 echo

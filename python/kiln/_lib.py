@@ -4,8 +4,10 @@ Search order, stopping at the first hit:
 
 1. ``KILN_LIBRARY_PATH``: one or more entries separated by ``os.pathsep``; each is a
    library file (used as given, whatever its name) or a directory to look in;
-2. every directory in ``LD_LIBRARY_PATH`` (``DYLD_LIBRARY_PATH`` on macOS), then ``PATH``;
-3. the cargo build folders of this source tree: ``<repo>/target/release``, ``<repo>/target/debug``.
+2. the library installed inside this package by ``pip install .`` (``kiln/kiln<ext suffix>``,
+   built from ``crates/kiln``);
+3. every directory in ``LD_LIBRARY_PATH`` (``DYLD_LIBRARY_PATH`` on macOS), then ``PATH``;
+4. the cargo build folders of this source tree: ``<repo>/target/release``, ``<repo>/target/debug``.
 
 In each directory the full library (``libkiln``) is preferred over the runtime-only one
 (``libkiln_runtime``).  The library is loaded with ``RTLD_GLOBAL`` so that libraries
@@ -13,6 +15,7 @@ compiled by Kiln or TVM, loaded later, resolve their ``TVMFFI*`` symbols from it
 """
 
 import ctypes
+import importlib.machinery
 import os
 import sys
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_void_p
@@ -48,10 +51,15 @@ def _split_paths(value):
 
 
 def candidate_places():
-    """Return the ordered list of ``(place, kind)`` searched, kind being ``"file"`` or ``"dir"``."""
+    """Return the ordered list of ``(place, kind)`` searched, kind being ``"file"`` (a path
+    given by the user), ``"installed"`` (the package's own library, when present) or
+    ``"dir"``."""
     places = []
     for entry in _split_paths(os.environ.get("KILN_LIBRARY_PATH")):
         places.append((entry, "dir" if os.path.isdir(entry) else "file"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    for ext in importlib.machinery.EXTENSION_SUFFIXES:
+        places.append((os.path.join(here, "kiln" + ext), "installed"))
     ld_var = "DYLD_LIBRARY_PATH" if sys.platform == "darwin" else "LD_LIBRARY_PATH"
     for var in (ld_var, "PATH"):
         for entry in _split_paths(os.environ.get(var)):
@@ -72,7 +80,7 @@ def find_library():
     """
     looked = []
     for place, kind in candidate_places():
-        if kind == "file":
+        if kind in ("file", "installed"):
             looked.append(place)
             if os.path.isfile(place):
                 return os.path.abspath(place)
