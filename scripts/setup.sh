@@ -33,3 +33,7 @@ if ! cmp -s python/requirements-test.txt "$stamp" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt
   cp python/requirements-test.txt "$stamp"
 fi
+
+# The compiled call path of the Python binding, for use from the source tree (pip install .
+# builds it into the package): kiln/_fastcall<ext suffix>, rebuilt when its source changes.
+.venv/bin/python python/build_fastcall.py >/dev/null

@@ -742,3 +742,44 @@ SLOW_WRITERS.extend(
         (c_void_p, _w_opaque_ptr),
     ]
 )
+
+
+def read_owned_parts(tidx, pad, payload):
+    """:func:`read_owned` of the ``TVMFFIAny`` given by its parts (type index, padding word,
+    64-bit payload): how the compiled call path hands over the results it does not convert."""
+    slot = _AnySlot()
+    _pack_any(slot, 0, tidx, pad, payload)
+    return read_owned(slot, 0)
+
+
+def _load_fastcall():
+    """The compiled call path (:mod:`kiln._fastcall`), configured for the loaded library, or
+    ``None`` where it is not built or ``KILN_PYTHON_CTYPES=1`` asks for the ctypes path."""
+    import os
+
+    if os.environ.get("KILN_PYTHON_CTYPES", "") not in ("", "0"):
+        return None
+    try:
+        from . import _fastcall
+    except ImportError:
+        return None
+    from . import error
+
+    call_addr = ctypes.cast(_RawFunctionCall, c_void_p).value
+    _fastcall.configure(
+        call_addr,
+        ObjectBase.__dict__["_handle"],
+        ObjectBase.__dict__["_type_index"],
+        call_method,
+        error.raise_last_error,
+        read_owned_parts,
+        OBJECT_FACTORIES,
+        _FACTORY,
+        WRITERS,
+        _w_object,
+    )
+    return _fastcall
+
+
+#: :mod:`kiln._fastcall` when calls take the compiled path, else ``None`` (pure ctypes).
+FASTCALL = _load_fastcall()

@@ -6,7 +6,11 @@ from . import _ctypes_abi as abi
 from . import core
 
 
-class Function(core.ObjectBase):
+# With the compiled call path, calls go through its C ``tp_call``; otherwise through ctypes.
+_CALL_BASES = (core.FASTCALL.CallBase,) if core.FASTCALL is not None else ()
+
+
+class Function(core.ObjectBase, *_CALL_BASES):
     """A function object of the runtime (``ffi.Function``), callable with Python arguments.
 
     Arguments are converted with the rules of :func:`kiln.convert`; the result is converted
@@ -17,7 +21,8 @@ class Function(core.ObjectBase):
 
     __slots__ = ("_chandle", "__dict__")
 
-    __call__ = core.call_method
+    if core.FASTCALL is None:
+        __call__ = core.call_method
 
     @staticmethod
     def from_callable(pyfunc):

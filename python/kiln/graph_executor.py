@@ -21,7 +21,7 @@ import os
 
 from . import core
 from .module import Module
-from .tensor import Tensor, _numpy, from_dlpack, numpy_dtype
+from .tensor import Tensor, _is_numpy_array, _numpy, from_dlpack, numpy_dtype
 
 __all__ = [
     "GraphModule",
@@ -124,6 +124,10 @@ class GraphModule:
         self._load_params = module["load_params"]
         self._share_params = module["share_params"]
         self._input_dtypes = None
+        # numpy views of the executor's own input tensors, by key, for set_input's copy
+        # without an FFI call; None once set_input_zero_copy or share_params has swapped an
+        # input's tensor.
+        self._input_views = {}
 
     def _convert(self, key, value):
         if isinstance(value, (list, tuple, int, float, bool)):
@@ -136,11 +140,39 @@ class GraphModule:
 
     def set_input(self, key=None, value=None, **params):
         """Copy ``value`` into input ``key`` (name or index), and each of ``params``
-        (``name=value``) into the input of that name."""
+        (``name=value``) into the input of that name.
+
+        A numpy array of the input's shape and dtype is copied straight into the executor's
+        input tensor (one copy, no allocation, whatever its alignment or strides); anything
+        else goes through the executor's ``set_input``, which checks it and names the input
+        in its errors."""
         if key is not None:
-            self._set_input(key, self._convert(key, value))
+            self._set_one(key, value)
         for name, val in params.items():
-            self._set_input(name, self._convert(name, val))
+            self._set_one(name, val)
+
+    def _set_one(self, key, value):
+        if _is_numpy_array(value):
+            view = self._input_view(key)
+            if view is not None and view.shape == value.shape and view.dtype == value.dtype:
+                view[...] = value
+                return
+        self._set_input(key, self._convert(key, value))
+
+    def _input_view(self, key):
+        views = self._input_views
+        if views is None:
+            return None
+        view = views.get(key)
+        if view is None and not isinstance(key, bool) and isinstance(key, (str, int)):
+            try:
+                view = _numpy().from_dlpack(self._get_input(key))
+            except Exception:  # a bad key, a dtype numpy lacks: the FFI path says what is wrong
+                return None
+            if not view.flags.writeable:
+                return None
+            views[key] = view
+        return view
 
     def set_input_zero_copy(self, key, value):
         """Make input ``key`` use ``value``'s memory (no copy) until the next
@@ -149,6 +181,7 @@ class GraphModule:
         shape and dtype, contiguous and 64-byte aligned; writes into it are seen by the next
         run, and the executor keeps it alive."""
         self._set_input_zero_copy(key, _shared(value))
+        self._input_views = None
 
     def set_output_zero_copy(self, index, value):
         """Make output ``index`` be written into ``value``'s memory (see
@@ -214,6 +247,7 @@ class GraphModule:
         (one copy of the weights for several executors)."""
         other_module = other.module if isinstance(other, GraphModule) else other
         self._share_params(other_module, bytes(params_bytes))
+        self._input_views = None
 
     def debug_get_output(self, node):
         """Run the graph up to node ``node`` (index or name) and return copies of its outputs."""

@@ -163,18 +163,29 @@ class _Compiled:
     def __init__(self, lib: Any, lib_path: Optional[str] = None):
         self.lib = lib
         self.lib_path = lib_path
-        self._free: List[GraphModule] = []
+        self._free: List[Tuple[GraphModule, List[Any]]] = []
         self._lock = threading.Lock()
+        gm, outputs = self.acquire()
+        #: the model inputs the executor has (an input no output depends on may be gone)
+        self.used_inputs = {
+            name for name in gm.get_input_info()[0] if gm.get_input_index(name) >= 0
+        }
+        self.release((gm, outputs))
 
-    def acquire(self) -> GraphModule:
+    def acquire(self) -> Tuple[GraphModule, List[Any]]:
+        """An idle executor with numpy views of its output tensors (made when none is idle)."""
         with self._lock:
             if self._free:
                 return self._free.pop()
-        return GraphModule(self.lib["default"](cpu()))
+        gm = GraphModule(self.lib["default"](cpu()))
+        np = _numpy()
+        outputs = [np.from_dlpack(gm.get_output(i)) for i in range(gm.get_num_outputs())]
+        return gm, outputs
 
-    def release(self, gm: GraphModule) -> None:
+    def release(self, item: Tuple[GraphModule, List[Any]]) -> None:
+        """Give an executor back to the pool."""
         with self._lock:
-            self._free.append(gm)
+            self._free.append(item)
 
 
 class InferenceSession:
@@ -329,15 +340,15 @@ class InferenceSession:
         key = self._key({a.name: self._check_shape(a, tuple(arrays[a.name].shape))
                          for a in self._inputs})
         compiled = self._get_compiled(key)
-        gm = compiled.acquire()
+        gm, outputs = compiled.acquire()
         try:
             for name, value in arrays.items():
-                if gm.get_input_index(name) >= 0:
-                    gm.set_input(name, np.ascontiguousarray(value))
+                if name in compiled.used_inputs:
+                    gm.set_input(name, value)
             gm.run()
-            return [gm.get_output(index[n]).numpy() for n in names]
+            return [outputs[index[n]].copy() for n in names]
         finally:
-            compiled.release(gm)
+            compiled.release((gm, outputs))
 
     # -- compilation and the cache -------------------------------------------------------
 

@@ -352,6 +352,11 @@ class Tensor(ObjectBase):
         """Return a numpy copy of the data (from any device, any strides)."""
         np = _numpy()
         np_dtype, lanes = numpy_dtype(self.dtype)
+        dt = DataType(self.dtype)
+        native = dt.type_code in (0, 1, 2, 6) and (dt.type_code, dt.bits) not in _ML_DTYPES
+        if native and lanes == 1 and self.device.device_type == 1:
+            # A CPU tensor of a dtype numpy has natively: one copy out of a zero-copy view.
+            return np.from_dlpack(self).copy()
         shape = self.shape + ((lanes,) if lanes > 1 else ())
         out = np.empty(shape, dtype=np_dtype)
         if out.size:

@@ -73,9 +73,23 @@ def test_not_found_lists_every_place(tmp_path, monkeypatch):
 
 def test_cargo_target_folders_are_searched_last(monkeypatch):
     _clear(monkeypatch)
-    places = [p for p, _ in _lib.candidate_places()]
+    places = [p for p, kind in _lib.candidate_places() if kind != "installed"]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_lib.__file__))))
     assert places == [os.path.join(root, "target", "release"), os.path.join(root, "target", "debug")]
+
+
+def test_installed_library_comes_after_the_variable_and_before_library_paths(monkeypatch, tmp_path):
+    _clear(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("KILN_LIBRARY_PATH", str(tmp_path / "given.so"))
+    places = _lib.candidate_places()
+    kinds = [kind for _, kind in places]
+    assert kinds[0] == "file" and kinds[1] == "installed"
+    package = os.path.dirname(os.path.abspath(_lib.__file__))
+    installed = [p for p, kind in places if kind == "installed"]
+    assert all(os.path.dirname(p) == package and os.path.basename(p).startswith("kiln.")
+               for p in installed)
+    assert places.index((str(tmp_path / "bin"), "dir")) > kinds.index("installed")
 
 
 # ---- libraries that say what CPU they need (.kiln_target records) ----

@@ -1,0 +1,287 @@
+/*
+ * kiln._fastcall: the compiled call path of the Python binding.
+ *
+ * `CallBase` is a base class without instance data; `kiln.Function` derives from it (beside
+ * `kiln.ObjectBase`) and so gets its `tp_call` from here: the arguments that are plain values
+ * (int, float, bool, None) or FFI objects passed as themselves are written as TVMFFIAny views
+ * on the C stack, the function is called through the loaded library's `TVMFFIFunctionCall`
+ * with the GIL released, and plain results become Python values here; objects are handed to the
+ * binding's factories. Every other argument (strings, arrays, lists, callables...) or result
+ * kind takes the binding's ctypes path, which knows every conversion: the two paths give the
+ * same results, this one is only faster.
+ *
+ * Nothing here links against a Kiln library: `configure` receives the address of
+ * `TVMFFIFunctionCall` from the library the package loaded (Kiln's or TVM-FFI's), and the
+ * Python pieces it calls back into (the fallback call, the error raiser, the object
+ * factories).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+/* TVMFFIAny as the C ABI lays it out: a type index, 4 bytes of padding (small string length),
+ * and an 8-byte payload. */
+typedef struct {
+  int32_t type_index;
+  uint32_t pad;
+  union {
+    int64_t v_int64;
+    double v_float64;
+    void *v_ptr;
+  };
+} FFIAny;
+
+typedef int (*FunctionCallFn)(void *func, const FFIAny *args, int32_t num_args, FFIAny *result);
+
+enum { K_NONE = 0, K_INT = 1, K_BOOL = 2, K_FLOAT = 3, K_OBJECT_BEGIN = 64, MAX_FAST_ARGS = 16 };
+
+/* What `configure` was given. */
+static FunctionCallFn g_call = NULL;
+static Py_ssize_t g_handle_offset = -1;     /* ObjectBase._handle slot */
+static Py_ssize_t g_type_index_offset = -1; /* ObjectBase._type_index slot */
+static PyObject *g_fallback = NULL;         /* core.call_method(self, *args) */
+static PyObject *g_raise = NULL;            /* error.raise_last_error(rc) */
+static PyObject *g_read_pod = NULL;         /* core.read_owned_parts(tidx, pad, payload) */
+static PyObject *g_factories = NULL;        /* core.OBJECT_FACTORIES */
+static PyObject *g_default_factory = NULL;  /* core._FACTORY (a one-item list) */
+static PyObject *g_writers = NULL;          /* core.WRITERS */
+static PyObject *g_w_object = NULL;         /* core._w_object */
+
+/* The offset of a __slots__ member, read from its member descriptor. */
+static Py_ssize_t slot_offset(PyObject *descr, const char *what) {
+  if (!descr || Py_TYPE(descr) != &PyMemberDescr_Type) {
+    PyErr_Format(PyExc_TypeError, "configure: %s must be a __slots__ member descriptor", what);
+    return -1;
+  }
+  PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
+  if (def->type != T_OBJECT_EX && def->type != T_OBJECT) {
+    PyErr_Format(PyExc_TypeError, "configure: %s is not an object slot", what);
+    return -1;
+  }
+  return def->offset;
+}
+
+static PyObject *configure(PyObject *mod, PyObject *args) {
+  unsigned long long call_addr;
+  PyObject *handle_descr, *tidx_descr, *fallback, *raise, *read_pod, *factories, *dflt, *writers,
+      *w_object;
+  if (!PyArg_ParseTuple(args, "KOOOOOOOOO", &call_addr, &handle_descr, &tidx_descr, &fallback,
+                        &raise, &read_pod, &factories, &dflt, &writers, &w_object))
+    return NULL;
+  if (!call_addr) {
+    PyErr_SetString(PyExc_ValueError, "configure: TVMFFIFunctionCall address is 0");
+    return NULL;
+  }
+  if (!PyDict_Check(factories) || !PyDict_Check(writers) || !PyList_Check(dflt) ||
+      PyList_GET_SIZE(dflt) != 1) {
+    PyErr_SetString(PyExc_TypeError, "configure: factories and writers must be dicts, the "
+                                     "default factory a one-item list");
+    return NULL;
+  }
+  Py_ssize_t ho = slot_offset(handle_descr, "_handle");
+  Py_ssize_t to = slot_offset(tidx_descr, "_type_index");
+  if (ho < 0 || to < 0)
+    return NULL;
+  g_call = (FunctionCallFn)(uintptr_t)call_addr;
+  g_handle_offset = ho;
+  g_type_index_offset = to;
+#define KEEP(dst, src) \
+  do {                 \
+    Py_XDECREF(dst);   \
+    Py_INCREF(src);    \
+    dst = src;         \
+  } while (0)
+  KEEP(g_fallback, fallback);
+  KEEP(g_raise, raise);
+  KEEP(g_read_pod, read_pod);
+  KEEP(g_factories, factories);
+  KEEP(g_default_factory, dflt);
+  KEEP(g_writers, writers);
+  KEEP(g_w_object, w_object);
+#undef KEEP
+  Py_RETURN_NONE;
+}
+
+static inline PyObject *slot_at(PyObject *obj, Py_ssize_t offset) {
+  return *(PyObject **)((char *)obj + offset);
+}
+
+/* Writes `arg` as a view into `out`; 0 when this path does not handle its kind. */
+static int write_arg(PyObject *arg, FFIAny *out) {
+  PyTypeObject *t = Py_TYPE(arg);
+  if (t == &PyLong_Type) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (overflow)
+      return 0;
+    out->type_index = K_INT;
+    out->pad = 0;
+    out->v_int64 = v;
+    return 1;
+  }
+  if (t == &PyFloat_Type) {
+    out->type_index = K_FLOAT;
+    out->pad = 0;
+    out->v_float64 = PyFloat_AS_DOUBLE(arg);
+    return 1;
+  }
+  if (arg == Py_None) {
+    out->type_index = K_NONE;
+    out->pad = 0;
+    out->v_int64 = 0;
+    return 1;
+  }
+  if (t == &PyBool_Type) {
+    out->type_index = K_BOOL;
+    out->pad = 0;
+    out->v_int64 = arg == Py_True;
+    return 1;
+  }
+  /* An object passed as itself: its class writes it with core._w_object. */
+  PyObject *writer = PyDict_GetItem(g_writers, (PyObject *)t); /* borrowed */
+  if (writer != g_w_object)
+    return 0;
+  PyObject *h = slot_at(arg, g_handle_offset);
+  PyObject *ti = slot_at(arg, g_type_index_offset);
+  if (!h || !ti || !PyLong_Check(h) || !PyLong_Check(ti))
+    return 0; /* released or half-made: the ctypes path raises the right error */
+  void *handle = PyLong_AsVoidPtr(h);
+  long tidx = PyLong_AsLong(ti);
+  if (!handle || PyErr_Occurred()) {
+    PyErr_Clear();
+    return 0;
+  }
+  out->type_index = (int32_t)tidx;
+  out->pad = 0;
+  out->v_ptr = handle;
+  return 1;
+}
+
+static PyObject *call_fallback(PyObject *self, PyObject *args) {
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  PyObject *full = PyTuple_New(n + 1);
+  if (!full)
+    return NULL;
+  Py_INCREF(self);
+  PyTuple_SET_ITEM(full, 0, self);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *a = PyTuple_GET_ITEM(args, i);
+    Py_INCREF(a);
+    PyTuple_SET_ITEM(full, i + 1, a);
+  }
+  PyObject *r = PyObject_Call(g_fallback, full, NULL);
+  Py_DECREF(full);
+  return r;
+}
+
+/* The owned result as a Python value (takes its reference). */
+static PyObject *read_result(FFIAny *r) {
+  switch (r->type_index) {
+  case K_NONE:
+    Py_RETURN_NONE;
+  case K_INT:
+    return PyLong_FromLongLong(r->v_int64);
+  case K_BOOL:
+    return PyBool_FromLong(r->v_int64 != 0);
+  case K_FLOAT:
+    return PyFloat_FromDouble(r->v_float64);
+  default:
+    break;
+  }
+  if (r->type_index >= K_OBJECT_BEGIN) {
+    PyObject *tidx = PyLong_FromLong(r->type_index);
+    PyObject *handle = PyLong_FromVoidPtr(r->v_ptr);
+    if (!tidx || !handle) {
+      Py_XDECREF(tidx);
+      Py_XDECREF(handle);
+      return NULL;
+    }
+    PyObject *factory = PyDict_GetItem(g_factories, tidx); /* borrowed */
+    if (!factory)
+      factory = PyList_GET_ITEM(g_default_factory, 0);
+    PyObject *out = PyObject_CallFunctionObjArgs(factory, handle, tidx, NULL);
+    Py_DECREF(tidx);
+    Py_DECREF(handle);
+    return out;
+  }
+  return PyObject_CallFunction(g_read_pod, "iIL", (int)r->type_index, (unsigned)r->pad,
+                               (long long)r->v_int64);
+}
+
+static PyObject *callbase_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+  if (kwargs && PyDict_GET_SIZE(kwargs)) {
+    PyErr_SetString(PyExc_TypeError, "FFI functions take positional arguments only");
+    return NULL;
+  }
+  if (!g_call) {
+    PyErr_SetString(PyExc_RuntimeError, "kiln._fastcall is not configured");
+    return NULL;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (n > MAX_FAST_ARGS)
+    return call_fallback(self, args);
+  PyObject *h = slot_at(self, g_handle_offset);
+  if (!h || !PyLong_Check(h))
+    return call_fallback(self, args); /* released: the ctypes path reports it */
+  void *func = PyLong_AsVoidPtr(h);
+  FFIAny slots[MAX_FAST_ARGS + 1];
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (!write_arg(PyTuple_GET_ITEM(args, i), &slots[i]))
+      return call_fallback(self, args);
+  }
+  FFIAny *result = &slots[n];
+  result->type_index = K_NONE;
+  result->pad = 0;
+  result->v_int64 = 0;
+  int rc;
+  /* The arguments are views: the tuple keeps every object alive across the call. */
+  Py_BEGIN_ALLOW_THREADS
+  rc = g_call(func, slots, (int32_t)n, result);
+  Py_END_ALLOW_THREADS
+  if (rc != 0) {
+    PyObject *r = PyObject_CallFunction(g_raise, "i", rc);
+    Py_XDECREF(r);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_RuntimeError, "FFI call failed with code %d", rc);
+    return NULL;
+  }
+  return read_result(result);
+}
+
+static PyTypeObject CallBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._fastcall.CallBase",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Base of kiln.Function: calls through the compiled path.",
+    .tp_call = callbase_call,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(call_addr, handle_slot, type_index_slot, fallback, raise_last_error, read_pod, "
+     "factories, default_factory, writers, w_object): connect to the loaded library and the "
+     "binding's Python pieces."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_fastcall", "The compiled call path of kiln.Function.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fastcall(void) {
+  if (PyType_Ready(&CallBaseType) < 0)
+    return NULL;
+  PyObject *m = PyModule_Create(&moduledef);
+  if (!m)
+    return NULL;
+  Py_INCREF(&CallBaseType);
+  if (PyModule_AddObject(m, "CallBase", (PyObject *)&CallBaseType) < 0) {
+    Py_DECREF(&CallBaseType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
