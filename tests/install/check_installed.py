@@ -14,6 +14,8 @@ model, out_dir = sys.argv[1], sys.argv[2]
 site = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 assert kiln.LIB_PATH.startswith(site), f"kiln loaded {kiln.LIB_PATH}, not the installed library"
 assert "KILN_LIBRARY_PATH" not in os.environ and "PYTHONPATH" not in os.environ
+forced_ctypes = os.environ.get("KILN_PYTHON_CTYPES", "0") != "0"
+assert (kiln.core.FASTCALL is None) == forced_ctypes, "the compiled call path was not installed"
 
 sess = kiln.InferenceSession(model, cache_dir=os.path.join(out_dir, "cache"))
 arg = sess.get_inputs()[0]
@@ -22,4 +24,5 @@ x = rng.standard_normal(arg.shape).astype(np.float32)
 (y,) = sess.run(None, {arg.name: x})
 np.save(os.path.join(out_dir, "x.npy"), x)
 np.save(os.path.join(out_dir, "y.npy"), y)
-print(f"installed kiln ran {os.path.basename(model)}: {kiln.LIB_PATH}")
+path = "ctypes" if forced_ctypes else "compiled"
+print(f"installed kiln ({path} calls) ran {os.path.basename(model)}: {kiln.LIB_PATH}")
