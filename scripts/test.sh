@@ -24,6 +24,11 @@ step "cargo test" cargo test --workspace -q
 step "leak test (count-objects)" cargo test -q -p kiln-ffi --features count-objects --test leaks
 step "C ABI tests" bash scripts/c_tests.sh
 step "Python tests" env KILN_LIBRARY_PATH="$ROOT/target/debug" PYTHONPATH="$ROOT/python" .venv/bin/python -m pytest -q python/tests
+step "Python tests, ctypes path forced" env KILN_PYTHON_CTYPES=1 KILN_LIBRARY_PATH="$ROOT/target/debug" \
+  PYTHONPATH="$ROOT/python" .venv/bin/python -m pytest -q python/tests/test_function.py \
+  python/tests/test_object.py python/tests/test_container.py python/tests/test_error.py \
+  python/tests/test_refcount.py python/tests/test_tensor.py python/tests/test_graph_executor.py \
+  python/tests/test_session.py
 step "ONNX backend test sample" env KILN_LIBRARY_PATH="$ROOT/target/debug" .venv/bin/python \
   tests/onnx_node/run.py --expect-pass tests/onnx_node/ci_cases.txt --jobs 2 \
   --out "$ROOT/build/onnx_node/ci"

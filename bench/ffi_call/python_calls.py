@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Per-call time of ``testing.nop()`` and ``testing.echo(1)`` called from Python.
+"""Per-call time of ``testing.nop()``, ``testing.echo(1)`` and ``testing.nop(a, b, c)`` (three
+tensors) called from Python.
 
 Measured, each in its own process (two FFI runtimes must not share one):
 
-* ``kiln`` -- our ctypes package on the Kiln library it finds (``KILN_LIBRARY_PATH``,
-  library paths, then ``target/release`` and ``target/debug``);
+* ``kiln`` -- our package on the Kiln library it finds (``KILN_LIBRARY_PATH``, library
+  paths, then ``target/release`` and ``target/debug``), with its compiled call path
+  (``kiln._fastcall``) when built;
+* ``kiln ctypes`` -- the same with the ctypes path forced (``KILN_PYTHON_CTYPES=1``);
 * ``kiln@tvm-ffi`` -- our package on TVM-FFI's ``libtvm_ffi.so`` (when ``apache-tvm-ffi``
   is installed), i.e. the same Python code on the reference C++ runtime;
 * ``tvm_ffi`` -- the ``apache-tvm-ffi`` package itself (Cython), for comparison.
@@ -24,11 +27,12 @@ import sys
 import timeit
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STATEMENTS = ("nop()", "echo(1)")
+STATEMENTS = ("nop()", "echo(1)", "nop(a, b, c)")
 
 
-def _measure(nop, echo, number, repeat):
-    env = {"nop": nop, "echo": echo}
+def _measure(nop, echo, tensors, number, repeat):
+    a, b, c = tensors
+    env = {"nop": nop, "echo": echo, "a": a, "b": b, "c": c}
     timeit.repeat("nop(); echo(1)", globals=env, number=number // 10, repeat=1)  # warm up
     out = {}
     for stmt in STATEMENTS:
@@ -41,8 +45,11 @@ def _child(kind, number, repeat):
     if kind == "tvm_ffi":
         import tvm_ffi
 
+        import numpy as np
+
         get, library = tvm_ffi.get_global_func, os.path.basename(tvm_ffi.libinfo.find_libtvm_ffi())
         version = getattr(tvm_ffi, "__version__", "?")
+        tensors = [tvm_ffi.from_dlpack(np.zeros(16, np.float32)) for _ in range(3)]
     else:
         import ctypes
 
@@ -53,10 +60,13 @@ def _child(kind, number, repeat):
             if path:
                 ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         get, library, version = kiln.get_global_func, kiln.LIB_PATH, "%d.%d.%d" % kiln.ffi_version()
+        import numpy as np
+
+        tensors = [kiln.from_dlpack(np.zeros(16, np.float32)) for _ in range(3)]
     nop, echo = get("testing.nop"), get("testing.echo")
     assert nop() is None and echo(1) == 1
     result = {"kind": kind, "library": library, "version": version}
-    result.update(_measure(nop, echo, number, repeat))
+    result.update(_measure(nop, echo, tensors, number, repeat))
     print(json.dumps(result))
 
 
@@ -87,7 +97,9 @@ def main():
     if args.child:
         return _child(args.child, args.number, args.repeat)
 
-    results = [_run("kiln", args.number, args.repeat)]
+    results = [_run("kiln", args.number, args.repeat),
+               dict(_run("kiln", args.number, args.repeat, {"KILN_PYTHON_CTYPES": "1"}),
+                    kind="kiln ctypes")]
     spec = importlib.util.find_spec("tvm_ffi")
     if spec is not None and spec.submodule_search_locations:
         lib_dir = os.path.join(list(spec.submodule_search_locations)[0], "lib")
@@ -105,12 +117,14 @@ def main():
             print(json.dumps(r))
         return
     print("per-call time from Python, median of %d x %d calls" % (args.repeat, args.number))
-    print("%-14s %12s %12s  %s" % ("binding", "nop() ns", "echo(1) ns", "library"))
+    print("%-14s %10s %11s %14s  %s" % ("binding", "nop() ns", "echo(1) ns", "3 tensors ns",
+                                          "library"))
     for r in results:
         if "error" in r:
-            print("%-14s %12s %12s  %s" % (r["kind"], "-", "-", r["error"]))
+            print("%-14s %10s %11s %14s  %s" % (r["kind"], "-", "-", "-", r["error"]))
         else:
-            print("%-14s %12.0f %12.0f  %s" % (r["kind"], r["nop()"], r["echo(1)"], r["library"]))
+            print("%-14s %10.0f %11.0f %14.0f  %s" % (r["kind"], r["nop()"], r["echo(1)"],
+                                                    r["nop(a, b, c)"], r["library"]))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@
  * kind takes the binding's ctypes path, which knows every conversion: the two paths give the
  * same results, this one is only faster.
  *
+ * Python callables passed where a function is expected become FFI functions whose trampolines
+ * (`make_callback`) are compiled too: plain arguments and results are converted here, the rest
+ * by the binding's readers and writers.
+ *
  * Nothing here links against a Kiln library: `configure` receives the address of
  * `TVMFFIFunctionCall` from the library the package loaded (Kiln's or TVM-FFI's), and the
  * Python pieces it calls back into (the fallback call, the error raiser, the object
@@ -34,6 +38,9 @@ typedef struct {
 } FFIAny;
 
 typedef int (*FunctionCallFn)(void *func, const FFIAny *args, int32_t num_args, FFIAny *result);
+typedef int (*SafeCallFn)(void *self, const FFIAny *args, int32_t num_args, FFIAny *result);
+typedef void (*DeleterFn)(void *self);
+typedef int (*FunctionCreateFn)(void *self, SafeCallFn safe_call, DeleterFn deleter, void **out);
 
 enum { K_NONE = 0, K_INT = 1, K_BOOL = 2, K_FLOAT = 3, K_OBJECT_BEGIN = 64, MAX_FAST_ARGS = 16 };
 
@@ -48,6 +55,12 @@ static PyObject *g_factories = NULL;        /* core.OBJECT_FACTORIES */
 static PyObject *g_default_factory = NULL;  /* core._FACTORY (a one-item list) */
 static PyObject *g_writers = NULL;          /* core.WRITERS */
 static PyObject *g_w_object = NULL;         /* core._w_object */
+/* Callbacks (Python callables as FFI functions), set by configure_callbacks. */
+static FunctionCreateFn g_create = NULL;
+static PyObject *g_callbacks = NULL;   /* core._CALLBACKS: key -> callable */
+static PyObject *g_read_view = NULL;   /* core.read_view_parts(tidx, pad, payload) */
+static PyObject *g_write_owned = NULL; /* core.write_owned(address, value) */
+static PyObject *g_set_raised = NULL;  /* error.set_raised_from_exception(exc) */
 
 /* The offset of a __slots__ member, read from its member descriptor. */
 static Py_ssize_t slot_offset(PyObject *descr, const char *what) {
@@ -250,6 +263,190 @@ static PyObject *callbase_call(PyObject *self, PyObject *args, PyObject *kwargs)
   return read_result(result);
 }
 
+
+/* ---- Python callables as FFI functions ----------------------------------------------------
+ * The function's `self` is a key of core._CALLBACKS (which keeps the callable alive until the
+ * runtime calls the deleter), as on the ctypes path; only the trampolines are compiled. */
+
+static PyObject *view_to_python(const FFIAny *a) {
+  switch (a->type_index) {
+  case K_NONE:
+    Py_RETURN_NONE;
+  case K_INT:
+    return PyLong_FromLongLong(a->v_int64);
+  case K_BOOL:
+    return PyBool_FromLong(a->v_int64 != 0);
+  case K_FLOAT:
+    return PyFloat_FromDouble(a->v_float64);
+  default:
+    return PyObject_CallFunction(g_read_view, "iIL", (int)a->type_index, (unsigned)a->pad,
+                                 (long long)a->v_int64);
+  }
+}
+
+/* Writes the Python value `ret` as the owned result; -1 with a Python error set on failure. */
+static int python_to_result(PyObject *ret, FFIAny *result) {
+  PyTypeObject *t = Py_TYPE(ret);
+  if (ret == Py_None) {
+    result->type_index = K_NONE;
+    result->pad = 0;
+    result->v_int64 = 0;
+    return 0;
+  }
+  if (t == &PyBool_Type) {
+    result->type_index = K_BOOL;
+    result->pad = 0;
+    result->v_int64 = ret == Py_True;
+    return 0;
+  }
+  if (t == &PyFloat_Type) {
+    result->type_index = K_FLOAT;
+    result->pad = 0;
+    result->v_float64 = PyFloat_AS_DOUBLE(ret);
+    return 0;
+  }
+  if (t == &PyLong_Type) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(ret, &overflow);
+    if (!overflow && !(v == -1 && PyErr_Occurred())) {
+      result->type_index = K_INT;
+      result->pad = 0;
+      result->v_int64 = v;
+      return 0;
+    }
+    PyErr_Clear();
+  }
+  PyObject *addr = PyLong_FromVoidPtr(result);
+  if (!addr)
+    return -1;
+  PyObject *r = PyObject_CallFunctionObjArgs(g_write_owned, addr, ret, NULL);
+  Py_DECREF(addr);
+  if (!r)
+    return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+/* Turns the pending Python exception into the FFI error of this thread. */
+static void raise_into_ffi(void) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb && value)
+    PyException_SetTraceback(value, tb);
+  PyObject *r = PyObject_CallFunctionObjArgs(g_set_raised, value ? value : Py_None, NULL);
+  Py_XDECREF(r);
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+}
+
+static int callback_safe_call(void *self, const FFIAny *args, int32_t num_args, FFIAny *result) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = -1;
+  PyObject *key = PyLong_FromVoidPtr(self);
+  PyObject *func = key ? PyDict_GetItemWithError(g_callbacks, key) : NULL; /* borrowed */
+  Py_XDECREF(key);
+  if (!func) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_RuntimeError, "the Python function of this callback is gone");
+    goto fail;
+  }
+  Py_INCREF(func);
+  PyObject *tuple = PyTuple_New(num_args);
+  if (!tuple) {
+    Py_DECREF(func);
+    goto fail;
+  }
+  for (int32_t i = 0; i < num_args; i++) {
+    PyObject *v = view_to_python(&args[i]);
+    if (!v) {
+      Py_DECREF(tuple);
+      Py_DECREF(func);
+      goto fail;
+    }
+    PyTuple_SET_ITEM(tuple, i, v);
+  }
+  PyObject *ret = PyObject_Call(func, tuple, NULL);
+  Py_DECREF(tuple);
+  Py_DECREF(func);
+  if (!ret)
+    goto fail;
+  rc = python_to_result(ret, result);
+  Py_DECREF(ret);
+  if (rc == 0)
+    goto done;
+fail:
+  raise_into_ffi();
+  rc = -1;
+done:
+  PyGILState_Release(gil);
+  return rc;
+}
+
+static void callback_deleter(void *self) {
+  if (!Py_IsInitialized())
+    return; /* released at exit, after the interpreter */
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyObject *key = PyLong_FromVoidPtr(self);
+  if (key && g_callbacks && PyDict_DelItem(g_callbacks, key) < 0)
+    PyErr_Clear();
+  Py_XDECREF(key);
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+  PyGILState_Release(gil);
+}
+
+static PyObject *configure_callbacks(PyObject *mod, PyObject *args) {
+  unsigned long long create_addr;
+  PyObject *callbacks, *read_view, *write_owned, *set_raised;
+  if (!PyArg_ParseTuple(args, "KO!OOO", &create_addr, &PyDict_Type, &callbacks, &read_view,
+                        &write_owned, &set_raised))
+    return NULL;
+  if (!create_addr) {
+    PyErr_SetString(PyExc_ValueError, "configure_callbacks: TVMFFIFunctionCreate address is 0");
+    return NULL;
+  }
+  g_create = (FunctionCreateFn)(uintptr_t)create_addr;
+  Py_XDECREF(g_callbacks);
+  Py_XDECREF(g_read_view);
+  Py_XDECREF(g_write_owned);
+  Py_XDECREF(g_set_raised);
+  Py_INCREF(callbacks);
+  Py_INCREF(read_view);
+  Py_INCREF(write_owned);
+  Py_INCREF(set_raised);
+  g_callbacks = callbacks;
+  g_read_view = read_view;
+  g_write_owned = write_owned;
+  g_set_raised = set_raised;
+  Py_RETURN_NONE;
+}
+
+/* make_callback(key) -> owned handle of an FFI function calling core._CALLBACKS[key]. */
+static PyObject *make_callback(PyObject *mod, PyObject *arg) {
+  if (!g_create) {
+    PyErr_SetString(PyExc_RuntimeError, "kiln._fastcall callbacks are not configured");
+    return NULL;
+  }
+  void *key = PyLong_AsVoidPtr(arg);
+  if (!key && PyErr_Occurred())
+    return NULL;
+  void *out = NULL;
+  int rc = g_create(key, callback_safe_call, callback_deleter, &out);
+  if (rc != 0) {
+    PyObject *r = PyObject_CallFunction(g_raise, "i", rc);
+    Py_XDECREF(r);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_RuntimeError, "TVMFFIFunctionCreate failed with code %d", rc);
+    return NULL;
+  }
+  return PyLong_FromVoidPtr(out);
+}
+
 static PyTypeObject CallBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kiln._fastcall.CallBase",
     .tp_basicsize = sizeof(PyObject),
@@ -264,6 +461,11 @@ static PyMethodDef methods[] = {
      "configure(call_addr, handle_slot, type_index_slot, fallback, raise_last_error, read_pod, "
      "factories, default_factory, writers, w_object): connect to the loaded library and the "
      "binding's Python pieces."},
+    {"configure_callbacks", configure_callbacks, METH_VARARGS,
+     "configure_callbacks(create_addr, callbacks, read_view, write_owned, set_raised): connect "
+     "the compiled callback trampolines."},
+    {"make_callback", make_callback, METH_O,
+     "make_callback(key) -> owned handle of an FFI function calling core._CALLBACKS[key]."},
     {NULL, NULL, 0, NULL},
 };
 

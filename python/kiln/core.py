@@ -716,10 +716,20 @@ def make_callback(pyfunc):
     """Create an ``ffi.Function`` calling ``pyfunc``; return its owned handle."""
     key = _next_key()
     _CALLBACKS[key] = pyfunc
+    try:
+        if FASTCALL is not None:
+            return FASTCALL.make_callback(key)
+        return _make_callback_ctypes(key)
+    except BaseException:
+        _CALLBACKS.pop(key, None)
+        raise
+
+
+def _make_callback_ctypes(key):
+    # The ctypes trampolines: an ffi.Function calling _CALLBACKS[key]; its owned handle.
     out = c_void_p()
     rc = LIB.TVMFFIFunctionCreate(key, _SAFE_CALL_THUNK, _DELETER_THUNK, byref(out))
     if rc:
-        _CALLBACKS.pop(key, None)
         raise_last_error(rc)
     return out.value
 
@@ -752,6 +762,14 @@ def read_owned_parts(tidx, pad, payload):
     return read_owned(slot, 0)
 
 
+def read_view_parts(tidx, pad, payload):
+    """:func:`read_view` of the borrowed ``TVMFFIAny`` given by its parts (what the compiled
+    callback trampoline hands over for the arguments it does not convert)."""
+    slot = _AnySlot()
+    _pack_any(slot, 0, tidx, pad, payload)
+    return read_view(slot, 0)
+
+
 def _load_fastcall():
     """The compiled call path (:mod:`kiln._fastcall`), configured for the loaded library, or
     ``None`` where it is not built or ``KILN_PYTHON_CTYPES=1`` asks for the ctypes path."""
@@ -777,6 +795,13 @@ def _load_fastcall():
         _FACTORY,
         WRITERS,
         _w_object,
+    )
+    _fastcall.configure_callbacks(
+        ctypes.cast(LIB.TVMFFIFunctionCreate, c_void_p).value,
+        _CALLBACKS,
+        read_view_parts,
+        write_owned,
+        error.set_raised_from_exception,
     )
     return _fastcall
 

@@ -132,3 +132,48 @@ def test_ctypes_path_when_forced():
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0 and "ctypes ok" in run.stdout, run.stdout + run.stderr
+
+
+def _ctypes_callback(pyfunc):
+    key = core._next_key()
+    core._CALLBACKS[key] = pyfunc
+    return kiln.function._adopt_function(core._make_callback_ctypes(key), core.abi.K_FUNCTION)
+
+
+def test_callbacks_give_the_ctypes_results(testing):
+    apply = testing.apply
+    arr = kiln.convert([1, 2])
+    values = [0, -3, 1 << 62, 2.5, True, None, "s", "a longer string!", b"b", arr, [1, "x"],
+              {"k": 2}, kiln.DataType("int8"), kiln.cpu(0)]
+
+    def ident(x):
+        return x
+
+    fast = kiln.Function.from_callable(ident)
+    slow = _ctypes_callback(ident)
+    for v in values:
+        got, want = apply(fast, v), apply(slow, v)
+        if isinstance(v, kiln.ObjectBase):
+            assert got.same_as(v) and want.same_as(v)
+        else:
+            assert _same(got, want), (v, got, want)
+
+
+def test_callback_errors_travel_back(testing):
+    def bad(x):
+        raise KeyError("missing %s" % x)
+
+    for f in (kiln.Function.from_callable(bad), _ctypes_callback(bad)):
+        with pytest.raises(KeyError, match="missing 7"):
+            testing.apply(f, 7)
+
+
+def test_callbacks_are_released(testing):
+    gc.collect()
+    before = core.live_callback_count()
+    for _ in range(200):
+        f = kiln.Function.from_callable(lambda x: x + 1)
+        assert testing.apply(f, 1) == 2
+        del f
+    gc.collect()
+    assert core.live_callback_count() == before
