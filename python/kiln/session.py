@@ -160,16 +160,14 @@ class _Progress:
 class _Compiled:
     """One compiled library for one set of input shapes, with a pool of executors."""
 
-    def __init__(self, lib: Any, lib_path: Optional[str] = None):
+    def __init__(self, lib: Any, lib_path: Optional[str], input_names: Sequence[str]):
         self.lib = lib
         self.lib_path = lib_path
         self._free: List[Tuple[GraphModule, List[Any]]] = []
         self._lock = threading.Lock()
         gm, outputs = self.acquire()
         #: the model inputs the executor has (an input no output depends on may be gone)
-        self.used_inputs = {
-            name for name in gm.get_input_info()[0] if gm.get_input_index(name) >= 0
-        }
+        self.used_inputs = {name for name in input_names if gm.get_input_index(name) >= 0}
         self.release((gm, outputs))
 
     def acquire(self) -> Tuple[GraphModule, List[Any]]:
@@ -390,9 +388,10 @@ class InferenceSession:
 
     def _load_or_compile(self, key: ShapeKey) -> _Compiled:
         path = self._cache_path(key)
+        names = [a.name for a in self._inputs]
         if path is not None and os.path.exists(path):
             try:
-                return _Compiled(load_module(path), path)
+                return _Compiled(load_module(path), path, names)
             except Exception as exc:  # a damaged or foreign entry: compile it again
                 sys.stderr.write(f"kiln: ignoring the cached library {path}: {exc}\n")
         shapes = {name: list(shape) for name, shape in key}
@@ -406,9 +405,9 @@ class InferenceSession:
                 progress.stage = "writing " + path
                 self._write_cache(lib, path)
         if path is None:
-            return _Compiled(lib)
+            return _Compiled(lib, None, names)
         # Run what the next process will load, not the in-memory module.
-        return _Compiled(load_module(path), path)
+        return _Compiled(load_module(path), path, names)
 
     @staticmethod
     def _write_cache(lib: Any, path: str) -> None:
