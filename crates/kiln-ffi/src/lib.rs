@@ -40,7 +40,7 @@ pub use device::Device;
 pub use dtype::DataType;
 pub use error::{Error, Result};
 pub use function::{Function, TypedFunction};
-pub use kiln_macros::Object;
+pub use kiln_macros::{Object, ObjectRef};
 pub use map::Map;
 pub use object::{Object, ObjectRef, ObjectType};
 pub use shape::Shape;
