@@ -270,6 +270,22 @@ fn single_field<'a>(fields: &'a Fields, what: &dyn quote::ToTokens) -> syn::Resu
     }
 }
 
+/// `T` when `ty` is written `ObjectRef<T>` (with any path in front).
+fn object_ref_target(ty: &Type) -> Option<&Type> {
+    let Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "ObjectRef" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(t) if args.args.len() == 1 => Some(t),
+        _ => None,
+    }
+}
+
 fn expand_object_ref(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     let name = &input.ident;
     let attrs = ref_attrs(&input.attrs)?;
@@ -279,10 +295,18 @@ fn expand_object_ref(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream
     let (into_any, from_view, field_type_name, field_ty) = match &input.data {
         Data::Struct(data) => {
             let ty = single_field(&data.fields, name)?;
+            // For `ObjectRef<T>`, the name is `T`'s type key (what the field's `type_name` says,
+            // without the call).
+            let type_name = match object_ref_target(ty) {
+                Some(obj) => quote! {
+                    ::std::string::String::from(<#obj as #ffi::ObjectType>::TYPE_KEY)
+                },
+                None => quote! { <#ty as #ffi::TryFromAny>::type_name() },
+            };
             (
                 quote! { ::core::convert::From::from(v.0) },
                 quote! { <#ty as #ffi::TryFromAny>::try_from_view(v).map(#name) },
-                Some(quote! { <#ty as #ffi::TryFromAny>::type_name() }),
+                Some(type_name),
                 Some(ty),
             )
         }
@@ -343,7 +367,7 @@ fn expand_object_ref(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream
         }
 
         impl #impl_g #ffi::TryFromAny for #name #ty_g #where_g {
-            #[inline]
+            // Not #[inline]: a type-registry check, and one copy keeps the deploy runtime small.
             fn try_from_view(v: &#ffi::AnyView<'_>) -> ::core::option::Option<Self> {
                 #from_view
             }
