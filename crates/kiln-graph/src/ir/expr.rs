@@ -105,6 +105,7 @@ pub struct FunctionObj {
 
 /// A variable handle (a function parameter).
 #[derive(Clone, ObjectRef)]
+#[object_ref(methods)]
 pub struct Var(pub ObjectRef<VarObj>);
 
 /// A function handle.
@@ -154,11 +155,6 @@ impl Var {
     /// As an expression.
     pub fn expr(&self) -> Expr {
         Expr::Var(self.clone())
-    }
-
-    /// True when both handles are the same variable.
-    pub fn same_as(&self, o: &Var) -> bool {
-        self.0.same_as(&o.0)
     }
 }
 
