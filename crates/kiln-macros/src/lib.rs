@@ -29,11 +29,16 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, LitStr, Path, Type};
 /// Declares an FFI object type with reflected fields; see the crate documentation.
 #[proc_macro_derive(Object, attributes(object))]
 pub fn derive_object(input: TokenStream) -> TokenStream {
+    derive_with(input, expand)
+}
+
+/// Parses a derive's input and expands it with `f`, turning its error into a compile error.
+fn derive_with(
+    input: TokenStream,
+    f: fn(DeriveInput) -> syn::Result<proc_macro2::TokenStream>,
+) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    match expand(input) {
-        Ok(ts) => ts.into(),
-        Err(e) => e.to_compile_error().into(),
-    }
+    f(input).unwrap_or_else(|e| e.to_compile_error()).into()
 }
 
 #[derive(Default)]
@@ -42,21 +47,31 @@ struct FieldAttrs {
     skip: bool,
 }
 
+/// Calls `f` on each item of every `#[name(...)]` attribute in `attrs`.
+fn for_each_meta(
+    attrs: &[syn::Attribute],
+    name: &str,
+    mut f: impl FnMut(syn::meta::ParseNestedMeta<'_>) -> syn::Result<()>,
+) -> syn::Result<()> {
+    for attr in attrs.iter().filter(|a| a.path().is_ident(name)) {
+        attr.parse_nested_meta(&mut f)?;
+    }
+    Ok(())
+}
+
 fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
     let mut out = FieldAttrs::default();
-    for attr in attrs.iter().filter(|a| a.path().is_ident("object")) {
-        attr.parse_nested_meta(|meta| {
-            if meta.path.is_ident("base") {
-                out.base = true;
-                Ok(())
-            } else if meta.path.is_ident("skip") {
-                out.skip = true;
-                Ok(())
-            } else {
-                Err(meta.error("expected `base` or `skip`"))
-            }
-        })?;
-    }
+    for_each_meta(attrs, "object", |meta| {
+        if meta.path.is_ident("base") {
+            out.base = true;
+            Ok(())
+        } else if meta.path.is_ident("skip") {
+            out.skip = true;
+            Ok(())
+        } else {
+            Err(meta.error("expected `base` or `skip`"))
+        }
+    })?;
     Ok(out)
 }
 
@@ -70,19 +85,17 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     }
     let mut type_key: Option<LitStr> = None;
     let mut parent: Option<Path> = None;
-    for attr in input.attrs.iter().filter(|a| a.path().is_ident("object")) {
-        attr.parse_nested_meta(|meta| {
-            if meta.path.is_ident("type_key") {
-                type_key = Some(meta.value()?.parse()?);
-                Ok(())
-            } else if meta.path.is_ident("parent") {
-                parent = Some(meta.value()?.parse()?);
-                Ok(())
-            } else {
-                Err(meta.error("expected `type_key = \"...\"` or `parent = Type`"))
-            }
-        })?;
-    }
+    for_each_meta(&input.attrs, "object", |meta| {
+        if meta.path.is_ident("type_key") {
+            type_key = Some(meta.value()?.parse()?);
+            Ok(())
+        } else if meta.path.is_ident("parent") {
+            parent = Some(meta.value()?.parse()?);
+            Ok(())
+        } else {
+            Err(meta.error("expected `type_key = \"...\"` or `parent = Type`"))
+        }
+    })?;
     let type_key = type_key
         .ok_or_else(|| syn::Error::new_spanned(name, "missing #[object(type_key = \"...\")]"))?;
     let has_repr_c = input.attrs.iter().any(|a| {
@@ -221,11 +234,7 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
 /// ```
 #[proc_macro_derive(ObjectRef, attributes(object_ref))]
 pub fn derive_object_ref(input: TokenStream) -> TokenStream {
-    let input = parse_macro_input!(input as DeriveInput);
-    match expand_object_ref(input) {
-        Ok(ts) => ts.into(),
-        Err(e) => e.to_compile_error().into(),
-    }
+    derive_with(input, expand_object_ref)
 }
 
 #[derive(Default)]
@@ -238,24 +247,23 @@ struct RefAttrs {
 
 fn ref_attrs(attrs: &[syn::Attribute]) -> syn::Result<RefAttrs> {
     let mut out = RefAttrs::default();
-    for attr in attrs.iter().filter(|a| a.path().is_ident("object_ref")) {
-        attr.parse_nested_meta(|meta| {
-            if meta.path.is_ident("type_name") {
-                out.type_name = Some(meta.value()?.parse()?);
-            } else if meta.path.is_ident("try_from_view") {
-                out.try_from_view = Some(meta.value()?.parse()?);
-            } else if meta.path.is_ident("methods") {
-                out.methods = true;
-            } else if meta.path.is_ident("debug_as_display") {
-                out.debug_as_display = true;
-            } else {
-                return Err(meta.error(
-                    "expected `type_name = \"...\"`, `try_from_view = path`, `methods` or `debug_as_display`",
-                ));
-            }
-            Ok(())
-        })?;
-    }
+    for_each_meta(attrs, "object_ref", |meta| {
+        if meta.path.is_ident("type_name") {
+            out.type_name = Some(meta.value()?.parse()?);
+        } else if meta.path.is_ident("try_from_view") {
+            out.try_from_view = Some(meta.value()?.parse()?);
+        } else if meta.path.is_ident("methods") {
+            out.methods = true;
+        } else if meta.path.is_ident("debug_as_display") {
+            out.debug_as_display = true;
+        } else {
+            return Err(meta.error(
+                "expected `type_name = \"...\"`, `try_from_view = path`, `methods` or \
+                 `debug_as_display`",
+            ));
+        }
+        Ok(())
+    })?;
     Ok(out)
 }
 
