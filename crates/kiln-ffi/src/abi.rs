@@ -1,7 +1,8 @@
 //! Raw C layouts of the TVM-FFI ABI (`tvm/ffi/c_api.h`) and DLPack.
 //!
 //! Everything here is `#[repr(C)]` and pinned by the layout tests at the bottom; the safe types
-//! of this crate ([`crate::Any`], [`crate::ObjectRef`], ...) are built on top of these.
+//! of this crate ([`crate::Any`], [`crate::ObjectRef`](struct@crate::ObjectRef), ...) are built
+//! on top of these.
 
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::AtomicU64;

@@ -5,14 +5,10 @@
 //! C as a `const TVMFFIAny*` without copying.
 
 use crate::abi::{type_index as ti, AnyValue, ByteArray, DLTensor, ObjectHeader, RawAny};
-use crate::array::{Array, ArrayObj};
 use crate::device::Device;
 use crate::dtype::DataType;
-use crate::error::{Error, ErrorObj, Result};
-use crate::function::{Function, FunctionObj};
-use crate::map::{Map, MapObj};
+use crate::error::{Error, Result};
 use crate::object::{dec_ref, inc_ref, ObjectRef, ObjectType};
-use crate::shape::{Shape, ShapeObj};
 use crate::string::{Bytes, BytesObj, Str, StrObj};
 use crate::type_registry;
 use std::ffi::{c_void, CStr};
@@ -518,24 +514,6 @@ impl From<AnyView<'_>> for Any {
     }
 }
 
-macro_rules! wrapper_into_any {
-    ($($t:ty),*) => {$(
-        impl From<$t> for Any {
-            #[inline]
-            fn from(v: $t) -> Any {
-                v.0.into()
-            }
-        }
-    )*};
-}
-wrapper_into_any!(Str, Bytes, Shape, Array, Map, Function);
-
-impl From<Error> for Any {
-    fn from(e: Error) -> Any {
-        e.into_object().into()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Any into Rust values.
 
@@ -650,31 +628,23 @@ impl TryFromAny for Vec<u8> {
     }
 }
 
-impl TryFromAny for Str {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        match v.0.type_index {
-            ti::STR => {
-                // SAFETY: a string object; the view keeps it alive while we add a reference.
-                Some(Str(unsafe { ObjectRef::from_borrowed(v.object_ptr()?) }))
-            }
-            _ => v.str_bytes().map(Str::from_bytes),
+/// The downcast of [`Str`] (`TryFromAny`): a string object, or a small string made into one.
+pub(crate) fn str_from_view(v: &AnyView<'_>) -> Option<Str> {
+    match v.0.type_index {
+        ti::STR => {
+            // SAFETY: a string object; the view keeps it alive while we add a reference.
+            Some(Str(unsafe { ObjectRef::from_borrowed(v.object_ptr()?) }))
         }
-    }
-    fn type_name() -> String {
-        "str".into()
+        _ => v.str_bytes().map(Str::from_bytes),
     }
 }
 
-impl TryFromAny for Bytes {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        match v.0.type_index {
-            // SAFETY: a bytes object; the view keeps it alive.
-            ti::BYTES => Some(Bytes(unsafe { ObjectRef::from_borrowed(v.object_ptr()?) })),
-            _ => v.bytes_bytes().map(Bytes::from_bytes),
-        }
-    }
-    fn type_name() -> String {
-        "bytes".into()
+/// The downcast of [`Bytes`] (`TryFromAny`): a bytes object, or small bytes made into one.
+pub(crate) fn bytes_from_view(v: &AnyView<'_>) -> Option<Bytes> {
+    match v.0.type_index {
+        // SAFETY: a bytes object; the view keeps it alive.
+        ti::BYTES => Some(Bytes(unsafe { ObjectRef::from_borrowed(v.object_ptr()?) })),
+        _ => v.bytes_bytes().map(Bytes::from_bytes),
     }
 }
 
@@ -761,35 +731,6 @@ impl<T: TryFromAny> TryFromAny for Option<T> {
     }
     fn type_name() -> String {
         format!("Optional[{}]", T::type_name())
-    }
-}
-
-macro_rules! wrapper_from_any {
-    ($($t:ident($obj:ty)),*) => {$(
-        impl TryFromAny for $t {
-            #[inline]
-            fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-                ObjectRef::<$obj>::try_from_view(v).map($t)
-            }
-            fn type_name() -> String {
-                <$obj as ObjectType>::TYPE_KEY.into()
-            }
-        }
-    )*};
-}
-wrapper_from_any!(
-    Shape(ShapeObj),
-    Array(ArrayObj),
-    Map(MapObj),
-    Function(FunctionObj)
-);
-
-impl TryFromAny for Error {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<ErrorObj>::try_from_view(v).map(Error::from_object)
-    }
-    fn type_name() -> String {
-        "ffi.Error".into()
     }
 }
 

@@ -42,7 +42,7 @@ impl Drop for ArrayObj {
 }
 
 /// An array of values.
-#[derive(Clone)]
+#[derive(Clone, crate::ObjectRef)]
 pub struct Array(pub ObjectRef<ArrayObj>);
 
 impl Array {

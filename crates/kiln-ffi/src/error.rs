@@ -69,7 +69,7 @@ unsafe extern "C" fn update_backtrace(obj: *mut c_void, backtrace: *const ByteAr
 }
 
 /// An error as a Rust value: a reference to an `ffi.Error` object (Kiln's or a foreign one).
-#[derive(Clone)]
+#[derive(Clone, crate::ObjectRef)]
 pub struct Error(ObjectRef<ErrorObj>);
 
 /// Kiln's result type.

@@ -120,7 +120,7 @@ unsafe extern "C" fn c_function_call(
 }
 
 /// A reference to a function object.
-#[derive(Clone)]
+#[derive(Clone, crate::ObjectRef)]
 pub struct Function(pub ObjectRef<FunctionObj>);
 
 impl Function {

@@ -2,8 +2,10 @@
 //! model (seed 002's PackedFunc, Object and global registry) and its C ABI.
 //!
 //! - [`Any`] / [`AnyView`]: the 16-byte tagged value every call passes ([`abi::RawAny`]).
-//! - [`ObjectRef`]: reference-counted objects with the 24-byte header; built-in [`Str`],
-//!   [`Bytes`], [`Shape`], [`Array`], [`Map`], [`Error`], [`Function`].
+//! - [`ObjectRef`](struct@ObjectRef): reference-counted objects with the 24-byte header;
+//!   built-in [`Str`], [`Bytes`], [`Shape`], [`Array`], [`Map`], [`Error`], [`Function`].
+//! - `#[derive(Object)]` declares an object type; `#[derive(ObjectRef)]` writes a reference
+//!   type's conversions to and from [`Any`] ([`macro@ObjectRef`]).
 //! - [`Function`]: closures, C callbacks and foreign functions behind one calling convention.
 //! - [`registry`]: global functions by name; [`register_global!`] registers at start-up.
 //! - [`reflection`] and `json` (cargo feature `json`, on by default): fields by name, printing,
@@ -40,7 +42,7 @@ pub use device::Device;
 pub use dtype::DataType;
 pub use error::{Error, Result};
 pub use function::{Function, TypedFunction};
-pub use kiln_macros::Object;
+pub use kiln_macros::{Object, ObjectRef};
 pub use map::Map;
 pub use object::{Object, ObjectRef, ObjectType};
 pub use shape::Shape;

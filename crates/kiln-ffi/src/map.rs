@@ -74,7 +74,7 @@ impl Hash for AnyKey {
 }
 
 /// A map from values to values.
-#[derive(Clone)]
+#[derive(Clone, crate::ObjectRef)]
 pub struct Map(pub ObjectRef<MapObj>);
 
 impl Map {

@@ -36,7 +36,7 @@ impl Drop for ShapeObj {
 }
 
 /// A shape: the dimensions of a tensor.
-#[derive(Clone)]
+#[derive(Clone, crate::ObjectRef)]
 pub struct Shape(pub ObjectRef<ShapeObj>);
 
 impl Shape {

@@ -9,7 +9,7 @@ use crate::object::{ObjectRef, ObjectType};
 use std::fmt;
 
 macro_rules! byte_buffer_object {
-    ($(#[$doc:meta])* $obj:ident, $refname:ident, $key:literal, $index:expr) => {
+    ($(#[$doc:meta])* $obj:ident, $refname:ident, $key:literal, $index:expr, $name:literal, $from_view:path) => {
         /// ABI cell of the object: pointer and length of the bytes.
         #[repr(C)]
         pub struct $obj {
@@ -38,7 +38,8 @@ macro_rules! byte_buffer_object {
         }
 
         $(#[$doc])*
-        #[derive(Clone)]
+        #[derive(Clone, crate::ObjectRef)]
+        #[object_ref(type_name = $name, try_from_view = $from_view)]
         pub struct $refname(pub ObjectRef<$obj>);
 
         impl $refname {
@@ -83,11 +84,11 @@ macro_rules! byte_buffer_object {
 
 byte_buffer_object!(
     /// An `ffi.String` object (UTF-8 by convention, not checked: the ABI carries bytes).
-    StrObj, Str, "ffi.String", type_index::STR
+    StrObj, Str, "ffi.String", type_index::STR, "str", crate::any::str_from_view
 );
 byte_buffer_object!(
     /// An `ffi.Bytes` object.
-    BytesObj, Bytes, "ffi.Bytes", type_index::BYTES
+    BytesObj, Bytes, "ffi.Bytes", type_index::BYTES, "bytes", crate::any::bytes_from_view
 );
 
 impl Str {

@@ -144,7 +144,8 @@ pub struct ScheduleObj {
 }
 
 /// A schedule handle (shared: clones see the same stages).
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods)]
 pub struct Schedule(ObjectRef<ScheduleObj>);
 
 /// A schedule for computing `ops` and everything they read (TVM's `te.create_schedule`).
@@ -220,26 +221,6 @@ impl Schedule {
     /// The operations the schedule was created for.
     pub fn outputs(&self) -> Vec<Operation> {
         self.lock().outputs.clone()
-    }
-
-    /// True when both handles are the same schedule.
-    pub fn same_as(&self, other: &Schedule) -> bool {
-        self.0.same_as(&other.0)
-    }
-}
-
-impl From<Schedule> for Any {
-    fn from(s: Schedule) -> Any {
-        s.0.into()
-    }
-}
-
-impl TryFromAny for Schedule {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<ScheduleObj>::try_from_view(v).map(Schedule)
-    }
-    fn type_name() -> String {
-        ScheduleObj::TYPE_KEY.into()
     }
 }
 

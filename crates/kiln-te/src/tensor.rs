@@ -8,7 +8,7 @@
 //! lowering replaces those loads by loads of real buffers. This plays the role of TVM's
 //! `ProducerLoad`.
 
-use kiln_ffi::{Any, AnyView, DataType, Map, Object, ObjectRef, ObjectType, TryFromAny};
+use kiln_ffi::{Any, DataType, Map, Object, ObjectRef, ObjectType};
 use kiln_tir::buffer::{BufferObj, DEFAULT_ALIGNMENT};
 use kiln_tir::node::{IrString, NodeList};
 use kiln_tir::visitor::post_order_visit_expr;
@@ -46,7 +46,7 @@ pub struct IterVarObj {
 }
 
 /// An iteration variable handle. Equality and hashing follow the variable's identity.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
 pub struct IterVar(ObjectRef<IterVarObj>);
 
 impl IterVar {
@@ -157,7 +157,8 @@ pub struct ComputeOpObj {
 }
 
 /// An operation handle. Equality and hashing are by identity.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods)]
 pub struct Operation(ObjectRef<OperationObj>);
 
 /// What an operation is.
@@ -209,11 +210,6 @@ impl Operation {
             reduce_axis: reduce_axis.into(),
             body: body.into(),
         }))
-    }
-
-    /// The underlying object.
-    pub fn object(&self) -> &ObjectRef<OperationObj> {
-        &self.0
     }
 
     /// What kind of operation this is.
@@ -333,11 +329,6 @@ impl Operation {
         out
     }
 
-    /// True when both are the same operation.
-    pub fn same_as(&self, other: &Operation) -> bool {
-        self.0.same_as(&other.0)
-    }
-
     pub(crate) fn key(&self) -> usize {
         self.0.as_ptr().as_ptr() as usize
     }
@@ -377,7 +368,7 @@ pub struct TensorObj {
 }
 
 /// A tensor handle. Equality and hashing are by operation and output index.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
 pub struct Tensor(ObjectRef<TensorObj>);
 
 impl Tensor {
@@ -496,29 +487,6 @@ impl fmt::Debug for Tensor {
         )
     }
 }
-
-macro_rules! handle_any {
-    ($($h:ident($obj:ty)),*) => {$(
-        impl From<$h> for Any {
-            fn from(h: $h) -> Any {
-                h.0.into()
-            }
-        }
-        impl TryFromAny for $h {
-            fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-                ObjectRef::<$obj>::try_from_view(v).map($h)
-            }
-            fn type_name() -> String {
-                <$obj as ObjectType>::TYPE_KEY.into()
-            }
-        }
-    )*};
-}
-handle_any!(
-    IterVar(IterVarObj),
-    Operation(OperationObj),
-    Tensor(TensorObj)
-);
 
 /// An input tensor of `shape` (entries may be symbolic, e.g. a `Var`) and `dtype`.
 pub fn placeholder(shape: &[PrimExpr], dtype: DataType, name: &str) -> Tensor {

@@ -8,7 +8,7 @@ use crate::dtype::DataTypeExt;
 use crate::expr::{PrimExpr, Var};
 use crate::node::{ptr_key, IrString, NodeList};
 use crate::stmt::Stmt;
-use kiln_ffi::{Any, AnyView, DataType, Error, Object, ObjectRef, ObjectType, Result, TryFromAny};
+use kiln_ffi::{DataType, Error, Object, ObjectRef, Result};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -41,7 +41,8 @@ pub struct BufferObj {
 }
 
 /// A buffer handle. Equality and hashing are by identity.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods, debug_as_display)]
 pub struct Buffer(ObjectRef<BufferObj>);
 
 impl Buffer {
@@ -139,11 +140,6 @@ impl Buffer {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// The underlying object.
-    pub fn object(&self) -> &ObjectRef<BufferObj> {
-        &self.0
-    }
-
     /// The data pointer variable.
     pub fn data(&self) -> &Var {
         &self.0.data
@@ -175,10 +171,6 @@ impl Buffer {
     /// Number of dimensions.
     pub fn ndim(&self) -> usize {
         self.0.shape.len()
-    }
-    /// True when both are the same buffer.
-    pub fn same_as(&self, other: &Buffer) -> bool {
-        self.0.same_as(&other.0)
     }
 
     /// A copy with other fields (for passes that rewrite buffers); unchanged fields are shared.
@@ -290,29 +282,8 @@ impl Hash for Buffer {
     }
 }
 
-impl From<Buffer> for Any {
-    fn from(b: Buffer) -> Any {
-        b.0.into()
-    }
-}
-
-impl TryFromAny for Buffer {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<BufferObj>::try_from_view(v).map(Buffer)
-    }
-    fn type_name() -> String {
-        BufferObj::TYPE_KEY.into()
-    }
-}
-
 impl fmt::Display for Buffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&crate::printer::buffer_decl_text(self))
-    }
-}
-
-impl fmt::Debug for Buffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
     }
 }

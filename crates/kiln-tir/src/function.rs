@@ -6,43 +6,8 @@ use crate::dtype::DataTypeExt;
 use crate::expr::{Operand, PrimExpr, Var};
 use crate::node::{NodeList, NodeMap};
 use crate::stmt::Stmt;
-use kiln_ffi::{
-    Any, AnyView, DataType, Error, Map, Object, ObjectRef, ObjectType, Result, TryFromAny,
-};
+use kiln_ffi::{Any, AnyView, DataType, Error, Map, Object, ObjectRef, Result};
 use std::fmt;
-
-macro_rules! handle_conversions {
-    ($handle:ident, $obj:ident) => {
-        impl From<$handle> for Any {
-            fn from(h: $handle) -> Any {
-                h.0.into()
-            }
-        }
-        impl TryFromAny for $handle {
-            fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-                ObjectRef::<$obj>::try_from_view(v).map($handle)
-            }
-            fn type_name() -> String {
-                $obj::TYPE_KEY.into()
-            }
-        }
-        impl $handle {
-            /// The underlying object.
-            pub fn object(&self) -> &ObjectRef<$obj> {
-                &self.0
-            }
-            /// True when both handles point to the same node.
-            pub fn same_as(&self, other: &$handle) -> bool {
-                self.0.same_as(&other.0)
-            }
-        }
-        impl fmt::Debug for $handle {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Display::fmt(self, f)
-            }
-        }
-    };
-}
 
 /// The half-open integer range `[min, min + extent)` (`ir.Range`).
 #[derive(Object)]
@@ -56,9 +21,9 @@ pub struct RangeObj {
 }
 
 /// A range handle.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods, debug_as_display)]
 pub struct Range(ObjectRef<RangeObj>);
-handle_conversions!(Range, RangeObj);
 
 impl Range {
     /// `[min, min + extent)`; literals adapt to the other bound's type.
@@ -124,9 +89,9 @@ pub struct PrimFuncObj {
 }
 
 /// A function handle.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods, debug_as_display)]
 pub struct PrimFunc(ObjectRef<PrimFuncObj>);
-handle_conversions!(PrimFunc, PrimFuncObj);
 
 /// A copy of `map` with `key` set to `value`.
 pub fn map_with(map: &Map, key: &str, value: impl Into<Any>) -> Map {
@@ -257,9 +222,9 @@ pub struct IRModuleObj {
 }
 
 /// A module handle.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods, debug_as_display)]
 pub struct IRModule(ObjectRef<IRModuleObj>);
-handle_conversions!(IRModule, IRModuleObj);
 
 impl IRModule {
     /// A module of `functions`; names must be unique.

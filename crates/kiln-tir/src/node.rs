@@ -244,7 +244,7 @@ impl<K: TryFromAny, V: TryFromAny> TryFromAny for NodeMap<K, V> {
 
 /// An immutable string in a node field, kept as an `ffi.String` object so that reflection hands
 /// out the same object on every read (a plain `String` field would make a new one each time).
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
 pub struct IrString(Str);
 
 impl IrString {
@@ -312,21 +312,6 @@ impl fmt::Display for IrString {
 impl fmt::Debug for IrString {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.as_str())
-    }
-}
-
-impl From<IrString> for Any {
-    fn from(s: IrString) -> Any {
-        s.0.into()
-    }
-}
-
-impl TryFromAny for IrString {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        Str::try_from_view(v).map(IrString)
-    }
-    fn type_name() -> String {
-        "str".into()
     }
 }
 

@@ -24,7 +24,8 @@ use std::sync::OnceLock;
 pub struct StmtObj {}
 
 /// A TIR statement. Cheap to clone. Printing shows TVMScript-like text.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods, debug_as_display, try_from_view = Stmt::from_view)]
 pub struct Stmt(ObjectRef<StmtObj>);
 
 /// How a loop runs.
@@ -335,11 +336,6 @@ impl Stmt {
         Stmt(unsafe { upcast_ref(ObjectRef::new(node)) })
     }
 
-    /// The underlying object.
-    pub fn object(&self) -> &ObjectRef<StmtObj> {
-        &self.0
-    }
-
     /// The handle for an object, if it is a concrete statement node.
     pub fn from_object(obj: ObjectRef<kiln_ffi::Object>) -> Option<Stmt> {
         stmt_table().get(obj.type_index())?;
@@ -347,9 +343,9 @@ impl Stmt {
         Some(Stmt(unsafe { upcast_ref(obj) }))
     }
 
-    /// True when both handles point to the same node.
-    pub fn same_as(&self, other: &Stmt) -> bool {
-        self.0.same_as(&other.0)
+    /// The statement in a value, if it is a statement object (the `TryFromAny` downcast).
+    fn from_view(v: &AnyView<'_>) -> Option<Stmt> {
+        ObjectRef::<kiln_ffi::Object>::try_from_view(v).and_then(Stmt::from_object)
     }
 
     /// A loop; `min` and `extent` take the loop variable's type (literals adapt).
@@ -647,30 +643,9 @@ impl Stmt {
     }
 }
 
-impl From<Stmt> for Any {
-    fn from(s: Stmt) -> Any {
-        s.0.into()
-    }
-}
-
-impl TryFromAny for Stmt {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<kiln_ffi::Object>::try_from_view(v).and_then(Stmt::from_object)
-    }
-    fn type_name() -> String {
-        StmtObj::TYPE_KEY.into()
-    }
-}
-
 impl fmt::Display for Stmt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&crate::printer::stmt_to_text(self))
-    }
-}
-
-impl fmt::Debug for Stmt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
     }
 }
 

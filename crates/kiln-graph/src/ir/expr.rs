@@ -8,7 +8,7 @@
 
 use super::attrs::Attrs;
 use super::ty::Type;
-use kiln_ffi::{Any, AnyView, Error, Map, Object, ObjectRef, ObjectType, Result, TryFromAny};
+use kiln_ffi::{Error, Map, Object, ObjectRef, Result};
 use kiln_runtime::tensor::Tensor;
 use kiln_tir::node::IrString;
 use kiln_tir::NodeList;
@@ -104,15 +104,17 @@ pub struct FunctionObj {
 }
 
 /// A variable handle (a function parameter).
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods)]
 pub struct Var(pub ObjectRef<VarObj>);
 
 /// A function handle.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
 pub struct Function(pub ObjectRef<FunctionObj>);
 
 /// A graph expression. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(type_name = "graph.Expr")]
 pub enum Expr {
     /// An operator reference (only as a callee).
     Op(ObjectRef<OpObj>),
@@ -153,11 +155,6 @@ impl Var {
     /// As an expression.
     pub fn expr(&self) -> Expr {
         Expr::Var(self.clone())
-    }
-
-    /// True when both handles are the same variable.
-    pub fn same_as(&self, o: &Var) -> bool {
-        self.0.same_as(&o.0)
     }
 }
 
@@ -396,66 +393,6 @@ impl Expr {
                 checked_type: Some(ty),
             }))),
         }
-    }
-}
-
-macro_rules! any_conv {
-    ($t:ty, $($variant:ident => $obj:ty),*) => {
-        impl From<$t> for Any {
-            fn from(e: $t) -> Any {
-                match e {
-                    $(Expr::$variant(r) => r.into(),)*
-                }
-            }
-        }
-    };
-}
-
-impl From<Var> for Any {
-    fn from(v: Var) -> Any {
-        v.0.into()
-    }
-}
-
-impl TryFromAny for Var {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<VarObj>::try_from_view(v).map(Var)
-    }
-    fn type_name() -> String {
-        VarObj::TYPE_KEY.into()
-    }
-}
-
-impl From<Function> for Any {
-    fn from(f: Function) -> Any {
-        f.0.into()
-    }
-}
-
-impl TryFromAny for Function {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<FunctionObj>::try_from_view(v).map(Function)
-    }
-    fn type_name() -> String {
-        FunctionObj::TYPE_KEY.into()
-    }
-}
-
-any_conv!(Expr, Op => OpObj, Var => VarObj, Constant => ConstantObj, Call => CallObj,
-    Tuple => TupleObj, TupleGetItem => TupleGetItemObj, Function => FunctionObj);
-
-impl TryFromAny for Expr {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        None.or_else(|| ObjectRef::<CallObj>::try_from_view(v).map(Expr::Call))
-            .or_else(|| Var::try_from_view(v).map(Expr::Var))
-            .or_else(|| ObjectRef::<ConstantObj>::try_from_view(v).map(Expr::Constant))
-            .or_else(|| ObjectRef::<TupleObj>::try_from_view(v).map(Expr::Tuple))
-            .or_else(|| ObjectRef::<TupleGetItemObj>::try_from_view(v).map(Expr::TupleGetItem))
-            .or_else(|| Function::try_from_view(v).map(Expr::Function))
-            .or_else(|| ObjectRef::<OpObj>::try_from_view(v).map(Expr::Op))
-    }
-    fn type_name() -> String {
-        "graph.Expr".into()
     }
 }
 

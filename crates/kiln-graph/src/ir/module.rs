@@ -1,7 +1,7 @@
 //! The graph module (`graph.IRModule`): named functions, `main` first.
 
 use super::expr::Function;
-use kiln_ffi::{Any, AnyView, Error, Object, ObjectRef, ObjectType, Result, TryFromAny};
+use kiln_ffi::{Error, Object, ObjectRef, Result};
 use kiln_tir::node::IrString;
 use kiln_tir::NodeMap;
 use std::fmt;
@@ -16,7 +16,7 @@ pub struct IRModuleObj {
 }
 
 /// A module handle. Cheap to clone; passes return new modules.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
 pub struct IRModule(pub ObjectRef<IRModuleObj>);
 
 impl IRModule {
@@ -76,20 +76,5 @@ impl fmt::Display for IRModule {
             )?;
         }
         Ok(())
-    }
-}
-
-impl From<IRModule> for Any {
-    fn from(m: IRModule) -> Any {
-        m.0.into()
-    }
-}
-
-impl TryFromAny for IRModule {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<IRModuleObj>::try_from_view(v).map(IRModule)
-    }
-    fn type_name() -> String {
-        IRModuleObj::TYPE_KEY.into()
     }
 }

@@ -1,6 +1,6 @@
 //! Types of graph expressions: tensors with a static shape and a dtype, and tuples of types.
 
-use kiln_ffi::{Any, AnyView, DataType, Object, ObjectRef, TryFromAny};
+use kiln_ffi::{DataType, Object, ObjectRef};
 use kiln_tir::NodeList;
 use std::fmt;
 
@@ -25,7 +25,8 @@ pub struct TupleTypeObj {
 }
 
 /// The type of a graph expression. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(type_name = "graph.Type")]
 pub enum Type {
     /// A tensor.
     Tensor(ObjectRef<TensorTypeObj>),
@@ -112,26 +113,6 @@ impl fmt::Display for Type {
 impl fmt::Debug for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
-    }
-}
-
-impl From<Type> for Any {
-    fn from(t: Type) -> Any {
-        match t {
-            Type::Tensor(r) => r.into(),
-            Type::Tuple(r) => r.into(),
-        }
-    }
-}
-
-impl TryFromAny for Type {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<TensorTypeObj>::try_from_view(v)
-            .map(Type::Tensor)
-            .or_else(|| ObjectRef::<TupleTypeObj>::try_from_view(v).map(Type::Tuple))
-    }
-    fn type_name() -> String {
-        "graph.Type".into()
     }
 }
 

@@ -47,7 +47,7 @@ pub use simplify_inference::simplify_inference;
 pub use kiln_tir::transform::{PassContext, PrintHook, PrintIr};
 
 use crate::ir::{Function, IRModule};
-use kiln_ffi::{Any, AnyView, Object, ObjectRef, ObjectType, Result, TryFromAny};
+use kiln_ffi::{Object, ObjectRef, Result};
 use kiln_tir::node::IrString;
 use std::fmt;
 use std::sync::Arc;
@@ -73,7 +73,7 @@ pub struct PassObj {
 }
 
 /// A pass handle. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
 pub struct Pass(pub ObjectRef<PassObj>);
 
 impl Pass {
@@ -124,21 +124,6 @@ impl Pass {
 impl fmt::Debug for Pass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Pass({}, opt_level={})", self.name(), self.opt_level())
-    }
-}
-
-impl From<Pass> for Any {
-    fn from(p: Pass) -> Any {
-        p.0.into()
-    }
-}
-
-impl TryFromAny for Pass {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<PassObj>::try_from_view(v).map(Pass)
-    }
-    fn type_name() -> String {
-        PassObj::TYPE_KEY.into()
     }
 }
 

@@ -36,7 +36,7 @@ pub use library::{
 pub use loader::{load_from_bytes, load_module};
 
 use kiln_ffi::abi::{type_index, Deleter};
-use kiln_ffi::{Any, AnyView, Error, Function, ObjectRef, ObjectType, Result, TryFromAny};
+use kiln_ffi::{AnyView, Error, Function, ObjectRef, ObjectType, Result};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -139,7 +139,8 @@ unsafe impl ObjectType for ModuleObj {
 static KILN_MODULE_DELETER: AtomicUsize = AtomicUsize::new(0);
 
 /// A reference to a module.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(try_from_view = Module::from_view)]
 pub struct Module(pub ObjectRef<ModuleObj>);
 
 impl Module {
@@ -375,28 +376,21 @@ impl std::fmt::Debug for Module {
     }
 }
 
-impl From<Module> for Any {
-    fn from(m: Module) -> Any {
-        m.0.into()
-    }
-}
-
-impl TryFromAny for Module {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
+impl Module {
+    /// The `TryFromAny` downcast: a module object of Kiln's layout.
+    fn from_view(v: &AnyView<'_>) -> Option<Module> {
         if v.type_index() != type_index::MODULE {
             return None;
         }
         // SAFETY: the view keeps the object alive; the deleter check refuses foreign layouts.
         unsafe { Module::from_borrowed_ptr(v.object_ptr()?.as_ptr() as *mut _).ok() }
     }
-    fn type_name() -> String {
-        "ffi.Module".into()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kiln_ffi::Any;
 
     struct Echo(&'static str);
     impl ModuleNode for Echo {

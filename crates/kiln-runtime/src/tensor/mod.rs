@@ -19,7 +19,7 @@ pub use element::Element;
 use kiln_ffi::abi::{type_index, DLTensor};
 use kiln_ffi::any::{AnyView, TryFromAny};
 use kiln_ffi::object::{ObjectRef, ObjectType};
-use kiln_ffi::{Any, DataType, Device, Error, Result};
+use kiln_ffi::{DataType, Device, Error, Result};
 use layout::{checked_nbytes, checked_numel, compact_strides, dims, is_contiguous, MAX_NDIM};
 use std::ffi::c_void;
 use std::fmt;
@@ -102,7 +102,8 @@ impl Drop for OwnedTensor {
 ///
 /// Cloning shares the object. Methods that write data take `&self`, as the memory is shared
 /// with whoever else holds the tensor (compiled code, DLPack consumers), as in TVM.
-#[derive(Clone)]
+#[derive(Clone, kiln_ffi::ObjectRef)]
+#[object_ref(try_from_view = Tensor::from_view)]
 pub struct Tensor(pub ObjectRef<TensorObj>);
 
 impl Tensor {
@@ -553,17 +554,11 @@ impl fmt::Debug for Tensor {
     }
 }
 
-impl From<Tensor> for Any {
-    fn from(t: Tensor) -> Any {
-        t.0.into()
-    }
-}
-
-impl TryFromAny for Tensor {
-    /// An `ffi.Tensor` object, or a `DLTensor*` (type 7), which becomes a non-owning view
-    /// (see [`Tensor::from_dltensor_borrowed`]): it must not be kept past the call that
-    /// received the pointer.
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
+impl Tensor {
+    /// The `TryFromAny` downcast: an `ffi.Tensor` object, or a `DLTensor*` (type 7), which
+    /// becomes a non-owning view (see [`Tensor::from_dltensor_borrowed`]): it must not be kept
+    /// past the call that received the pointer.
+    fn from_view(v: &AnyView<'_>) -> Option<Tensor> {
         match v.type_index() {
             type_index::TENSOR => ObjectRef::<TensorObj>::try_from_view(v).map(Tensor),
             type_index::DL_TENSOR_PTR => {
@@ -574,9 +569,6 @@ impl TryFromAny for Tensor {
             }
             _ => None,
         }
-    }
-    fn type_name() -> String {
-        "ffi.Tensor".into()
     }
 }
 

@@ -19,7 +19,7 @@ pub use ops::*;
 use crate::buffer::Buffer;
 use crate::dtype::DataTypeExt;
 use crate::node::{payload, ptr_key, upcast_ref, NodeList};
-use kiln_ffi::{Any, AnyView, DataType, Error, Object, ObjectRef, ObjectType, Result, TryFromAny};
+use kiln_ffi::{AnyView, DataType, Error, Object, ObjectRef, ObjectType, Result, TryFromAny};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -33,11 +33,13 @@ pub struct PrimExprObj {
 }
 
 /// A TIR expression. Cheap to clone (a reference count). Printing shows TVMScript-like text.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods, debug_as_display, try_from_view = PrimExpr::from_view)]
 pub struct PrimExpr(ObjectRef<PrimExprObj>);
 
 /// A variable. Equality and hashing are by identity: two variables with one name are different.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
+#[object_ref(methods)]
 pub struct Var(ObjectRef<VarObj>);
 
 fn short(e: &PrimExpr) -> String {
@@ -54,11 +56,6 @@ impl PrimExpr {
     pub fn from_node<T: ExprNode>(node: T) -> PrimExpr {
         // SAFETY: ExprNode types start with PrimExprObj.
         PrimExpr(unsafe { upcast_ref(ObjectRef::new(node)) })
-    }
-
-    /// The underlying object reference.
-    pub fn object(&self) -> &ObjectRef<PrimExprObj> {
-        &self.0
     }
 
     /// The handle for an object, if it is a concrete expression node.
@@ -79,12 +76,6 @@ impl PrimExpr {
     #[inline]
     pub fn dtype(&self) -> DataType {
         self.0.dtype
-    }
-
-    /// True when both handles point to the same node.
-    #[inline]
-    pub fn same_as(&self, other: &PrimExpr) -> bool {
-        self.0.same_as(&other.0)
     }
 
     /// The value of an integer (or bool) constant.
@@ -568,11 +559,6 @@ impl Var {
         Var(ObjectRef::from_borrowed(e.object().as_ptr()))
     }
 
-    /// The underlying object.
-    pub fn object(&self) -> &ObjectRef<VarObj> {
-        &self.0
-    }
-
     /// The printing name.
     pub fn name(&self) -> &str {
         &self.0.name_hint
@@ -600,11 +586,6 @@ impl Var {
         } else {
             Var::new(name, self.dtype())
         }
-    }
-
-    /// True when both are the same variable.
-    pub fn same_as(&self, other: &Var) -> bool {
-        self.0.same_as(&other.0)
     }
 }
 
@@ -639,23 +620,11 @@ impl Hash for Var {
     }
 }
 
-impl From<PrimExpr> for Any {
-    fn from(e: PrimExpr) -> Any {
-        e.0.into()
-    }
-}
-
-impl From<Var> for Any {
-    fn from(v: Var) -> Any {
-        v.0.into()
-    }
-}
-
-impl TryFromAny for PrimExpr {
-    /// Expression objects, and (as TVM's conversion does) Python-style literals: `int` becomes
-    /// an `int32` constant (`int64` when it does not fit), `bool` a bool constant, `float` a
-    /// `float32` constant.
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
+impl PrimExpr {
+    /// The `TryFromAny` downcast: expression objects, and (as TVM's conversion does)
+    /// Python-style literals: `int` becomes an `int32` constant (`int64` when it does not fit),
+    /// `bool` a bool constant, `float` a `float32` constant.
+    fn from_view(v: &AnyView<'_>) -> Option<PrimExpr> {
         use kiln_ffi::abi::type_index as ti;
         match v.type_index() {
             ti::INT => {
@@ -672,29 +641,11 @@ impl TryFromAny for PrimExpr {
             _ => PrimExpr::from_any_strict(v),
         }
     }
-    fn type_name() -> String {
-        PrimExprObj::TYPE_KEY.into()
-    }
-}
-
-impl TryFromAny for Var {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<VarObj>::try_from_view(v).map(Var)
-    }
-    fn type_name() -> String {
-        VarObj::TYPE_KEY.into()
-    }
 }
 
 impl fmt::Display for PrimExpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&crate::printer::expr_to_text(self))
-    }
-}
-
-impl fmt::Debug for PrimExpr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
     }
 }
 

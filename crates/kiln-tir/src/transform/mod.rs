@@ -55,9 +55,7 @@ pub use vectorize_loop::vectorize_loop;
 use crate::cpu::CpuDesc;
 use crate::function::{IRModule, PrimFunc};
 use crate::node::IrString;
-use kiln_ffi::{
-    register_global, Any, AnyView, Array, Map, Object, ObjectRef, ObjectType, Result, TryFromAny,
-};
+use kiln_ffi::{register_global, Any, Array, Map, Object, ObjectRef, Result};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -126,7 +124,7 @@ pub struct PassObj {
 }
 
 /// A pass handle. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, ObjectRef)]
 pub struct Pass(ObjectRef<PassObj>);
 
 impl Pass {
@@ -180,21 +178,6 @@ impl Pass {
 impl fmt::Debug for Pass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Pass({}, opt_level={})", self.name(), self.opt_level())
-    }
-}
-
-impl From<Pass> for Any {
-    fn from(p: Pass) -> Any {
-        p.0.into()
-    }
-}
-
-impl TryFromAny for Pass {
-    fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        ObjectRef::<PassObj>::try_from_view(v).map(Pass)
-    }
-    fn type_name() -> String {
-        PassObj::TYPE_KEY.into()
     }
 }
 
