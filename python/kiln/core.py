@@ -13,12 +13,15 @@ shared ``safe_call`` trampoline: the function's ``self`` pointer is a key into
 :data:`_CALLBACKS`, which keeps the callable alive until the runtime calls the deleter.
 """
 
+from __future__ import annotations
+
 import collections.abc
 import ctypes
 import itertools
 import numbers
 import struct
 from ctypes import byref, c_void_p
+from typing import Any, Callable
 
 from . import _ctypes_abi as abi
 from ._lib import LIB
@@ -80,21 +83,21 @@ class ObjectBase:
             _decref(handle)
 
     @property
-    def handle(self):
+    def handle(self) -> int | None:
         """The address of the underlying ``TVMFFIObject`` (an ``int``)."""
         return self._handle
 
     @property
-    def type_index(self):
+    def type_index(self) -> int:
         """The runtime type index of the object."""
         return self._type_index
 
     @property
-    def type_key(self):
+    def type_key(self) -> str:
         """The type key of the object (e.g. ``"ffi.Array"``)."""
         return type_key_of(self._type_index)
 
-    def same_as(self, other):
+    def same_as(self, other: object) -> bool:
         """True when ``other`` wraps the very same FFI object."""
         return isinstance(other, ObjectBase) and other._handle == self._handle
 
@@ -130,7 +133,7 @@ class ObjectBase:
 _object_new = object.__new__
 
 #: type index -> callable(handle, type_index) building the Python value (adopts the reference)
-OBJECT_FACTORIES = {}
+OBJECT_FACTORIES: dict[int, Callable[[int, int], Any]] = {}
 
 
 def _default_factory(handle, tidx):
@@ -143,7 +146,7 @@ def _default_factory(handle, tidx):
 _FACTORY = [_default_factory]
 
 
-def set_default_object_factory(factory):
+def set_default_object_factory(factory: Callable[[int, int], Any]) -> None:
     """Install the factory used for objects without a specific one (done by ``kiln.object``)."""
     _FACTORY[0] = factory
 
@@ -175,7 +178,7 @@ OBJECT_FACTORIES[abi.K_STR] = _adopt_str
 OBJECT_FACTORIES[abi.K_BYTES] = _adopt_bytes
 
 
-def adopt_object(handle, tidx):
+def adopt_object(handle: int, tidx: int) -> Any:
     """Wrap an owned object reference as a Python value (the reference is taken over)."""
     factory = OBJECT_FACTORIES.get(tidx)
     if factory is None:
@@ -258,8 +261,8 @@ _POD_READERS = [
 ] + [_r_unknown] * (abi.K_OBJECT - 13)
 
 # filled in by dtype.py / device.py (avoids an import cycle)
-DTYPE_FROM_PACKED = [None]
-DEVICE_CLASS = [None]
+DTYPE_FROM_PACKED: list[Any] = [None]
+DEVICE_CLASS: list[Any] = [None]
 
 
 def read_owned(buf, off):
@@ -398,7 +401,7 @@ def _w_real(buf, off, v, temps):
 
 
 #: exact Python class -> writer; extended lazily for subclasses (see _find_writer)
-WRITERS = {
+WRITERS: dict[type, Callable[..., None]] = {
     type(None): _w_none,
     bool: _w_bool,
     int: _w_int,
@@ -415,11 +418,12 @@ WRITERS = {
 _get_writer = WRITERS.get
 _pack_any_f = _S_ANY_F.pack_into
 
-#: (base class, writer) pairs tried in order for classes not in WRITERS
-SLOW_WRITERS = []  # filled below and by dtype.py / device.py / container.py
+#: (base class, writer) pairs tried in order for classes not in WRITERS; filled below and by
+#: dtype.py / device.py / container.py
+SLOW_WRITERS: list[tuple[Any, Callable[..., None]]] = []
 
 
-def add_writer(cls, writer):
+def add_writer(cls: type, writer: Callable[..., None]) -> None:
     """Use ``writer`` for instances of ``cls`` (exactly, and as a base class checked first)."""
     WRITERS[cls] = writer
     SLOW_WRITERS.insert(0, (cls, writer))
@@ -530,7 +534,7 @@ def call_function(fhandle, args):
     return read_owned(buf, off)
 
 
-def call_method(self, *args):
+def call_method(self: Any, *args: Any) -> Any:
     """``Function.__call__``: call the wrapped function with Python arguments.
 
     The hot path of the binding: ints and floats are written, and plain results read,
@@ -539,7 +543,7 @@ def call_method(self, *args):
     n = len(args)
     if n:
         buf = _BUF_TYPES[n]() if n <= 16 else _buffer(n)
-        temps = []
+        temps: list[Any] = []
         try:
             off = 0
             for arg in args:
@@ -572,14 +576,14 @@ def call_method(self, *args):
     return factory(iv, tidx)
 
 
-def convert(value):
+def convert(value: Any) -> Any:
     """Convert a Python value to its FFI counterpart and back.
 
     ``list``/``tuple`` become :class:`kiln.Array`, ``dict`` :class:`kiln.Map`, callables
     :class:`kiln.Function`; plain values (int, float, str, ...) come back unchanged.
     """
     slot = _AnySlot()
-    temps = []
+    temps: list[Any] = []
     try:
         write_view(slot, 0, value, temps)
         tidx, _, handle = _unpack_any(slot, 0)
@@ -596,10 +600,10 @@ def convert(value):
 # ---------------------------------------------------------------------------
 # Global functions
 # ---------------------------------------------------------------------------
-_GLOBAL_HANDLES = {}
+_GLOBAL_HANDLES: dict[str, c_void_p] = {}
 
 
-def get_global_handle(name):
+def get_global_handle(name: str) -> int | None:
     """Return an owned handle to the global function ``name``, or ``None`` when missing."""
     data = name.encode("utf-8")
     out = c_void_p()
@@ -609,7 +613,7 @@ def get_global_handle(name):
     return out.value
 
 
-def global_handle(name):
+def global_handle(name: str) -> c_void_p:
     """Cached handle (a ``c_void_p``) of a global function the binding relies on.
 
     The reference is kept for the life of the process.
@@ -623,7 +627,7 @@ def global_handle(name):
     return handle
 
 
-def call_global(name, *args):
+def call_global(name: str, *args: Any) -> Any:
     """Call the global function ``name`` (whose handle is cached) with ``args``."""
     return call_function(global_handle(name), args)
 
@@ -631,10 +635,10 @@ def call_global(name, *args):
 # ---------------------------------------------------------------------------
 # Type information
 # ---------------------------------------------------------------------------
-_TYPE_KEYS = {}
+_TYPE_KEYS: dict[int, str] = {}
 
 
-def type_key_of(tidx):
+def type_key_of(tidx: int) -> str:
     """Return the type key registered for type index ``tidx``."""
     key = _TYPE_KEYS.get(tidx)
     if key is None:
@@ -647,7 +651,7 @@ def type_key_of(tidx):
     return key
 
 
-def type_ancestors_of(tidx):
+def type_ancestors_of(tidx: int) -> list[int]:
     """Return the type indices of the ancestors of ``tidx``, nearest first."""
     info = LIB.TVMFFIGetTypeInfo(tidx)
     if not info or not info.contents.type_ancestors:
@@ -661,7 +665,7 @@ def type_ancestors_of(tidx):
     return out
 
 
-def type_key_to_index(type_key):
+def type_key_to_index(type_key: str) -> int:
     """Return the type index of ``type_key``; raise ``ValueError`` when it is unknown."""
     data = type_key.encode("utf-8")
     out = abi.c_int32()
@@ -678,7 +682,7 @@ def type_key_to_index(type_key):
 # Python callables as ffi.Function
 # ---------------------------------------------------------------------------
 #: self key -> Python callable, for every ffi.Function made from a Python callable still alive
-_CALLBACKS = {}
+_CALLBACKS: dict[int, Callable[..., Any]] = {}
 _next_key = itertools.count(1).__next__
 
 
@@ -712,7 +716,7 @@ ctypes.pythonapi.Py_IncRef(ctypes.py_object(_SAFE_CALL_THUNK))
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(_DELETER_THUNK))
 
 
-def make_callback(pyfunc):
+def make_callback(pyfunc: Callable[..., Any]) -> int:
     """Create an ``ffi.Function`` calling ``pyfunc``; return its owned handle."""
     key = _next_key()
     _CALLBACKS[key] = pyfunc
@@ -721,10 +725,10 @@ def make_callback(pyfunc):
     if rc:
         _CALLBACKS.pop(key, None)
         raise_last_error(rc)
-    return out.value
+    return out.value  # type: ignore[return-value]  # set (nonzero) when rc == 0
 
 
-def live_callback_count():
+def live_callback_count() -> int:
     """Number of Python callables currently held alive by FFI functions (for tests)."""
     return len(_CALLBACKS)
 

@@ -5,6 +5,8 @@ Every such global is an attribute of this module, e.g. ``kiln.testing.echo(1)``,
 :class:`Node` is the Python class of ``kiln.testing.Node`` objects when the library has it.
 """
 
+from __future__ import annotations
+
 from .object import Object, register_object
 from .registry import init_ffi_api
 
