@@ -53,7 +53,12 @@ def _shape_map(shape_dict: Mapping[str, Sequence[int]] | None) -> dict[str, list
     for name, shape in shape_dict.items():
         if not isinstance(name, str):
             raise TypeError(f"shape_dict keys must be input names (str), got {type(name).__name__}")
-        out[name] = [int(d) for d in shape]
+        try:
+            out[name] = [int(d) for d in shape]
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(
+                f"shape_dict[{name!r}] = {shape!r}: a shape must be a sequence of ints ({exc})"
+            ) from None
     return out
 
 

@@ -396,7 +396,8 @@ class Tensor(ObjectBase):
         array = _as_dtype(source, np_dtype, self.dtype)
         if array.shape != expected:
             raise ValueError(
-                "copyfrom: array shape %s does not match the tensor shape %s" % (array.shape, expected)
+                "copyfrom: array shape %s does not match the tensor shape %s (dtype %s)"
+                % (array.shape, expected, self.dtype)
             )
         if array.size:
             call_global("runtime.TensorCopyFromTo", self._raw_bytes_view(array), self)
@@ -446,8 +447,11 @@ def _adopt_tensor(handle: int, tidx: int) -> Tensor:
 
 def empty(shape: int | Sequence[int], dtype: str = "float32", device: Device | None = None) -> Tensor:
     """Allocate an uninitialized compact tensor (64-byte aligned) on ``device`` (CPU)."""
-    shape = [shape] if isinstance(shape, int) else [int(d) for d in shape]
-    return call_global("runtime.TensorEmpty", shape, DataType(dtype), device or cpu())
+    try:
+        dims = [shape] if isinstance(shape, int) else [int(d) for d in shape]
+    except (TypeError, ValueError) as exc:
+        raise type(exc)("empty: shape %r must be an int or a sequence of ints (%s)" % (shape, exc)) from None
+    return call_global("runtime.TensorEmpty", dims, DataType(dtype), device or cpu())
 
 
 def tensor(array: Any, device: Device | None = None, dtype: str | None = None) -> Tensor:

@@ -161,7 +161,7 @@ def placeholder(
     return _ffi_api.Placeholder(_shape(shape), dtype, name)
 
 
-def _axis_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
+def _axis_names(fcompute: Callable[..., Any], ndim: int, name: str) -> list[str]:
     try:
         params = list(inspect.signature(fcompute).parameters.values())
     except (TypeError, ValueError):
@@ -170,7 +170,10 @@ def _axis_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
         return ["i%d" % k for k in range(ndim)]
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(names) != ndim:
-        raise ValueError("fcompute takes %d arguments but the shape has %d dimensions" % (len(names), ndim))
+        raise ValueError(
+            "compute %r: fcompute takes %d arguments but the shape has %d dimensions"
+            % (name, len(names), ndim)
+        )
     return names
 
 
@@ -196,7 +199,7 @@ def compute(
     returned.
     """
     shape = _shape(shape)
-    names = _axis_names(fcompute, len(shape))
+    names = _axis_names(fcompute, len(shape), name)
     axis = [
         IterVar(Range.from_min_extent(0, extent), _tir_api.Var(n, dtype_of(extent)), DATA_PAR)
         for n, extent in zip(names, shape)
