@@ -172,6 +172,8 @@ class Shape(tuple):
     it is first passed to an FFI function.  Shapes returned by the runtime keep their object.
     """
 
+    _handle: int  # in the instance dict, only while an ffi.Shape object backs the shape
+
     def __new__(cls, dims: Iterable[Any] = ()) -> Shape:
         return super().__new__(cls, (int(d) for d in dims))
 

@@ -21,7 +21,7 @@ import itertools
 import numbers
 import struct
 from ctypes import byref, c_void_p
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from . import _ctypes_abi as abi
 from ._lib import LIB
@@ -72,6 +72,8 @@ class ObjectBase:
     """
 
     __slots__ = ("_handle", "_type_index", "__weakref__")
+    _handle: int | None
+    _type_index: int
 
     def __del__(self, _decref=_DecRef):
         try:
@@ -227,7 +229,7 @@ def _r_byte_array_ptr(buf, off, pad, iv):
 
 
 def _r_rvalue_ref(buf, off, pad, iv):
-    handle = c_void_p.from_address(iv).value
+    handle: int = c_void_p.from_address(iv).value  # type: ignore[assignment]  # never null
     return _view_object(handle, struct.unpack_from("<i", _string_at(handle + 8, 4))[0])
 
 
@@ -467,7 +469,7 @@ def release(temps):
 def write_owned(addr, value):
     """Write ``value`` as an owned ``TVMFFIAny`` at address ``addr``."""
     slot = _AnySlot()
-    temps = []
+    temps: list[Any] = []
     try:
         write_view(slot, 0, value, temps)
         tidx, _, handle = _unpack_any(slot, 0)
@@ -497,7 +499,7 @@ def _as_chandle(handle):
     return handle if type(handle) is c_void_p else c_void_p(handle)
 
 
-def call_raw(fhandle, args):
+def call_raw(fhandle: int | c_void_p, args: Sequence[Any]) -> tuple[int, int]:
     """Call a function and return its owned result as ``(payload, type_index)``.
 
     ``fhandle`` is the function's address (``int`` or ``c_void_p``).  For results that are
@@ -505,7 +507,7 @@ def call_raw(fhandle, args):
     """
     n = len(args)
     buf = _buffer(n)
-    temps = []
+    temps: list[Any] = []
     try:
         off = _write_args(buf, args, temps)
         rc = _RawFunctionCall(_as_chandle(fhandle), buf, n, byref(buf, off))
@@ -518,11 +520,11 @@ def call_raw(fhandle, args):
     return payload, tidx
 
 
-def call_function(fhandle, args):
+def call_function(fhandle: int | c_void_p, args: Sequence[Any]) -> Any:
     """Call the ``ffi.Function`` at ``fhandle`` with Python ``args``; return the Python result."""
     n = len(args)
     buf = _buffer(n)
-    temps = []
+    temps: list[Any] = []
     try:
         off = _write_args(buf, args, temps)
         rc = _RawFunctionCall(_as_chandle(fhandle), buf, n, byref(buf, off))
@@ -764,7 +766,7 @@ def _load_fastcall():
     if os.environ.get("KILN_PYTHON_CTYPES", "") not in ("", "0"):
         return None
     try:
-        from . import _fastcall
+        from . import _fastcall  # type: ignore[attr-defined]  # a C extension, without stubs
     except ImportError:
         return None
     from . import error

@@ -141,7 +141,7 @@ def register_object(type_key: Any = None) -> Any:
         _REGISTERED[tidx] = cls
         _RESOLVED.clear()
         core.WRITERS[cls] = core._w_object
-        cls._kiln_type_index = tidx
+        cls._kiln_type_index = tidx  # type: ignore[attr-defined]  # set on the registered class
         return cls
 
     if isinstance(type_key, type):

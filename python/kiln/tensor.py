@@ -200,7 +200,7 @@ def _tensor_from_capsule(capsule, require_alignment=0, require_contiguous=False)
     if rc:
         raise_last_error(rc)  # the capsule still owns the tensor
     _Capsule_SetName(capsule, used)
-    return _adopt_tensor(out.value, abi.K_TENSOR)
+    return _adopt_tensor(out.value, abi.K_TENSOR)  # type: ignore[arg-type]  # set when rc == 0
 
 
 def _is_numpy_array(x):
