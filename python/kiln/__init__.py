@@ -14,6 +14,8 @@ and :func:`build`. The graph compiler: :mod:`kiln.onnx` (ONNX import, one-call
 (wire-compatible with Apache TVM's): :mod:`kiln.rpc`.
 """
 
+from __future__ import annotations
+
 from ._lib import LIB_PATH, LibraryNotFoundError, ffi_version, find_library
 from .error import FFIError, register_error
 from .core import ObjectBase, convert

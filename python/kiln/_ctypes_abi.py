@@ -6,6 +6,8 @@ the callback signatures.  Every layout is the x86-64 / aarch64 one (LP64,
 little-endian).
 """
 
+from __future__ import annotations
+
 from ctypes import (
     CFUNCTYPE,
     POINTER,

@@ -14,6 +14,8 @@ In each directory the full library (``libkiln``) is preferred over the runtime-o
 compiled by Kiln or TVM, loaded later, resolve their ``TVMFFI*`` symbols from it.
 """
 
+from __future__ import annotations
+
 import ctypes
 import importlib.machinery
 import os
@@ -50,7 +52,7 @@ def _split_paths(value):
     return [p for p in (value or "").split(os.pathsep) if p]
 
 
-def candidate_places():
+def candidate_places() -> list[tuple[str, str]]:
     """Return the ordered list of ``(place, kind)`` searched, kind being ``"file"`` (a path
     given by the user), ``"installed"`` (the package's own library, when present) or
     ``"dir"``."""
@@ -70,7 +72,7 @@ def candidate_places():
     return places
 
 
-def find_library():
+def find_library() -> str:
     """Return the path of the runtime library to load.
 
     Raises
@@ -134,7 +136,7 @@ def _declare(lib):
         raise RuntimeError("%s does not export %s" % (lib._name, ", ".join(missing)))
 
 
-def load_library(path=None):
+def load_library(path: str | None = None) -> ctypes.CDLL:
     """Load the runtime library (found with :func:`find_library` unless ``path`` is given).
 
     Returns the ``ctypes.CDLL`` handle, loaded with ``RTLD_GLOBAL``.
@@ -148,10 +150,10 @@ def load_library(path=None):
 #: the loaded runtime library (``ctypes.CDLL``)
 LIB = load_library()
 #: absolute path of :data:`LIB`
-LIB_PATH = LIB._name
+LIB_PATH: str = LIB._name
 
 
-def ffi_version():
+def ffi_version() -> tuple[int, int, int]:
     """Return the ``(major, minor, patch)`` ABI version reported by ``TVMFFIGetVersion``."""
     v = abi.TVMFFIVersion()
     LIB.TVMFFIGetVersion(ctypes.byref(v))

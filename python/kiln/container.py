@@ -6,9 +6,12 @@ global functions ``ffi.ArraySize``, ``ffi.ArrayGetItem``, ``ffi.MapSize``,
 ints (read once from the ``ffi.Shape`` object, which it keeps for passing back).
 """
 
+from __future__ import annotations
+
 import collections.abc
 import ctypes
 import struct
+from typing import Any, Iterable, Iterator, Mapping
 
 from . import _ctypes_abi as abi
 from . import core
@@ -37,20 +40,20 @@ class Array(ObjectBase, collections.abc.Sequence):
 
     __slots__ = ()
 
-    def __init__(self, items=()):
+    def __init__(self, items: Iterable[Any] = ()) -> None:
         self._handle, self._type_index = None, abi.K_ARRAY
         self._handle, self._type_index = call_raw(global_handle("ffi.Array"), list(items))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return call_global("ffi.ArraySize", self)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         length = len(self)
         if isinstance(index, slice):
             return [call_global("ffi.ArrayGetItem", self, i) for i in range(*index.indices(length))]
         return call_global("ffi.ArrayGetItem", self, _normalize_index(index, length))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         getitem = global_handle("ffi.ArrayGetItem")
         for i in range(len(self)):
             yield core.call_function(getitem, (self, i))
@@ -82,29 +85,29 @@ class Map(ObjectBase, collections.abc.Mapping):
 
     __slots__ = ()
 
-    def __init__(self, mapping=()):
-        flat = []
+    def __init__(self, mapping: Mapping[Any, Any] | Iterable[tuple[Any, Any]] = ()) -> None:
+        flat: list[Any] = []
         for key, value in dict(mapping).items():
             flat += (key, value)
         self._handle, self._type_index = None, abi.K_MAP
         self._handle, self._type_index = call_raw(global_handle("ffi.Map"), flat)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return call_global("ffi.MapSize", self)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         try:
             return call_global("ffi.MapGetItem", self, key)
         except (KeyError, IndexError):
             raise KeyError(key) from None
 
-    def __contains__(self, key):
+    def __contains__(self, key: object) -> bool:
         try:
             return call_global("ffi.MapCount", self, key) != 0
         except TypeError:
             return False
 
-    def _pairs(self):
+    def _pairs(self) -> list[tuple[Any, Any]]:
         if _HAS_MAP_ITEMS[0] is None:
             _HAS_MAP_ITEMS[0] = get_global_handle("ffi.MapItems") is not None
         if _HAS_MAP_ITEMS[0]:
@@ -122,18 +125,18 @@ class Map(ObjectBase, collections.abc.Mapping):
                 break
         return pairs
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter([key for key, _ in self._pairs()])
 
-    def keys(self):
+    def keys(self) -> list[Any]:  # type: ignore[override]  # a list, not a view
         """Return the keys as a list."""
         return [key for key, _ in self._pairs()]
 
-    def values(self):
+    def values(self) -> list[Any]:  # type: ignore[override]  # a list, not a view
         """Return the values as a list."""
         return [value for _, value in self._pairs()]
 
-    def items(self):
+    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]  # a list, not a view
         """Return the ``(key, value)`` pairs as a list."""
         return self._pairs()
 
@@ -159,7 +162,7 @@ class Map(ObjectBase, collections.abc.Mapping):
         return "kiln.Map({%s})" % ", ".join("%r: %r" % kv for kv in self._pairs())
 
 
-_HAS_MAP_ITEMS = [None]
+_HAS_MAP_ITEMS: list[bool | None] = [None]
 
 
 class Shape(tuple):
@@ -169,11 +172,13 @@ class Shape(tuple):
     it is first passed to an FFI function.  Shapes returned by the runtime keep their object.
     """
 
-    def __new__(cls, dims=()):
+    _handle: int  # in the instance dict, only while an ffi.Shape object backs the shape
+
+    def __new__(cls, dims: Iterable[Any] = ()) -> Shape:
         return super().__new__(cls, (int(d) for d in dims))
 
     @property
-    def handle(self):
+    def handle(self) -> int | None:
         """Address of the backing ``ffi.Shape`` object, or ``None`` when there is none yet."""
         return self.__dict__.get("_handle")
 
@@ -211,7 +216,7 @@ core.WRITERS[Map] = core._w_object
 _new = object.__new__
 
 
-def _adopt(cls, handle, tidx):
-    obj = _new(cls)
+def _adopt(cls: type, handle: int, tidx: int) -> Any:
+    obj: Any = _new(cls)
     obj._handle, obj._type_index = handle, tidx
     return obj

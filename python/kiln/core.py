@@ -13,12 +13,15 @@ shared ``safe_call`` trampoline: the function's ``self`` pointer is a key into
 :data:`_CALLBACKS`, which keeps the callable alive until the runtime calls the deleter.
 """
 
+from __future__ import annotations
+
 import collections.abc
 import ctypes
 import itertools
 import numbers
 import struct
 from ctypes import byref, c_void_p
+from typing import Any, Callable, Sequence
 
 from . import _ctypes_abi as abi
 from ._lib import LIB
@@ -69,6 +72,8 @@ class ObjectBase:
     """
 
     __slots__ = ("_handle", "_type_index", "__weakref__")
+    _handle: int | None
+    _type_index: int
 
     def __del__(self, _decref=_DecRef):
         try:
@@ -80,21 +85,21 @@ class ObjectBase:
             _decref(handle)
 
     @property
-    def handle(self):
+    def handle(self) -> int | None:
         """The address of the underlying ``TVMFFIObject`` (an ``int``)."""
         return self._handle
 
     @property
-    def type_index(self):
+    def type_index(self) -> int:
         """The runtime type index of the object."""
         return self._type_index
 
     @property
-    def type_key(self):
+    def type_key(self) -> str:
         """The type key of the object (e.g. ``"ffi.Array"``)."""
         return type_key_of(self._type_index)
 
-    def same_as(self, other):
+    def same_as(self, other: object) -> bool:
         """True when ``other`` wraps the very same FFI object."""
         return isinstance(other, ObjectBase) and other._handle == self._handle
 
@@ -130,7 +135,7 @@ class ObjectBase:
 _object_new = object.__new__
 
 #: type index -> callable(handle, type_index) building the Python value (adopts the reference)
-OBJECT_FACTORIES = {}
+OBJECT_FACTORIES: dict[int, Callable[[int, int], Any]] = {}
 
 
 def _default_factory(handle, tidx):
@@ -143,7 +148,7 @@ def _default_factory(handle, tidx):
 _FACTORY = [_default_factory]
 
 
-def set_default_object_factory(factory):
+def set_default_object_factory(factory: Callable[[int, int], Any]) -> None:
     """Install the factory used for objects without a specific one (done by ``kiln.object``)."""
     _FACTORY[0] = factory
 
@@ -175,7 +180,7 @@ OBJECT_FACTORIES[abi.K_STR] = _adopt_str
 OBJECT_FACTORIES[abi.K_BYTES] = _adopt_bytes
 
 
-def adopt_object(handle, tidx):
+def adopt_object(handle: int, tidx: int) -> Any:
     """Wrap an owned object reference as a Python value (the reference is taken over)."""
     factory = OBJECT_FACTORIES.get(tidx)
     if factory is None:
@@ -224,7 +229,7 @@ def _r_byte_array_ptr(buf, off, pad, iv):
 
 
 def _r_rvalue_ref(buf, off, pad, iv):
-    handle = c_void_p.from_address(iv).value
+    handle: int = c_void_p.from_address(iv).value  # type: ignore[assignment]  # never null
     return _view_object(handle, struct.unpack_from("<i", _string_at(handle + 8, 4))[0])
 
 
@@ -258,8 +263,8 @@ _POD_READERS = [
 ] + [_r_unknown] * (abi.K_OBJECT - 13)
 
 # filled in by dtype.py / device.py (avoids an import cycle)
-DTYPE_FROM_PACKED = [None]
-DEVICE_CLASS = [None]
+DTYPE_FROM_PACKED: list[Any] = [None]
+DEVICE_CLASS: list[Any] = [None]
 
 
 def read_owned(buf, off):
@@ -398,7 +403,7 @@ def _w_real(buf, off, v, temps):
 
 
 #: exact Python class -> writer; extended lazily for subclasses (see _find_writer)
-WRITERS = {
+WRITERS: dict[type, Callable[..., None]] = {
     type(None): _w_none,
     bool: _w_bool,
     int: _w_int,
@@ -415,11 +420,12 @@ WRITERS = {
 _get_writer = WRITERS.get
 _pack_any_f = _S_ANY_F.pack_into
 
-#: (base class, writer) pairs tried in order for classes not in WRITERS
-SLOW_WRITERS = []  # filled below and by dtype.py / device.py / container.py
+#: (base class, writer) pairs tried in order for classes not in WRITERS; filled below and by
+#: dtype.py / device.py / container.py
+SLOW_WRITERS: list[tuple[Any, Callable[..., None]]] = []
 
 
-def add_writer(cls, writer):
+def add_writer(cls: type, writer: Callable[..., None]) -> None:
     """Use ``writer`` for instances of ``cls`` (exactly, and as a base class checked first)."""
     WRITERS[cls] = writer
     SLOW_WRITERS.insert(0, (cls, writer))
@@ -463,7 +469,7 @@ def release(temps):
 def write_owned(addr, value):
     """Write ``value`` as an owned ``TVMFFIAny`` at address ``addr``."""
     slot = _AnySlot()
-    temps = []
+    temps: list[Any] = []
     try:
         write_view(slot, 0, value, temps)
         tidx, _, handle = _unpack_any(slot, 0)
@@ -493,7 +499,7 @@ def _as_chandle(handle):
     return handle if type(handle) is c_void_p else c_void_p(handle)
 
 
-def call_raw(fhandle, args):
+def call_raw(fhandle: int | c_void_p, args: Sequence[Any]) -> tuple[int, int]:
     """Call a function and return its owned result as ``(payload, type_index)``.
 
     ``fhandle`` is the function's address (``int`` or ``c_void_p``).  For results that are
@@ -501,7 +507,7 @@ def call_raw(fhandle, args):
     """
     n = len(args)
     buf = _buffer(n)
-    temps = []
+    temps: list[Any] = []
     try:
         off = _write_args(buf, args, temps)
         rc = _RawFunctionCall(_as_chandle(fhandle), buf, n, byref(buf, off))
@@ -514,11 +520,11 @@ def call_raw(fhandle, args):
     return payload, tidx
 
 
-def call_function(fhandle, args):
+def call_function(fhandle: int | c_void_p, args: Sequence[Any]) -> Any:
     """Call the ``ffi.Function`` at ``fhandle`` with Python ``args``; return the Python result."""
     n = len(args)
     buf = _buffer(n)
-    temps = []
+    temps: list[Any] = []
     try:
         off = _write_args(buf, args, temps)
         rc = _RawFunctionCall(_as_chandle(fhandle), buf, n, byref(buf, off))
@@ -530,7 +536,7 @@ def call_function(fhandle, args):
     return read_owned(buf, off)
 
 
-def call_method(self, *args):
+def call_method(self: Any, *args: Any) -> Any:
     """``Function.__call__``: call the wrapped function with Python arguments.
 
     The hot path of the binding: ints and floats are written, and plain results read,
@@ -539,7 +545,7 @@ def call_method(self, *args):
     n = len(args)
     if n:
         buf = _BUF_TYPES[n]() if n <= 16 else _buffer(n)
-        temps = []
+        temps: list[Any] = []
         try:
             off = 0
             for arg in args:
@@ -572,14 +578,14 @@ def call_method(self, *args):
     return factory(iv, tidx)
 
 
-def convert(value):
+def convert(value: Any) -> Any:
     """Convert a Python value to its FFI counterpart and back.
 
     ``list``/``tuple`` become :class:`kiln.Array`, ``dict`` :class:`kiln.Map`, callables
     :class:`kiln.Function`; plain values (int, float, str, ...) come back unchanged.
     """
     slot = _AnySlot()
-    temps = []
+    temps: list[Any] = []
     try:
         write_view(slot, 0, value, temps)
         tidx, _, handle = _unpack_any(slot, 0)
@@ -596,10 +602,10 @@ def convert(value):
 # ---------------------------------------------------------------------------
 # Global functions
 # ---------------------------------------------------------------------------
-_GLOBAL_HANDLES = {}
+_GLOBAL_HANDLES: dict[str, c_void_p] = {}
 
 
-def get_global_handle(name):
+def get_global_handle(name: str) -> int | None:
     """Return an owned handle to the global function ``name``, or ``None`` when missing."""
     data = name.encode("utf-8")
     out = c_void_p()
@@ -609,7 +615,7 @@ def get_global_handle(name):
     return out.value
 
 
-def global_handle(name):
+def global_handle(name: str) -> c_void_p:
     """Cached handle (a ``c_void_p``) of a global function the binding relies on.
 
     The reference is kept for the life of the process.
@@ -623,7 +629,7 @@ def global_handle(name):
     return handle
 
 
-def call_global(name, *args):
+def call_global(name: str, *args: Any) -> Any:
     """Call the global function ``name`` (whose handle is cached) with ``args``."""
     return call_function(global_handle(name), args)
 
@@ -631,10 +637,10 @@ def call_global(name, *args):
 # ---------------------------------------------------------------------------
 # Type information
 # ---------------------------------------------------------------------------
-_TYPE_KEYS = {}
+_TYPE_KEYS: dict[int, str] = {}
 
 
-def type_key_of(tidx):
+def type_key_of(tidx: int) -> str:
     """Return the type key registered for type index ``tidx``."""
     key = _TYPE_KEYS.get(tidx)
     if key is None:
@@ -647,7 +653,7 @@ def type_key_of(tidx):
     return key
 
 
-def type_ancestors_of(tidx):
+def type_ancestors_of(tidx: int) -> list[int]:
     """Return the type indices of the ancestors of ``tidx``, nearest first."""
     info = LIB.TVMFFIGetTypeInfo(tidx)
     if not info or not info.contents.type_ancestors:
@@ -661,7 +667,7 @@ def type_ancestors_of(tidx):
     return out
 
 
-def type_key_to_index(type_key):
+def type_key_to_index(type_key: str) -> int:
     """Return the type index of ``type_key``; raise ``ValueError`` when it is unknown."""
     data = type_key.encode("utf-8")
     out = abi.c_int32()
@@ -678,7 +684,7 @@ def type_key_to_index(type_key):
 # Python callables as ffi.Function
 # ---------------------------------------------------------------------------
 #: self key -> Python callable, for every ffi.Function made from a Python callable still alive
-_CALLBACKS = {}
+_CALLBACKS: dict[int, Callable[..., Any]] = {}
 _next_key = itertools.count(1).__next__
 
 
@@ -712,7 +718,7 @@ ctypes.pythonapi.Py_IncRef(ctypes.py_object(_SAFE_CALL_THUNK))
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(_DELETER_THUNK))
 
 
-def make_callback(pyfunc):
+def make_callback(pyfunc: Callable[..., Any]) -> int:
     """Create an ``ffi.Function`` calling ``pyfunc``; return its owned handle."""
     key = _next_key()
     _CALLBACKS[key] = pyfunc
@@ -731,10 +737,10 @@ def _make_callback_ctypes(key):
     rc = LIB.TVMFFIFunctionCreate(key, _SAFE_CALL_THUNK, _DELETER_THUNK, byref(out))
     if rc:
         raise_last_error(rc)
-    return out.value
+    return out.value  # type: ignore[return-value]  # set (nonzero) when rc == 0
 
 
-def live_callback_count():
+def live_callback_count() -> int:
     """Number of Python callables currently held alive by FFI functions (for tests)."""
     return len(_CALLBACKS)
 
@@ -778,7 +784,7 @@ def _load_fastcall():
     if os.environ.get("KILN_PYTHON_CTYPES", "") not in ("", "0"):
         return None
     try:
-        from . import _fastcall
+        from . import _fastcall  # type: ignore[attr-defined]  # a C extension, without stubs
     except ImportError:
         return None
     from . import error

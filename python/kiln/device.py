@@ -1,5 +1,9 @@
 """``kiln.Device``: a DLPack device (``DLDevice``), e.g. ``kiln.cpu(0)``."""
 
+from __future__ import annotations
+
+from typing import Any
+
 from . import core
 
 #: DLPack device type codes by name
@@ -32,7 +36,10 @@ class Device:
 
     __slots__ = ("device_type", "device_id")
 
-    def __init__(self, device_type, device_id=None):
+    device_type: int
+    device_id: int
+
+    def __init__(self, device_type: int | str, device_id: int | None = None) -> None:
         if isinstance(device_type, str):
             name, _, index = device_type.partition(":")
             if name not in DEVICE_TYPES:
@@ -46,58 +53,58 @@ class Device:
         self.device_id = int(device_id or 0)
 
     @property
-    def type_name(self):
+    def type_name(self) -> str:
         """The name of the device type (e.g. ``"cuda"``)."""
         return _NAMES.get(self.device_type, "device_type_%d" % self.device_type)
 
-    def _attr(self, kind):
+    def _attr(self, kind: int) -> Any:
         return core.call_global("runtime.DeviceGetAttr", self, kind)
 
     @property
-    def exist(self):
+    def exist(self) -> bool:
         """Whether the device exists (its device API is in the library and reports it)."""
         return bool(core.call_global("runtime.DeviceExists", self))
 
     @property
-    def max_threads_per_block(self):
+    def max_threads_per_block(self) -> int | None:
         """The largest number of threads in a block (GPUs), or ``None``."""
         return self._attr(1)
 
     @property
-    def warp_size(self):
+    def warp_size(self) -> int | None:
         """The warp / wavefront / subgroup size, or ``None``."""
         return self._attr(2)
 
     @property
-    def compute_version(self):
+    def compute_version(self) -> str | None:
         """The compute capability as text (``"8.6"``), or ``None``."""
         return self._attr(4)
 
     @property
-    def device_name(self):
+    def device_name(self) -> str | None:
         """The device's name, or ``None``."""
         return self._attr(5)
 
     @property
-    def multi_processor_count(self):
+    def multi_processor_count(self) -> int | None:
         """The number of multiprocessors (cores on the CPU), or ``None``."""
         return self._attr(7)
 
     @property
-    def total_global_memory(self):
+    def total_global_memory(self) -> int | None:
         """Total memory in bytes, or ``None``."""
         return self._attr(14)
 
     @property
-    def available_global_memory(self):
+    def available_global_memory(self) -> int | None:
         """Available memory in bytes, or ``None``."""
         return self._attr(15)
 
-    def sync(self):
+    def sync(self) -> None:
         """Wait until all work queued on the device's default stream is done."""
         core.call_global("runtime.DeviceStreamSync", self)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         """``(device_type, device_id)``, as DLPack producers report it."""
         return (self.device_type, self.device_id)
 
@@ -121,37 +128,37 @@ class Device:
         return (Device, (self.device_type, self.device_id))
 
 
-def device(device_type, device_id=None):
+def device(device_type: int | str, device_id: int | None = None) -> Device:
     """Return a :class:`Device`, e.g. ``device("cuda", 1)`` or ``device("cuda:1")``."""
     return Device(device_type, device_id)
 
 
-def cpu(device_id=0):
+def cpu(device_id: int = 0) -> Device:
     """The CPU device ``device_id``."""
     return Device(1, device_id)
 
 
-def cuda(device_id=0):
+def cuda(device_id: int = 0) -> Device:
     """The CUDA GPU ``device_id``."""
     return Device(2, device_id)
 
 
-def rocm(device_id=0):
+def rocm(device_id: int = 0) -> Device:
     """The ROCm GPU ``device_id``."""
     return Device(10, device_id)
 
 
-def metal(device_id=0):
+def metal(device_id: int = 0) -> Device:
     """The Metal GPU ``device_id``."""
     return Device(8, device_id)
 
 
-def vulkan(device_id=0):
+def vulkan(device_id: int = 0) -> Device:
     """The Vulkan device ``device_id``."""
     return Device(7, device_id)
 
 
-def opencl(device_id=0):
+def opencl(device_id: int = 0) -> Device:
     """The OpenCL device ``device_id``."""
     return Device(4, device_id)
 

@@ -10,21 +10,28 @@ runnable module.
   target)``; the result is a :class:`kiln.Module` whose functions run in this process.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
 from .object import optional_global
 from .te.schedule import Schedule
 from .tir import transform as _transform
 from .tir.function import IRModule, PrimFunc
-from .tir.transform import HOST_PASSES, PHASE_PASSES, PassContext, Sequential
+from .tir.transform import HOST_PASSES, PHASE_PASSES, Pass, PassContext, Sequential
+
+if TYPE_CHECKING:
+    from .module import Module
 
 #: The global function that compiles a packed-form IRModule for a target string.
 CODEGEN_BUILD = "codegen.Build"
 
 
-def _pipeline(names, label):
+def _pipeline(names: Sequence[str], label: str) -> Pass:
     return Sequential([getattr(_transform, n)() for n in names], label)
 
 
-def _as_module(inp, args, name):
+def _as_module(inp: Schedule | PrimFunc | IRModule, args: Sequence[Any] | None, name: str) -> IRModule:
     if isinstance(inp, Schedule):
         if args is None:
             raise ValueError("lowering a schedule needs args: the tensors of the function")
@@ -38,7 +45,13 @@ def _as_module(inp, args, name):
     raise TypeError("expected a te.Schedule, a tir.PrimFunc or an IRModule, got %s" % type(inp).__name__)
 
 
-def lower(inp, args=None, name="main", binds=None, simple_mode=False):
+def lower(
+    inp: Schedule | PrimFunc | IRModule,
+    args: Sequence[Any] | None = None,
+    name: str = "main",
+    binds: None = None,
+    simple_mode: bool = False,
+) -> IRModule:
     """Lower ``inp`` to an :class:`kiln.tir.IRModule` whose ``str()`` is its TIR text.
 
     ``inp`` is a ``te.Schedule`` (with ``args``, the tensors that become the function's
@@ -57,7 +70,12 @@ def lower(inp, args=None, name="main", binds=None, simple_mode=False):
     return mod
 
 
-def build(inp, args=None, target="llvm", name="default_function"):
+def build(
+    inp: Schedule | PrimFunc | IRModule,
+    args: Sequence[Any] | None = None,
+    target: str | Sequence[str] = "llvm",
+    name: str = "default_function",
+) -> Module:
     """Compile ``inp`` for ``target`` into a :class:`kiln.Module`; ``mod[name]`` runs it.
 
     ``inp`` is a ``te.Schedule`` (lowered here with ``args``), a ``tir.PrimFunc`` or an
@@ -77,7 +95,7 @@ def build(inp, args=None, target="llvm", name="default_function"):
     return codegen(mod, str(target) if isinstance(target, str) else [str(t) for t in target])
 
 
-def _finish_lowering(mod):
+def _finish_lowering(mod: IRModule) -> IRModule:
     """Run the host passes over a module that is not in packed form yet."""
     packed = all("calling_conv" in (mod[k].attrs or {}) for k in mod)
     if packed:

@@ -1,14 +1,17 @@
 """``kiln.DataType``: a data type such as ``"float32"``, passed as a ``DLDataType``."""
 
+from __future__ import annotations
+
 import ctypes
+from typing import Any
 
 from . import _ctypes_abi as abi
 from . import core
 from ._lib import LIB
 from .error import raise_last_error
 
-_PARSED = {}  # text -> packed DLDataType
-_PRINTED = {}  # packed DLDataType -> DataType
+_PARSED: dict[str, int] = {}  # text -> packed DLDataType
+_PRINTED: dict[int, DataType] = {}  # packed DLDataType -> DataType
 
 
 class DataType(str):
@@ -21,7 +24,9 @@ class DataType(str):
 
     __slots__ = ("_packed",)
 
-    def __new__(cls, value):
+    _packed: int
+
+    def __new__(cls, value: Any) -> DataType:
         if isinstance(value, DataType) and cls is DataType:
             return value
         text = str(value)
@@ -41,22 +46,22 @@ class DataType(str):
         return obj
 
     @property
-    def type_code(self):
+    def type_code(self) -> int:
         """The DLPack type code (0 int, 1 uint, 2 float, 3 handle, 4 bfloat, 5 complex, 6 bool)."""
         return self._packed & 0xFF
 
     @property
-    def bits(self):
+    def bits(self) -> int:
         """The number of bits of one lane."""
         return (self._packed >> 8) & 0xFF
 
     @property
-    def lanes(self):
+    def lanes(self) -> int:
         """The number of lanes (1 for scalars)."""
         return self._packed >> 16
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
         """The size of one element in bytes (rounded up)."""
         return (self.bits * self.lanes + 7) // 8
 
@@ -67,7 +72,7 @@ class DataType(str):
         return (DataType, (str(self),))
 
 
-def _from_packed(packed):
+def _from_packed(packed: int) -> DataType:
     dtype = _PRINTED.get(packed)
     if dtype is None:
         value = abi.DLDataType(packed & 0xFF, (packed >> 8) & 0xFF, packed >> 16)

@@ -14,13 +14,18 @@ when the same error object comes back out to Python the original exception (same
 class, same message, same traceback) is raised again.
 """
 
+from __future__ import annotations
+
 import builtins
 import ctypes
 import threading
 from collections import OrderedDict
+from typing import Any, Callable, NoReturn, TypeVar, overload
 
 from . import _ctypes_abi as abi
 from ._lib import LIB
+
+_E = TypeVar("_E", bound=type)
 
 _string_at = ctypes.string_at
 _DecRef = LIB.TVMFFIObjectDecRef
@@ -37,17 +42,25 @@ class FFIError(RuntimeError):
         The backtrace stored in the error object (most recent call first).
     """
 
-    def __init__(self, message="", kind="FFIError", backtrace=""):
+    def __init__(self, message: str = "", kind: str = "FFIError", backtrace: str = "") -> None:
         super().__init__(message)
         self.kind = kind
         self.backtrace = backtrace
 
 
-_KIND_TO_CLS = {}
-_CLS_TO_KIND = {}
+_KIND_TO_CLS: dict[str, type] = {}
+_CLS_TO_KIND: dict[type, str] = {}
 
 
-def register_error(kind_or_cls=None, cls=None):
+@overload
+def register_error(kind_or_cls: _E, cls: None = None) -> _E: ...
+@overload
+def register_error(kind_or_cls: str | None = None, cls: None = None) -> Callable[[_E], _E]: ...
+@overload
+def register_error(kind_or_cls: str | None, cls: _E) -> _E: ...
+
+
+def register_error(kind_or_cls: Any = None, cls: Any = None) -> Any:
     """Map an error kind to a Python exception class (both directions).
 
     Usable as ``register_error("MyKind", MyError)``, as a decorator
@@ -86,7 +99,7 @@ for _name in (
 register_error("FFIError", FFIError)
 
 
-def error_kind_of(exc):
+def error_kind_of(exc: BaseException) -> str:
     """Return the FFI error kind used for the Python exception ``exc``."""
     kind = _CLS_TO_KIND.get(type(exc))
     if kind is not None and type(exc) is not FFIError:
@@ -120,7 +133,7 @@ def _format_backtrace(tb):
 # one reference to its error object (so its address cannot be reused while remembered);
 # the table is bounded, dropping the oldest entries (errors that C swallowed).
 # ---------------------------------------------------------------------------
-_PENDING = OrderedDict()
+_PENDING: OrderedDict[int, BaseException] = OrderedDict()
 _PENDING_LOCK = threading.Lock()
 _PENDING_MAX = 128
 
@@ -148,7 +161,7 @@ def _bytes_arg(text):
     return abi.TVMFFIByteArray(data, len(data))
 
 
-def set_raised_from_exception(exc):
+def set_raised_from_exception(exc: BaseException) -> None:
     """Store ``exc`` as the raised error of this thread (for a callback about to return -1)."""
     try:
         kind = error_kind_of(exc)
@@ -179,15 +192,16 @@ def _read_bytes(ba):
     return _string_at(ba.data, ba.size) if ba.size else b""
 
 
-def error_info(handle):
+def error_info(handle: int) -> tuple[str, str, str]:
     """Return ``(kind, message, backtrace)`` of the ``ffi.Error`` object at ``handle``."""
     cell = abi.TVMFFIErrorCell.from_address(handle + abi.OBJECT_HEADER_SIZE)
-    return tuple(
+    kind, message, backtrace = (
         _read_bytes(ba).decode("utf-8", "replace") for ba in (cell.kind, cell.message, cell.backtrace)
     )
+    return kind, message, backtrace
 
 
-def make_exception(kind, message, backtrace=""):
+def make_exception(kind: str, message: str, backtrace: str = "") -> BaseException:
     """Build (without raising) the Python exception for an FFI error."""
     cls = _KIND_TO_CLS.get(kind)
     if cls is None or cls is FFIError:
@@ -204,7 +218,7 @@ def make_exception(kind, message, backtrace=""):
     return exc
 
 
-def exception_from_handle(handle):
+def exception_from_handle(handle: int) -> BaseException:
     """Turn an owned ``ffi.Error`` handle into a Python exception, releasing the handle."""
     original = _forget(handle)
     if original is not None:
@@ -217,7 +231,7 @@ def exception_from_handle(handle):
     return make_exception(kind, message, backtrace)
 
 
-def raise_last_error(rc=-1):
+def raise_last_error(rc: int = -1) -> NoReturn:
     """Take the error raised in this thread (after a call returned ``rc != 0``) and raise it."""
     handle = ctypes.c_void_p()
     LIB.TVMFFIErrorMoveFromRaised(ctypes.byref(handle))
@@ -230,7 +244,7 @@ def raise_last_error(rc=-1):
         del exc
 
 
-def check_call(rc):
+def check_call(rc: int) -> None:
     """Raise the pending FFI error when ``rc`` is nonzero."""
     if rc != 0:
         raise_last_error(rc)

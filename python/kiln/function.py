@@ -1,16 +1,19 @@
 """``kiln.Function``: a callable ``ffi.Function`` object."""
 
+from __future__ import annotations
+
 from ctypes import c_void_p
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _ctypes_abi as abi
 from . import core
 
 
 # With the compiled call path, calls go through its C ``tp_call``; otherwise through ctypes.
-_CALL_BASES = (core.FASTCALL.CallBase,) if core.FASTCALL is not None else ()
+_CALL_BASES: tuple[type, ...] = (core.FASTCALL.CallBase,) if core.FASTCALL is not None else ()
 
 
-class Function(core.ObjectBase, *_CALL_BASES):
+class Function(core.ObjectBase, *_CALL_BASES):  # type: ignore[misc]  # the base is chosen at import
     """A function object of the runtime (``ffi.Function``), callable with Python arguments.
 
     Arguments are converted with the rules of :func:`kiln.convert`; the result is converted
@@ -21,11 +24,16 @@ class Function(core.ObjectBase, *_CALL_BASES):
 
     __slots__ = ("_chandle", "__dict__")
 
-    if core.FASTCALL is None:
+    if TYPE_CHECKING:
+
+        def __call__(self, *args: Any) -> Any:
+            """Call the function with Python arguments; return its converted result."""
+
+    elif core.FASTCALL is None:
         __call__ = core.call_method
 
     @staticmethod
-    def from_callable(pyfunc):
+    def from_callable(pyfunc: Callable[..., Any]) -> Function:
         """Wrap the Python callable ``pyfunc`` as an FFI function.
 
         The callable is kept alive until the runtime destroys the function object.
@@ -46,7 +54,7 @@ class Function(core.ObjectBase, *_CALL_BASES):
 _new = object.__new__
 
 
-def _adopt_function(handle, tidx):
+def _adopt_function(handle: int, tidx: int) -> Function:
     f = _new(Function)
     f._handle = handle
     f._type_index = tidx

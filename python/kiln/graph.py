@@ -7,14 +7,21 @@ shared library; ``load_module(path)["default"](dev)`` (or ``factory["default"](d
 an executor to wrap in :class:`kiln.graph_executor.GraphModule`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
 from . import core
 from .tensor import Tensor, _numpy, tensor
+
+if TYPE_CHECKING:
+    from .module import Module
 
 #: The global function that builds a graph module.
 GRAPH_BUILD = "graph.build"
 
 
-def _params_map(params):
+def _params_map(params: Mapping[str, Any] | None) -> dict[str, Tensor] | None:
     if params is None:
         return None
     out = {}
@@ -25,7 +32,9 @@ def _params_map(params):
     return out
 
 
-def build(mod, target="llvm -mcpu=native", params=None):
+def build(
+    mod: Any, target: str | Sequence[str] = "llvm -mcpu=native", params: Mapping[str, Any] | None = None
+) -> Module:
     """Build the graph module ``mod`` for ``target`` (``"llvm"``, ``"llvm -mcpu=native"``, ...)
     into a ``GraphExecutorFactory`` :class:`kiln.Module`. A list of targets gives one library
     with code for each CPU (``["llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"]``); the loader

@@ -8,15 +8,22 @@ The names of the runtime's global functions follow TVM-FFI (``ffi.ModuleGetFunct
 ``ffi.ModuleLoadFromFile``, ...).
 """
 
+from __future__ import annotations
+
 import os
 import statistics
 import struct
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import core
 from .object import Object, register_object
 
+if TYPE_CHECKING:
+    from .device import Device
+    from .function import Function
 
-def _call(name, *args):
+
+def _call(name: str, *args: Any) -> Any:
     return core.call_global(name, *args)
 
 
@@ -32,32 +39,32 @@ class Module(Object):
     __slots__ = ("__dict__",)
 
     @property
-    def kind(self):
+    def kind(self) -> str:
         """The module kind (``"library"`` for a loaded shared library)."""
         return _call("ffi.ModuleGetKind", self)
 
     @property
-    def imports(self):
+    def imports(self) -> list[Module]:
         """The imported modules, in import order."""
         return list(_call("runtime.ModuleGetImports", self))
 
-    def get_function(self, name, query_imports=False):
+    def get_function(self, name: str, query_imports: bool = False) -> Function:
         """Return the function ``name``; raise ``AttributeError`` when the module lacks it."""
         func = _call("ffi.ModuleGetFunction", self, name, bool(query_imports))
         if func is None:
             raise AttributeError("Module has no function '%s'" % name)
         return func
 
-    def implements_function(self, name, query_imports=False):
+    def implements_function(self, name: str, query_imports: bool = False) -> bool:
         """True when the module (or, with ``query_imports``, an import) defines ``name``."""
         return _call("ffi.ModuleImplementsFunction", self, name, bool(query_imports))
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Function:
         if not isinstance(name, str):
             raise ValueError("Can only take string as function name")
         return self.get_function(name)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_handle", "_type_index"):
             raise AttributeError(name)
         try:
@@ -67,60 +74,60 @@ class Module(Object):
         self.__dict__[name] = func
         return func
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         """Call the module's entry function (``main``)."""
         return self.get_function("main")(*args)
 
-    def import_module(self, other):
+    def import_module(self, other: Module) -> None:
         """Add ``other`` to this module's imports (a cycle is refused)."""
         _call("ffi.ModuleImportModule", self, other)
 
-    def clear_imports(self):
+    def clear_imports(self) -> None:
         """Remove every import."""
         _call("ffi.ModuleClearImports", self)
 
-    def inspect_source(self, fmt=""):
+    def inspect_source(self, fmt: str = "") -> str:
         """Source code of the module in ``fmt``, when it has any (else ``""``)."""
         return _call("ffi.ModuleInspectSource", self, fmt)
 
-    def get_write_formats(self):
+    def get_write_formats(self) -> list[str]:
         """File formats :meth:`write_to_file` supports."""
         return list(_call("ffi.ModuleGetWriteFormats", self))
 
-    def get_property_mask(self):
+    def get_property_mask(self) -> int:
         """Bits: 1 binary serializable, 2 runnable, 4 compilation exportable."""
         return _call("ffi.ModuleGetPropertyMask", self)
 
-    def is_binary_serializable(self):
+    def is_binary_serializable(self) -> bool:
         """True when :meth:`save_to_bytes` works."""
         return bool(self.get_property_mask() & 1)
 
-    def is_runnable(self):
+    def is_runnable(self) -> bool:
         """True when the module's functions can run."""
         return bool(self.get_property_mask() & 2)
 
-    def is_compilation_exportable(self):
+    def is_compilation_exportable(self) -> bool:
         """True when the module writes an object or source file that exports link."""
         return bool(self.get_property_mask() & 4)
 
-    def write_to_file(self, file_name, fmt=""):
+    def write_to_file(self, file_name: str | os.PathLike[str], fmt: str = "") -> None:
         """Write the module to ``file_name`` in format ``fmt``."""
         _call("ffi.ModuleWriteToFile", self, os.fspath(file_name), fmt)
 
-    def save_to_bytes(self):
+    def save_to_bytes(self) -> bytes:
         """Serialize the module (binary serializable kinds only)."""
         return _call("runtime.ModuleSaveToBytes", self)
 
-    def list_functions(self):
+    def list_functions(self) -> list[str]:
         """Names of the functions a library module exports (empty for other kinds)."""
         return list(_call("runtime.ModuleListFunctions", self))
 
     @property
-    def library_path(self):
+    def library_path(self) -> str | None:
         """The file a library module was loaded from (``None`` for other kinds)."""
         return _call("runtime.ModuleLibraryPath", self)
 
-    def target_records(self):
+    def target_records(self) -> list[dict[str, Any]]:
         """What the code variants of every library in this module tree need of the CPU.
 
         A list of dicts, one per variant (read from the libraries' ``.kiln_target`` records):
@@ -136,7 +143,9 @@ class Module(Object):
             out.append(d)
         return out
 
-    def export_library(self, file_name, options=None):
+    def export_library(
+        self, file_name: str | os.PathLike[str], options: str | Sequence[str] | None = None
+    ) -> None:
         """Export this module and its imports into one shared library (or ``.tar``).
 
         ``options`` are extra arguments for the C compiler that links it.
@@ -146,17 +155,17 @@ class Module(Object):
 
     def time_evaluator(
         self,
-        func_name,
-        dev,
-        number=10,
-        repeat=1,
-        min_repeat_ms=0,
-        limit_zero_time_iterations=100,
-        cooldown_interval_ms=0,
-        repeats_to_cooldown=1,
-        cache_flush_bytes=0,
-        f_preproc="",
-    ):
+        func_name: str,
+        dev: Device,
+        number: int = 10,
+        repeat: int = 1,
+        min_repeat_ms: float = 0,
+        limit_zero_time_iterations: int = 100,
+        cooldown_interval_ms: float = 0,
+        repeats_to_cooldown: int = 1,
+        cache_flush_bytes: int = 0,
+        f_preproc: str = "",
+    ) -> Callable[..., BenchmarkResult]:
         """Return ``evaluator(*args) -> BenchmarkResult`` timing ``func_name`` on ``dev``.
 
         As TVM's: one warm-up call, then ``repeat`` measurements of ``number`` calls each
@@ -180,7 +189,7 @@ class Module(Object):
             f_preproc,
         )
 
-        def evaluator(*args):
+        def evaluator(*args: Any) -> BenchmarkResult:
             blob = feval(*args)
             return BenchmarkResult(struct.unpack("@" + "d" * repeat, blob))
 
@@ -200,7 +209,7 @@ class BenchmarkResult:
     ``max`` and ``std`` summarize them.
     """
 
-    def __init__(self, results):
+    def __init__(self, results: Iterable[float]) -> None:
         self.results = tuple(results)
         self.mean = statistics.fmean(self.results)
         self.median = statistics.median(self.results)
@@ -233,7 +242,7 @@ class BenchmarkResult:
         )
 
 
-def load_module(path):
+def load_module(path: str | os.PathLike[str]) -> Module:
     """Load a module from a file: ``.so`` (``.dylib``, ``.dll``) libraries compiled by Kiln
     or Apache TVM; ``.o`` and ``.tar`` files are linked into a shared library first; other
     suffixes use the loader registered as ``ffi.Module.load_from_file.<suffix>``.
@@ -246,16 +255,18 @@ def load_module(path):
     return _call("ffi.ModuleLoadFromFile", path)
 
 
-def load_from_bytes(kind, data):
+def load_from_bytes(kind: str, data: bytes | bytearray | memoryview) -> Module:
     """Restore a module of ``kind`` from bytes (``ffi.Module.load_from_bytes.<kind>``)."""
     return _call("runtime.ModuleLoadFromBytes", kind, bytes(data))
 
 
-def time_evaluator(func, dev, number=10, repeat=1, min_repeat_ms=0):
+def time_evaluator(
+    func: Callable[..., Any], dev: Device, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0
+) -> Callable[..., BenchmarkResult]:
     """Like :meth:`Module.time_evaluator` for a :class:`kiln.Function` (or Python callable)."""
     feval = _call("runtime.FunctionTimeEvaluator", func, dev, number, repeat, min_repeat_ms)
 
-    def evaluator(*args):
+    def evaluator(*args: Any) -> BenchmarkResult:
         return BenchmarkResult(struct.unpack("@" + "d" * repeat, feval(*args)))
 
     return evaluator

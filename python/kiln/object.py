@@ -8,7 +8,10 @@ field getters of the ``TVMFFITypeInfo`` tables are used); ``repr(obj)`` uses ``k
 Python class, used for every object of that type (or of a subtype without its own class).
 """
 
+from __future__ import annotations
+
 import ctypes
+from typing import Any, Callable, TypeVar, overload
 
 from . import _ctypes_abi as abi
 from . import core
@@ -16,10 +19,12 @@ from ._lib import LIB
 from .core import ObjectBase, get_global_handle
 from .error import raise_last_error
 
-_OPTIONAL_GLOBALS = {}
+_T = TypeVar("_T", bound=type)
+
+_OPTIONAL_GLOBALS: dict[tuple[str, ...], Any] = {}
 
 
-def optional_global(*names):
+def optional_global(*names: str) -> Any:
     """Return a cached :class:`kiln.Function` for the first of ``names`` that exists, or None."""
     key = names
     if key not in _OPTIONAL_GLOBALS:
@@ -42,7 +47,7 @@ class Object(ObjectBase):
 
     __slots__ = ()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_handle", "_type_index"):
             raise AttributeError(name)
         getter = optional_global("kiln.ffi.ObjectGetField")
@@ -56,7 +61,7 @@ class Object(ObjectBase):
             raise AttributeError("%r object has no attribute %r" % (self.type_key, name))
         return _read_field(self._handle, *field)
 
-    def field_names(self):
+    def field_names(self) -> list[str]:
         """Return the names of the reflected fields of this object."""
         names = optional_global("kiln.ffi.ObjectFieldNames")
         if names is not None:
@@ -76,10 +81,10 @@ class Object(ObjectBase):
         return "<%s object at 0x%x>" % (self.type_key, self._handle or 0)
 
 
-_FIELD_TABLES = {}
+_FIELD_TABLES: dict[int, dict[str, tuple[int, Any]]] = {}
 
 
-def reflected_fields(tidx):
+def reflected_fields(tidx: int) -> dict[str, tuple[int, Any]]:
     """Return ``{name: (offset, getter)}`` from the ``TVMFFITypeInfo`` field tables of
     ``tidx`` and its ancestors (the fallback when ``kiln.ffi.ObjectGetField`` is missing)."""
     table = _FIELD_TABLES.get(tidx)
@@ -109,12 +114,18 @@ def _read_field(handle, offset, getter):
 
 
 #: type index -> Python class registered with register_object
-_REGISTERED = {}
+_REGISTERED: dict[int, type] = {}
 #: type index -> resolved class (registered class of the type or of its nearest ancestor)
-_RESOLVED = {}
+_RESOLVED: dict[int, type] = {}
 
 
-def register_object(type_key=None):
+@overload
+def register_object(type_key: _T) -> _T: ...
+@overload
+def register_object(type_key: str | None = None) -> Callable[[_T], _T]: ...
+
+
+def register_object(type_key: Any = None) -> Any:
     """Class decorator mapping the runtime type ``type_key`` to a Python class.
 
     Objects of that type (and of subtypes that have no class of their own) returned by
@@ -130,7 +141,7 @@ def register_object(type_key=None):
         _REGISTERED[tidx] = cls
         _RESOLVED.clear()
         core.WRITERS[cls] = core._w_object
-        cls._kiln_type_index = tidx
+        cls._kiln_type_index = tidx  # type: ignore[attr-defined]  # set on the registered class
         return cls
 
     if isinstance(type_key, type):
@@ -138,7 +149,7 @@ def register_object(type_key=None):
     return lambda cls: register(cls, type_key or cls.__name__)
 
 
-def class_of(tidx):
+def class_of(tidx: int) -> type:
     """Return the Python class used to wrap objects of type index ``tidx``."""
     cls = _RESOLVED.get(tidx)
     if cls is None:
@@ -157,9 +168,9 @@ def class_of(tidx):
 _new = object.__new__
 
 
-def _adopt_object(handle, tidx):
+def _adopt_object(handle: int, tidx: int) -> Any:
     cls = _RESOLVED.get(tidx) or class_of(tidx)
-    obj = _new(cls)
+    obj: Any = _new(cls)
     obj._handle, obj._type_index = handle, tidx
     return obj
 

@@ -16,17 +16,23 @@ Reshape's ``shape``, a Reduce's ``axes``) are known at compile time. Errors keep
 unsupported operator raises one error listing every unsupported op type.
 """
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import core
 from . import graph as _graph
 from .tensor import Tensor, tensor
 
+if TYPE_CHECKING:
+    from .module import Module
+
 #: The global function that converts a serialized ONNX model.
 FROM_ONNX = "onnx.FromOnnx"
 
 
-def _model_bytes(model):
+def _model_bytes(model: Any) -> bytes:
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model)
     if isinstance(model, (str, os.PathLike)):
@@ -40,18 +46,23 @@ def _model_bytes(model):
     )
 
 
-def _shape_map(shape_dict):
+def _shape_map(shape_dict: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:
     if shape_dict is None:
         return None
     out = {}
     for name, shape in shape_dict.items():
         if not isinstance(name, str):
             raise TypeError(f"shape_dict keys must be input names (str), got {type(name).__name__}")
-        out[name] = [int(d) for d in shape]
+        try:
+            out[name] = [int(d) for d in shape]
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(
+                f"shape_dict[{name!r}] = {shape!r}: a shape must be a sequence of ints ({exc})"
+            ) from None
     return out
 
 
-def _frozen_map(frozen_inputs):
+def _frozen_map(frozen_inputs: Mapping[str, Any] | None) -> dict[str, Tensor] | None:
     if frozen_inputs is None:
         return None
     out = {}
@@ -63,7 +74,11 @@ def _frozen_map(frozen_inputs):
     return out
 
 
-def from_onnx(model, shape_dict=None, frozen_inputs=None):
+def from_onnx(
+    model: Any,
+    shape_dict: Mapping[str, Sequence[int]] | None = None,
+    frozen_inputs: Mapping[str, Any] | None = None,
+) -> tuple[Any, dict[str, Tensor]]:
     """Convert ``model`` (an ``onnx.ModelProto``, bytes, or a path to a ``.onnx`` file) to
     ``(module, params)``: the graph module (typed) and a map of initializer name to
     :class:`kiln.Tensor`, to pass to :func:`kiln.graph.build`.
@@ -84,7 +99,12 @@ def from_onnx(model, shape_dict=None, frozen_inputs=None):
     return res[0], res[1]
 
 
-def compile(model, shape_dict=None, target="llvm -mcpu=native", frozen_inputs=None):
+def compile(
+    model: Any,
+    shape_dict: Mapping[str, Sequence[int]] | None = None,
+    target: str | Sequence[str] = "llvm -mcpu=native",
+    frozen_inputs: Mapping[str, Any] | None = None,
+) -> Module:
     """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a
     ``GraphExecutorFactory`` :class:`kiln.Module` (what :func:`kiln.graph.build` returns);
     ``target`` may be a list (one library with code for each CPU). ``shape_dict`` and

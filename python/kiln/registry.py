@@ -5,8 +5,11 @@
 ``_ffi_api.py`` files do.
 """
 
+from __future__ import annotations
+
 import ctypes
 import sys
+from typing import Any, Callable, Literal, TypeVar, overload
 
 from . import _ctypes_abi as abi
 from . import core
@@ -14,8 +17,16 @@ from ._lib import LIB
 from .error import raise_last_error
 from .function import Function
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def get_global_func(name, allow_missing=False):
+
+@overload
+def get_global_func(name: str, allow_missing: Literal[False] = False) -> Function: ...
+@overload
+def get_global_func(name: str, allow_missing: bool) -> Function | None: ...
+
+
+def get_global_func(name: str, allow_missing: bool = False) -> Function | None:
     """Return the global function ``name`` as a :class:`kiln.Function`.
 
     Returns ``None`` when it does not exist and ``allow_missing`` is true, else raises
@@ -29,7 +40,17 @@ def get_global_func(name, allow_missing=False):
     return core.adopt_object(handle, abi.K_FUNCTION)
 
 
-def register_func(name_or_func=None, f=None, override=False):
+@overload
+def register_func(name_or_func: _F, f: None = None, override: bool = False) -> _F: ...
+@overload
+def register_func(
+    name_or_func: str | None = None, f: None = None, override: bool = False
+) -> Callable[[_F], _F]: ...
+@overload
+def register_func(name_or_func: str, f: _F, override: bool = False) -> _F: ...
+
+
+def register_func(name_or_func: Any = None, f: Any = None, override: bool = False) -> Any:
     """Register a Python callable as the global function ``name``.
 
     Forms::
@@ -65,18 +86,18 @@ def register_func(name_or_func=None, f=None, override=False):
     return register
 
 
-def remove_global_func(name):
+def remove_global_func(name: str) -> bool:
     """Remove the global function ``name``; return whether it existed."""
     return core.call_global("ffi.FunctionRemoveGlobal", name)
 
 
-def list_global_func_names():
+def list_global_func_names() -> list[str]:
     """Return the names of all registered global functions."""
     functor = core.call_global("ffi.FunctionListGlobalNamesFunctor")
     return [functor(i) for i in range(functor(-1))]
 
 
-def init_ffi_api(namespace, target_module_name=None):
+def init_ffi_api(namespace: str, target_module_name: str | None = None) -> None:
     """Attach each global ``<namespace>.<name>`` to module ``target_module_name`` as ``<name>``.
 
     Functions with further dots after the prefix (``<namespace>.a.b``) are skipped, like
@@ -91,7 +112,7 @@ def init_ffi_api(namespace, target_module_name=None):
         short = name[len(prefix) :]
         if not short or "." in short:
             continue
-        func = get_global_func(name)
+        func: Any = get_global_func(name)
         func.__name__ = short
         func.__qualname__ = name
         setattr(target, short, func)

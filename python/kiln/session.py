@@ -63,7 +63,7 @@ class NodeArg:
     known sizes, the ``dim_param`` name or ``"?"`` for symbolic ones, ``None`` when the rank is
     not declared) and ``type`` (``"tensor(float)"``); ``dtype`` is Kiln's name."""
 
-    def __init__(self, name: str, shape: Optional[List[Dim]], dtype: str):
+    def __init__(self, name: str, shape: Optional[List[Dim]], dtype: str) -> None:
         self.name = name
         self.shape = shape
         self.dtype = dtype
@@ -126,7 +126,7 @@ class _Progress:
     """A one-line compile status on stderr (stage and elapsed seconds), redrawn by a thread
     while the compiler (which releases the GIL) works."""
 
-    def __init__(self, enabled: bool, what: str):
+    def __init__(self, enabled: bool, what: str) -> None:
         self.enabled = enabled
         self.what = what
         self.stage = "starting"
@@ -160,7 +160,7 @@ class _Progress:
 class _Compiled:
     """One compiled library for one set of input shapes, with a pool of executors."""
 
-    def __init__(self, lib: Any, lib_path: Optional[str], input_names: Sequence[str]):
+    def __init__(self, lib: Any, lib_path: Optional[str], input_names: Sequence[str]) -> None:
         self.lib = lib
         self.lib_path = lib_path
         self._free: List[Tuple[GraphModule, List[Any]]] = []
@@ -202,7 +202,7 @@ class InferenceSession:
         providers: Optional[Iterable[Any]] = None,
         provider_options: Any = None,
         **kwargs: Any,
-    ):
+    ) -> None:
         opts = sess_options if sess_options is not None else SessionOptions()
         unknown = set(kwargs) - {"target", "cache_dir", "input_shapes", "show_progress"}
         if unknown:
@@ -242,12 +242,12 @@ class InferenceSession:
                     f"input_shapes names {name!r}, which is not an input of the model "
                     f"(inputs: {[a.name for a in self._inputs]})"
                 )
-        shapes = {}
+        shapes: Dict[str, Tuple[int, ...]] = {}
         for arg in self._inputs:
             if arg.name in pinned:
                 shapes[arg.name] = self._check_shape(arg, tuple(int(d) for d in pinned[arg.name]))
             elif arg.shape is not None and all(isinstance(d, int) for d in arg.shape):
-                shapes[arg.name] = tuple(arg.shape)
+                shapes[arg.name] = tuple(int(d) for d in arg.shape)
         # Compile now when every input's shape is known; otherwise on the first run.
         if len(shapes) == len(self._inputs):
             self._get_compiled(self._key(shapes))

@@ -5,10 +5,14 @@ Backed by the Kiln globals ``kiln.ffi.StructuralEqual``, ``kiln.ffi.ToJSON`` and
 ``ffi.ToJSONGraphString`` and ``ffi.FromJSONGraphString`` are used instead.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from .object import optional_global
 
 
-def _require(*names):
+def _require(*names: str) -> Any:
     func = optional_global(*names)
     if func is None:
         raise NotImplementedError(
@@ -17,7 +21,7 @@ def _require(*names):
     return func
 
 
-def structural_equal(lhs, rhs):
+def structural_equal(lhs: Any, rhs: Any) -> bool:
     """True when ``lhs`` and ``rhs`` have the same structure and contents."""
     func = optional_global("kiln.ffi.StructuralEqual")
     if func is not None:
@@ -25,7 +29,7 @@ def structural_equal(lhs, rhs):
     return bool(_require("ffi.StructuralEqual")(lhs, rhs, False, False))
 
 
-def to_json(value):
+def to_json(value: Any) -> str:
     """Serialize a runtime value (objects, containers, plain values) to a JSON string."""
     func = optional_global("kiln.ffi.ToJSON")
     if func is not None:
@@ -33,6 +37,6 @@ def to_json(value):
     return _require("ffi.ToJSONGraphString")(value, None)
 
 
-def from_json(text):
+def from_json(text: str) -> Any:
     """Rebuild the value serialized by :func:`to_json`."""
     return _require("kiln.ffi.FromJSON", "ffi.FromJSONGraphString")(text)

@@ -21,10 +21,13 @@ either) and the others cannot be read.  Vector dtypes (``float32x4``) read as ar
 with a trailing dimension of the lane count.
 """
 
+from __future__ import annotations
+
 import abc
 import ctypes
 import struct
 from ctypes import byref, c_char_p, c_int, c_void_p
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _ctypes_abi as abi
 from . import core
@@ -34,12 +37,15 @@ from .device import Device, cpu
 from .dtype import DataType
 from .error import raise_last_error
 
+if TYPE_CHECKING:
+    import numpy as _np
+
 _DLTENSOR = struct.Struct("<QiiiBBHQQQ")  # data, device, ndim, dtype, shape, strides, byte_offset
 _HEADER = abi.OBJECT_HEADER_SIZE
 _ALIGNMENT = 64
 
 
-def _numpy():
+def _numpy() -> Any:
     try:
         import numpy
     except ImportError as exc:  # pragma: no cover - numpy is a test dependency
@@ -80,7 +86,7 @@ def _bfloat16_dtype():
 _NP_KINDS = {0: "int", 1: "uint", 2: "float", 5: "complex"}
 
 
-def numpy_dtype(dtype):
+def numpy_dtype(dtype: str) -> tuple[_np.dtype[Any], int]:
     """Return ``(numpy dtype, lanes)`` holding elements of the Kiln dtype ``dtype``.
 
     ``bfloat16``, the float8 and float4 types, ``int4``/``uint4``/``int2``/``uint2`` map to
@@ -110,7 +116,7 @@ def numpy_dtype(dtype):
     raise TypeError("no numpy dtype holds elements of %s" % dtype)
 
 
-def kiln_dtype(np_dtype):
+def kiln_dtype(np_dtype: Any) -> str:
     """Return the Kiln dtype name of a numpy dtype (``"float32"``, ``"bool"``, ``"bfloat16"``,
     ``"float8_e4m3fn"``, ``"int4"``...)."""
     np = _numpy()
@@ -194,7 +200,7 @@ def _tensor_from_capsule(capsule, require_alignment=0, require_contiguous=False)
     if rc:
         raise_last_error(rc)  # the capsule still owns the tensor
     _Capsule_SetName(capsule, used)
-    return _adopt_tensor(out.value, abi.K_TENSOR)
+    return _adopt_tensor(out.value, abi.K_TENSOR)  # type: ignore[arg-type]  # set when rc == 0
 
 
 def _is_numpy_array(x):
@@ -202,7 +208,7 @@ def _is_numpy_array(x):
     return np is not None and isinstance(x, np.ndarray)
 
 
-def from_dlpack(x, require_alignment=0, require_contiguous=False):
+def from_dlpack(x: Any, require_alignment: int = 0, require_contiguous: bool = False) -> Tensor:
     """Return a :class:`Tensor` sharing the memory of ``x`` (no copy).
 
     ``x`` is an object with ``__dlpack__`` (numpy >= 1.22, PyTorch, ...) or a DLPack
@@ -243,7 +249,7 @@ class Tensor(ObjectBase):
 
     __slots__ = ()
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("make tensors with kiln.tensor(array), kiln.empty(shape) or kiln.from_dlpack(x)")
 
     def _dltensor(self):
@@ -252,7 +258,7 @@ class Tensor(ObjectBase):
         return _DLTENSOR.unpack(ctypes.string_at(self._handle + _HEADER, _DLTENSOR.size))
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         """The dimensions, as a tuple of ints."""
         fields = self._dltensor()
         ndim, shape_ptr = fields[3], fields[7]
@@ -261,7 +267,7 @@ class Tensor(ObjectBase):
         return struct.unpack("<%dq" % ndim, ctypes.string_at(shape_ptr, 8 * ndim))
 
     @property
-    def strides(self):
+    def strides(self) -> tuple[int, ...] | None:
         """The strides in elements, as a tuple (``None`` means compact)."""
         fields = self._dltensor()
         ndim, strides_ptr = fields[3], fields[8]
@@ -270,34 +276,34 @@ class Tensor(ObjectBase):
         return struct.unpack("<%dq" % ndim, ctypes.string_at(strides_ptr, 8 * ndim))
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         """The number of dimensions."""
         return self._dltensor()[3]
 
     @property
-    def dtype(self):
+    def dtype(self) -> DataType:
         """The element type, as a :class:`kiln.DataType` (a ``str``)."""
         fields = self._dltensor()
         return core.DTYPE_FROM_PACKED[0](fields[4] | (fields[5] << 8) | (fields[6] << 16))
 
     @property
-    def device(self):
+    def device(self) -> Device:
         """The :class:`kiln.Device` holding the data."""
         fields = self._dltensor()
         return Device(fields[1], fields[2])
 
     @property
-    def byte_offset(self):
+    def byte_offset(self) -> int:
         """Bytes between :attr:`data_ptr` and the first element."""
         return self._dltensor()[9]
 
     @property
-    def data_ptr(self):
+    def data_ptr(self) -> int:
         """The raw data pointer (an int; a device handle on non-CPU devices)."""
         return self._dltensor()[0]
 
     @property
-    def size(self):
+    def size(self) -> int:
         """The number of elements."""
         n = 1
         for d in self.shape:
@@ -305,23 +311,30 @@ class Tensor(ObjectBase):
         return n
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """The number of bytes the elements take, stored compactly."""
         dtype = self.dtype
         # Sub-byte types take one byte per element (see kiln_ffi::dtype).
         return self.size * ((dtype.bits * dtype.lanes + 7) // 8)
 
     @property
-    def is_contiguous(self):
+    def is_contiguous(self) -> bool:
         """Whether the elements are stored compactly in row-major order."""
         return call_global("runtime.TensorIsContiguous", self)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         """``(device_type, device_id)`` of the data (DLPack protocol)."""
         fields = self._dltensor()
         return (fields[1], fields[2])
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
         """Export the tensor as a DLPack capsule sharing its memory (DLPack protocol).
 
         A versioned (DLPack 1.x) capsule when ``max_version`` allows it, else a legacy one.
@@ -348,7 +361,7 @@ class Tensor(ObjectBase):
         raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         return call_global("runtime.TensorView", from_dlpack(raw), list(self.shape), self.dtype)
 
-    def numpy(self):
+    def numpy(self) -> _np.ndarray:
         """Return a numpy copy of the data (from any device, any strides)."""
         np = _numpy()
         np_dtype, lanes = numpy_dtype(self.dtype)
@@ -363,13 +376,13 @@ class Tensor(ObjectBase):
             call_global("runtime.TensorCopyFromTo", self, self._raw_bytes_view(out))
         return out
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> _np.ndarray:
         if copy is False:
             raise ValueError("kiln.Tensor converts to numpy by copying; use np.from_dlpack(t)")
         out = self.numpy()
         return out if dtype is None else out.astype(dtype)
 
-    def copyfrom(self, source):
+    def copyfrom(self, source: Any) -> Tensor:
         """Copy ``source`` (a :class:`Tensor`, or anything numpy can turn into an array of
         this tensor's shape) into this tensor; return ``self``.
 
@@ -383,13 +396,14 @@ class Tensor(ObjectBase):
         array = _as_dtype(source, np_dtype, self.dtype)
         if array.shape != expected:
             raise ValueError(
-                "copyfrom: array shape %s does not match the tensor shape %s" % (array.shape, expected)
+                "copyfrom: array shape %s does not match the tensor shape %s (dtype %s)"
+                % (array.shape, expected, self.dtype)
             )
         if array.size:
             call_global("runtime.TensorCopyFromTo", self._raw_bytes_view(array), self)
         return self
 
-    def copyto(self, target):
+    def copyto(self, target: Tensor | Device) -> Tensor:
         """Copy into ``target``: a :class:`Tensor` (returned), or a :class:`kiln.Device`
         (a new tensor there is returned)."""
         if isinstance(target, Tensor):
@@ -399,7 +413,7 @@ class Tensor(ObjectBase):
             return call_global("runtime.TensorToDevice", self, target)
         raise TypeError("copyto expects a kiln.Tensor or a kiln.Device, got %s" % type(target).__name__)
 
-    def view(self, shape, dtype=None):
+    def view(self, shape: int | Sequence[int], dtype: str | None = None) -> Tensor:
         """A tensor sharing this one's memory with another shape (and dtype)."""
         shape = [shape] if isinstance(shape, int) else list(shape)
         return call_global("runtime.TensorView", self, shape, DataType(dtype) if dtype else None)
@@ -425,19 +439,22 @@ def _as_dtype(source, np_dtype, dtype):
 _new = object.__new__
 
 
-def _adopt_tensor(handle, tidx):
-    t = _new(Tensor)
+def _adopt_tensor(handle: int, tidx: int) -> Tensor:
+    t: Tensor = _new(Tensor)
     t._handle, t._type_index = handle, tidx
     return t
 
 
-def empty(shape, dtype="float32", device=None):
+def empty(shape: int | Sequence[int], dtype: str = "float32", device: Device | None = None) -> Tensor:
     """Allocate an uninitialized compact tensor (64-byte aligned) on ``device`` (CPU)."""
-    shape = [shape] if isinstance(shape, int) else [int(d) for d in shape]
-    return call_global("runtime.TensorEmpty", shape, DataType(dtype), device or cpu())
+    try:
+        dims = [shape] if isinstance(shape, int) else [int(d) for d in shape]
+    except (TypeError, ValueError) as exc:
+        raise type(exc)("empty: shape %r must be an int or a sequence of ints (%s)" % (shape, exc)) from None
+    return call_global("runtime.TensorEmpty", dims, DataType(dtype), device or cpu())
 
 
-def tensor(array, device=None, dtype=None):
+def tensor(array: Any, device: Device | None = None, dtype: str | None = None) -> Tensor:
     """Copy ``array`` (numpy array or anything ``numpy.asarray`` accepts, or a Tensor) into a
     new tensor on ``device`` (CPU); ``dtype`` converts first."""
     if isinstance(array, Tensor):
@@ -473,8 +490,8 @@ def _zero_copy_ok(array):
     return array.__array_interface__["data"][0] % _ALIGNMENT == 0
 
 
-def _copy_back(t, array):
-    def run():
+def _copy_back(t: Tensor, array: Any) -> Callable[[], None]:
+    def run():  # not annotated: made for every argument copied through a temporary
         array[...] = t.numpy().reshape(array.shape)
 
     return run
@@ -505,7 +522,7 @@ def _w_dltensor_ptr(buf, off, value, temps):
     core._pack_any(buf, off, abi.K_DLTENSOR_PTR, 0, value.address)
 
 
-_HAS_VIEW_GLOBAL = []
+_HAS_VIEW_GLOBAL: list[bool] = []
 
 
 def _r_dltensor_ptr(buf, off, pad, iv):

@@ -133,6 +133,13 @@ def test_garbage_model_error():
         kiln.onnx.from_onnx(12)
 
 
+def test_bad_shape_dict_names_the_input():
+    with pytest.raises(ValueError, match=r"shape_dict\['x'\] = \(1, 'n'\): a shape must be a sequence"):
+        kiln.onnx.from_onnx(b"model bytes", shape_dict={"x": (1, "n")})
+    with pytest.raises(TypeError, match=r"shape_dict\['y'\] = 3"):
+        kiln.onnx.from_onnx(b"model bytes", shape_dict={"y": 3})
+
+
 def test_question_mark_dims_are_independent_unknowns():
     # Exporters write "?" for sizes they know nothing of: each is its own unknown.
     x = np.random.default_rng().standard_normal((1, 3, 48, 192)).astype("float32")

@@ -60,8 +60,8 @@ def test_placeholder_and_compute():
 
 def test_compute_arity_multiple_outputs_and_varargs():
     A = te.placeholder((4, 5), name="A")
-    with pytest.raises(ValueError, match="2 dimensions"):
-        te.compute((4, 5), lambda i: A[i, 0])
+    with pytest.raises(ValueError, match="compute 'B': fcompute takes 1 arguments but the shape has 2 dim"):
+        te.compute((4, 5), lambda i: A[i, 0], name="B")
     X, Y = te.compute((4, 5), lambda i, j: (A[i, j] + 1.0, A[i, j] * 2.0), name="XY")
     assert X.op.same_as(Y.op) and (X.value_index, Y.value_index) == (0, 1) and X != Y
     Z = te.compute((4, 5), lambda *idx: A[idx], name="Z")

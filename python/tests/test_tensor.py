@@ -221,6 +221,10 @@ def test_bad_input_errors():
         kiln.empty((2,), device=kiln.device("vulkan", 0))
     with pytest.raises(ValueError, match="notatype"):
         kiln.empty((2,), "notatype")
+    with pytest.raises(ValueError, match=r"empty: shape \(2, 'x'\) must be an int or a sequence of ints"):
+        kiln.empty((2, "x"))
+    with pytest.raises(TypeError, match=r"empty: shape None"):
+        kiln.empty(None)
     with pytest.raises(TypeError):
         kiln.from_dlpack(object())
     with pytest.raises(TypeError):

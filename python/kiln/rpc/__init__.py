@@ -16,6 +16,8 @@ A session talks to a Kiln server (``kiln rpc server``, :class:`Server`) or to Ap
 Uploading a library and loading it runs its code on the server: serve only clients you trust.
 """
 
+from __future__ import annotations
+
 from .client import RPCSession, TrackerSession, connect, connect_tracker
 from .server import Server, Tracker, find_cli
 

@@ -1,16 +1,19 @@
 """Servers and trackers: in this process (through the library) or as a ``kiln`` subprocess."""
 
+from __future__ import annotations
+
 import os
 import re
 import shutil
 import subprocess
+from typing import Any, Sequence
 
 from .. import core
 
 _LISTEN = re.compile(r"listening on .*:(\d+)")
 
 
-def find_cli():
+def find_cli() -> str:
     """Path of the ``kiln`` command: ``KILN_CLI``, next to the loaded library, then ``PATH``."""
     env = os.environ.get("KILN_CLI")
     if env:
@@ -26,8 +29,9 @@ def find_cli():
     raise FileNotFoundError("cannot find the kiln command (set KILN_CLI)")
 
 
-def _spawn(args):
+def _spawn(args: Sequence[str]) -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None  # stdout=PIPE
     line = proc.stdout.readline()
     m = _LISTEN.search(line)
     if not m:
@@ -40,10 +44,12 @@ class _Service:
     """What servers and trackers share: an in-process module or a ``kiln`` subprocess, stopped
     by :meth:`terminate`, by leaving a ``with`` block or when collected."""
 
-    _proc = None
-    _mod = None
+    _proc: subprocess.Popen[str] | None = None
+    _mod: Any = None
+    host: str
+    port: int
 
-    def terminate(self):
+    def terminate(self) -> None:
         """Stop the service."""
         if self._mod is not None:
             self._mod.get_function("stop")()
@@ -53,13 +59,13 @@ class _Service:
             self._proc.wait()
             self._proc = None
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.terminate()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.terminate()
         except Exception:  # noqa: BLE001 - never raise from a finalizer
@@ -74,11 +80,19 @@ class Server(_Service):
     Each connection is served in its own thread with its own temporary folder.
     """
 
-    def __init__(self, host="127.0.0.1", port=9090, port_end=9199, key="", workdir=None,
-                 tracker_addr=None, use_subprocess=False):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9090,
+        port_end: int = 9199,
+        key: str = "",
+        workdir: str | os.PathLike[str] | None = None,
+        tracker_addr: tuple[str, int] | None = None,
+        use_subprocess: bool = False,
+    ) -> None:
         self.host = host
         self._proc = self._mod = None
-        tracker = "%s:%d" % tuple(tracker_addr) if tracker_addr else ""
+        tracker = "%s:%d" % (tracker_addr[0], tracker_addr[1]) if tracker_addr else ""
         if use_subprocess:
             args = [find_cli(), "rpc", "server", "--host", host, "--port", str(port),
                     "--port-end", str(port_end), "--key", key]
@@ -93,7 +107,7 @@ class Server(_Service):
             self.port = self._mod.get_function("port")()
 
     @property
-    def active_sessions(self):
+    def active_sessions(self) -> int | None:
         """Sessions being served now (in-process servers only)."""
         return self._mod.get_function("active_sessions")() if self._mod else None
 
@@ -101,7 +115,9 @@ class Server(_Service):
 class Tracker(_Service):
     """An RPC tracker (TVM's protocol), in this process or as ``kiln rpc tracker``."""
 
-    def __init__(self, host="127.0.0.1", port=9190, port_end=9199, use_subprocess=False):
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 9190, port_end: int = 9199, use_subprocess: bool = False
+    ) -> None:
         self.host = host
         self._proc = self._mod = None
         if use_subprocess:

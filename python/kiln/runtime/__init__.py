@@ -4,6 +4,8 @@ Modules (:func:`load_module`, :class:`Module`, :class:`BenchmarkResult`) come fr
 :mod:`kiln.module`, devices from :mod:`kiln.device`, tensors from :mod:`kiln.tensor`.
 """
 
+from __future__ import annotations
+
 from ..device import Device, cpu, cuda, device, metal, opencl, rocm, vulkan
 from ..module import BenchmarkResult, Module, load_from_bytes, load_module, time_evaluator
 from ..tensor import Tensor, empty, from_dlpack, tensor

@@ -16,6 +16,8 @@ The expression helpers of :mod:`kiln.tir.op` (``exp``, ``log``, ``sqrt``, ``if_t
 ``kiln.te._ffi_api``).
 """
 
+from __future__ import annotations
+
 from ..tir.op import (
     abs,
     acos,

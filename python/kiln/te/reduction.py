@@ -9,34 +9,44 @@ A reducer called with an axis (an ``IterVar`` or a list of them) reduces over it
 Called with two expressions instead (``te.max(a, b)``) it combines them elementwise, as in TVM.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence, Union
+
 from ..tir import _ffi_api as _tir_api
 from ..tir import op as _op
-from ..tir.expr import as_expr, dtype_of
+from ..tir.expr import ExprLike, PrimExpr, as_expr, dtype_of
 from . import _ffi_api
 from .tensor import IterVar
 
+#: The ``axis`` of a reduction: one reduction axis or several (or, for the elementwise
+#: two-operand form ``max(a, b)``, the second expression).
+Axis = Union[IterVar, Sequence[IterVar], ExprLike]
 
-def _axes(axis):
+
+def _axes(axis: Any) -> list[IterVar]:
     return [axis] if isinstance(axis, IterVar) else list(axis)
 
 
-def _is_axis(axis):
+def _is_axis(axis: Any) -> bool:
     return isinstance(axis, IterVar) or (
         isinstance(axis, (list, tuple)) and all(isinstance(a, IterVar) for a in axis)
     )
 
 
-def _source(expr):
+def _source(expr: Any) -> Any:
     expr = as_expr(expr)
     return _op.const(expr) if isinstance(expr, (bool, int, float)) else expr
 
 
-def comm_reducer(fcombine, fidentity, name="reduce"):
+def comm_reducer(
+    fcombine: Callable[[Any, Any], Any], fidentity: Callable[[str], Any], name: str = "reduce"
+) -> Callable[..., PrimExpr]:
     """A reducer from a combiner ``fcombine(x, y)`` and ``fidentity(dtype)`` (the value that
     leaves any ``x`` unchanged). The reducer is called as ``reducer(expr, axis, where=None)``;
     with two expressions ``reducer(a, b)`` it returns ``fcombine(a, b)``."""
 
-    def reducer(expr, axis, where=None, init=None):
+    def reducer(expr: ExprLike, axis: Axis, where: ExprLike | None = None, init: Any = None) -> PrimExpr:
         if init is not None:
             raise NotImplementedError("%s: an init value is not supported" % name)
         if not _is_axis(axis):
@@ -65,7 +75,7 @@ _min_generic = comm_reducer(_op.min, _op.max_value, name="min")
 _prod_generic = comm_reducer(lambda x, y: x * y, lambda t: _op.const(1, t), name="prod")
 
 
-def sum(expr, axis, where=None, init=None):
+def sum(expr: ExprLike, axis: Axis, where: ExprLike | None = None, init: Any = None) -> PrimExpr:
     """Sum of ``expr`` over the reduction axes ``axis`` (an ``IterVar`` or a list), counting
     only points where ``where`` holds; ``sum(a, b)`` is ``a + b``."""
     if init is None and _is_axis(axis):
@@ -73,7 +83,7 @@ def sum(expr, axis, where=None, init=None):
     return _sum_generic(expr, axis, where, init)
 
 
-def max(expr, axis, where=None, init=None):
+def max(expr: ExprLike, axis: Axis, where: ExprLike | None = None, init: Any = None) -> PrimExpr:
     """Maximum of ``expr`` over the reduction axes ``axis``; ``max(a, b)`` of two
     expressions is the elementwise maximum."""
     if init is None and where is None and _is_axis(axis):
@@ -81,7 +91,7 @@ def max(expr, axis, where=None, init=None):
     return _max_generic(expr, axis, where, init)
 
 
-def min(expr, axis, where=None, init=None):
+def min(expr: ExprLike, axis: Axis, where: ExprLike | None = None, init: Any = None) -> PrimExpr:
     """Minimum of ``expr`` over the reduction axes ``axis``; ``min(a, b)`` of two
     expressions is the elementwise minimum."""
     if init is None and where is None and _is_axis(axis):
@@ -89,7 +99,7 @@ def min(expr, axis, where=None, init=None):
     return _min_generic(expr, axis, where, init)
 
 
-def prod(expr, axis, where=None, init=None):
+def prod(expr: ExprLike, axis: Axis, where: ExprLike | None = None, init: Any = None) -> PrimExpr:
     """Product of ``expr`` over the reduction axes ``axis``; ``prod(a, b)`` is ``a * b``."""
     if init is None and where is None and _is_axis(axis):
         return _ffi_api.Prod(_source(expr), _axes(axis))

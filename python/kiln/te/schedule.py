@@ -6,13 +6,17 @@ operation are split, ordered, annotated and placed.
 ``pragma``, ``compute_at``, ``compute_inline``, ...) change the schedule in place.
 """
 
-from ..tir.expr import as_expr
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..tir.expr import ExprLike, as_expr
 from ..tir.node import Node, register_node
 from . import _ffi_api
-from .tensor import Operation, Tensor
+from .tensor import IterVar, Operation, Tensor
 
 
-def _as_op(value):
+def _as_op(value: Any) -> Operation:
     if isinstance(value, Tensor):
         return value.op
     if isinstance(value, Operation):
@@ -20,12 +24,11 @@ def _as_op(value):
     raise TypeError("expected a te.Tensor or te.Operation, got %s" % type(value).__name__)
 
 
-def create_schedule(ops):
+def create_schedule(ops: Tensor | Operation | Sequence[Tensor | Operation]) -> Schedule:
     """A schedule computing the outputs of ``ops`` (an operation or tensor, or a list of them)
     and everything they read, with the default loop nests."""
-    if not isinstance(ops, (list, tuple)):
-        ops = [ops]
-    return _ffi_api.CreateSchedule([_as_op(op) for op in ops])
+    items = ops if isinstance(ops, (list, tuple)) else [ops]
+    return _ffi_api.CreateSchedule([_as_op(op) for op in items])
 
 
 @register_node("te.Schedule")
@@ -35,22 +38,23 @@ class Schedule(Node):
 
     __slots__ = ()
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Tensor | Operation) -> Stage:
         return _ffi_api.ScheduleGetStage(self, _as_op(key))
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "<te.Schedule at 0x%x>" % (self.handle or 0)
 
     __repr__ = __str__
 
-    def cache_read(self, tensor, scope, readers):
+    def cache_read(
+        self, tensor: Tensor, scope: str, readers: Tensor | Operation | Sequence[Tensor | Operation]
+    ) -> Tensor:
         """A copy of ``tensor`` in ``scope`` read by ``readers`` (tensors or operations)
         instead of ``tensor``; returns the cache tensor (a new stage to schedule)."""
-        if not isinstance(readers, (list, tuple)):
-            readers = [readers]
-        return _ffi_api.ScheduleCacheRead(self, tensor, scope, [_as_op(r) for r in readers])
+        items = readers if isinstance(readers, (list, tuple)) else [readers]
+        return _ffi_api.ScheduleCacheRead(self, tensor, scope, [_as_op(r) for r in items])
 
-    def cache_write(self, tensor, scope):
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Computes ``tensor`` into a cache in ``scope`` first, ``tensor``'s stage then copies
         it out; returns the cache tensor (schedule it, e.g. ``compute_at`` into the copy)."""
         return _ffi_api.ScheduleCacheWrite(self, tensor, scope)
@@ -62,22 +66,24 @@ class Stage(Node):
 
     __slots__ = ()
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "Stage(%s)" % self.op.name
 
     __repr__ = __str__
 
     @property
-    def op(self):
+    def op(self) -> Operation:
         """The operation the stage computes."""
         return _ffi_api.StageOp(self)
 
     @property
-    def leaf_iter_vars(self):
+    def leaf_iter_vars(self) -> list[IterVar]:
         """The current loops of the stage, outermost first."""
         return list(_ffi_api.StageLeafIterVars(self))
 
-    def split(self, parent, factor=None, nparts=None):
+    def split(
+        self, parent: IterVar, factor: ExprLike | None = None, nparts: ExprLike | None = None
+    ) -> tuple[IterVar, IterVar]:
         """Split loop ``parent`` into ``(outer, inner)``: the inner loop has ``factor``
         iterations, or the outer loop has ``nparts`` (give exactly one)."""
         if (factor is None) == (nparts is None):
@@ -88,13 +94,15 @@ class Stage(Node):
             outer, inner = _ffi_api.StageSplitByNParts(self, parent, as_expr(nparts))
         return outer, inner
 
-    def tile(self, x_parent, y_parent, x_factor, y_factor):
+    def tile(
+        self, x_parent: IterVar, y_parent: IterVar, x_factor: ExprLike, y_factor: ExprLike
+    ) -> tuple[IterVar, IterVar, IterVar, IterVar]:
         """Split two loops by factors and order them ``(x_outer, y_outer, x_inner, y_inner)``,
         which are returned."""
         result = _ffi_api.StageTile(self, x_parent, y_parent, as_expr(x_factor), as_expr(y_factor))
         return tuple(result)
 
-    def fuse(self, *args):
+    def fuse(self, *args: Any) -> IterVar:
         """Fuse adjacent loops (outermost first) into one; returns the fused loop."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
@@ -105,42 +113,42 @@ class Stage(Node):
             fused = _ffi_api.StageFuse(self, fused, iv)
         return fused
 
-    def reorder(self, *args):
+    def reorder(self, *args: Any) -> None:
         """Put the given loops in this order (the other loops keep their places)."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
         _ffi_api.StageReorder(self, list(args))
 
-    def vectorize(self, var):
+    def vectorize(self, var: IterVar) -> None:
         """Make loop ``var`` a vector loop."""
         _ffi_api.StageVectorize(self, var)
 
-    def parallel(self, var):
+    def parallel(self, var: IterVar) -> None:
         """Make loop ``var`` a parallel loop (run by the thread pool)."""
         _ffi_api.StageParallel(self, var)
 
-    def unroll(self, var):
+    def unroll(self, var: IterVar) -> None:
         """Unroll loop ``var``."""
         _ffi_api.StageUnroll(self, var)
 
-    def pragma(self, var, pragma_type, pragma_value=None):
+    def pragma(self, var: IterVar, pragma_type: str, pragma_value: ExprLike | None = None) -> None:
         """Annotate loop ``var`` with ``pragma_type`` (value ``pragma_value``, default 1)."""
         value = 1 if pragma_value is None else pragma_value
         _ffi_api.StagePragma(self, var, pragma_type, as_expr(value))
 
-    def compute_at(self, parent, scope):
+    def compute_at(self, parent: Stage, scope: IterVar) -> None:
         """Compute this stage inside loop ``scope`` of stage ``parent``, for the region that
         one iteration of ``scope`` needs."""
         _ffi_api.StageComputeAt(self, parent, scope)
 
-    def compute_inline(self):
+    def compute_inline(self) -> None:
         """Substitute this stage's expression into its consumers (no buffer, no loops)."""
         _ffi_api.StageComputeInline(self)
 
-    def compute_root(self):
+    def compute_root(self) -> None:
         """Compute this stage at the root (undoes ``compute_at`` / ``compute_inline``)."""
         _ffi_api.StageComputeRoot(self)
 
-    def set_scope(self, scope):
+    def set_scope(self, scope: str) -> None:
         """Store this stage's result in memory scope ``scope`` (``"global"``, ``"local"``, ...)."""
         _ffi_api.StageSetScope(self, scope)

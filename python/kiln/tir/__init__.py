@@ -6,6 +6,10 @@ structural comparison, and passes (:mod:`kiln.tir.transform`). Everything is bui
 runtime's ``tir.*`` globals (bound in ``kiln.tir._ffi_api``); ``str()`` prints the text form.
 """
 
+from __future__ import annotations
+
+from typing import Any, Mapping
+
 from ..core import call_global
 from . import op, transform
 from .expr import (
@@ -25,6 +29,7 @@ from .expr import (
     CmpExpr,
     Div,
     EqualOp,
+    ExprLike,
     ExprOp,
     FloatImm,
     FloorDiv,
@@ -125,7 +130,7 @@ from .stmt import (
 )
 
 
-def simplify(expr, ranges=None):
+def simplify(expr: ExprLike, ranges: Mapping[Var, Range | tuple[ExprLike, ExprLike]] | None = None) -> Any:
     """``expr`` simplified by the arithmetic analyzer (``arith.Simplify``); ``ranges`` maps
     variables to :class:`Range` objects (or ``(begin, end)`` pairs) they are known to lie in."""
     if ranges is not None:

@@ -3,6 +3,14 @@
 Empty when the loaded runtime library has no tensor IR (e.g. TVM-FFI's own library).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ..registry import init_ffi_api
 
 init_ffi_api("tir", __name__)
+
+if TYPE_CHECKING:
+    # The attributes are the runtime's globals, bound at import: to type checkers, any name.
+    def __getattr__(name: str) -> Any: ...

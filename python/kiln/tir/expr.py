@@ -15,15 +15,22 @@ as dict keys and in ``in`` tests. Any other expression refuses ``bool()`` (use
 :func:`kiln.tir.all` / :func:`kiln.tir.any` for ``and`` / ``or``).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence, Union
+
 from .. import core
 from ..core import ObjectBase
 from . import _ffi_api
 from .node import Node, register_node
 
+if TYPE_CHECKING:
+    from .function import Buffer
+
 _PLAIN = (bool, int, float)
 
 
-def as_expr(value):
+def as_expr(value: Any) -> Any:
     """``value`` as something the IR globals accept as an expression.
 
     Expressions and Python numbers are returned unchanged; objects standing for an expression
@@ -38,7 +45,7 @@ def as_expr(value):
     return value
 
 
-def dtype_of(value):
+def dtype_of(value: Any) -> str:
     """The IR type of an expression or Python literal (``int`` -> ``"int32"`` or ``"int64"``,
     ``float`` -> ``"float32"``, ``bool`` -> ``"bool"``)."""
     value = as_expr(value)
@@ -54,15 +61,15 @@ def dtype_of(value):
     return str(dtype)
 
 
-def _is_int_type(dtype):
+def _is_int_type(dtype: str) -> bool:
     return dtype.startswith(("int", "uint"))
 
 
-def _binary(builder, a, b):
+def _binary(builder: str, a: Any, b: Any) -> Any:
     return getattr(_ffi_api, builder)(as_expr(a), as_expr(b))
 
 
-def _bitwise(name, a, b):
+def _bitwise(name: str, a: Any, b: Any) -> Any:
     a, b = as_expr(a), as_expr(b)
     da, db = dtype_of(a), dtype_of(b)
     if isinstance(a, int) and _is_int_type(db):
@@ -80,115 +87,115 @@ class ExprOp:
 
     __slots__ = ()
 
-    def asexpr(self):
+    def asexpr(self) -> Any:
         """The expression this object stands for (the expression itself for a ``PrimExpr``)."""
         return self
 
-    def __add__(self, other):
+    def __add__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpAdd", self, other)
 
-    def __radd__(self, other):
+    def __radd__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpAdd", other, self)
 
-    def __sub__(self, other):
+    def __sub__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpSub", self, other)
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpSub", other, self)
 
-    def __mul__(self, other):
+    def __mul__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpMul", self, other)
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpMul", other, self)
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: ExprLike) -> PrimExpr:
         _check_true_div(self, other)
         return _binary("_OpDiv", self, other)
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: ExprLike) -> PrimExpr:
         _check_true_div(other, self)
         return _binary("_OpDiv", other, self)
 
-    def __floordiv__(self, other):
+    def __floordiv__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpFloorDiv", self, other)
 
-    def __rfloordiv__(self, other):
+    def __rfloordiv__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpFloorDiv", other, self)
 
-    def __mod__(self, other):
+    def __mod__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpFloorMod", self, other)
 
-    def __rmod__(self, other):
+    def __rmod__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpFloorMod", other, self)
 
-    def __pow__(self, other):
+    def __pow__(self, other: ExprLike) -> PrimExpr:
         from .op import power
 
         return power(self, other)
 
-    def __rpow__(self, other):
+    def __rpow__(self, other: ExprLike) -> PrimExpr:
         from .op import power
 
         return power(other, self)
 
-    def __neg__(self):
+    def __neg__(self) -> PrimExpr:
         expr = self.asexpr()
         dtype = dtype_of(expr)
         zero = 0.0 if dtype.startswith(("float", "bfloat")) else 0
         return _binary("_OpSub", zero, expr)
 
-    def __lt__(self, other):
+    def __lt__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpLT", self, other)
 
-    def __le__(self, other):
+    def __le__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpLE", self, other)
 
-    def __gt__(self, other):
+    def __gt__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpGT", self, other)
 
-    def __ge__(self, other):
+    def __ge__(self, other: ExprLike) -> PrimExpr:
         return _binary("_OpGE", self, other)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> EqualOp:  # type: ignore[override]  # builds IR
         return EqualOp(self, other)
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> NotEqualOp:  # type: ignore[override]  # builds IR
         return NotEqualOp(self, other)
 
     __hash__ = ObjectBase.__hash__
 
-    def __and__(self, other):
+    def __and__(self, other: ExprLike) -> PrimExpr:
         return _and_or("_OpAnd", "bitwise_and", self, other)
 
-    def __rand__(self, other):
+    def __rand__(self, other: ExprLike) -> PrimExpr:
         return _and_or("_OpAnd", "bitwise_and", other, self)
 
-    def __or__(self, other):
+    def __or__(self, other: ExprLike) -> PrimExpr:
         return _and_or("_OpOr", "bitwise_or", self, other)
 
-    def __ror__(self, other):
+    def __ror__(self, other: ExprLike) -> PrimExpr:
         return _and_or("_OpOr", "bitwise_or", other, self)
 
-    def __xor__(self, other):
+    def __xor__(self, other: ExprLike) -> PrimExpr:
         return _bitwise("bitwise_xor", self, other)
 
-    def __rxor__(self, other):
+    def __rxor__(self, other: ExprLike) -> PrimExpr:
         return _bitwise("bitwise_xor", other, self)
 
-    def __lshift__(self, other):
+    def __lshift__(self, other: ExprLike) -> PrimExpr:
         return _bitwise("shift_left", self, other)
 
-    def __rlshift__(self, other):
+    def __rlshift__(self, other: ExprLike) -> PrimExpr:
         return _bitwise("shift_left", other, self)
 
-    def __rshift__(self, other):
+    def __rshift__(self, other: ExprLike) -> PrimExpr:
         return _bitwise("shift_right", self, other)
 
-    def __rrshift__(self, other):
+    def __rrshift__(self, other: ExprLike) -> PrimExpr:
         return _bitwise("shift_right", other, self)
 
-    def __invert__(self):
+    def __invert__(self) -> PrimExpr:
         expr = self.asexpr()
         dtype = dtype_of(expr)
         if dtype == "bool":
@@ -202,30 +209,35 @@ class ExprOp:
             "Cannot use and / or / not operator to Expr, hint: use kiln.tir.all / kiln.tir.any instead"
         )
 
-    def equal(self, other):
+    def equal(self, other: ExprLike) -> PrimExpr:
         """The IR comparison ``self == other`` (a ``tir.EQ`` node, folded when constant)."""
         return _binary("_OpEQ", self, other)
 
-    def astype(self, dtype):
+    def astype(self, dtype: str) -> PrimExpr:
         """``self`` cast to ``dtype`` (the expression itself when it has that type already)."""
         from .op import cast
 
         return cast(self, dtype)
 
 
-def _and_or(logical, bitwise, a, b):
+def _and_or(logical: str, bitwise: str, a: Any, b: Any) -> Any:
     if dtype_of(a) == "bool" or dtype_of(b) == "bool":
         return _binary(logical, a, b)
     return _bitwise(bitwise, a, b)
 
 
-def _check_true_div(a, b):
+def _check_true_div(a: Any, b: Any) -> None:
     if _is_int_type(dtype_of(a)) and _is_int_type(dtype_of(b)):
         raise RuntimeError(
             "Kiln supports multiple types of integer divisions, please call div, indexdiv/"
             "indexmod, floordiv/floormod or truncdiv/truncmod directly to avoid ambiguity "
             "in the code (or use // and % for floor division and modulo)"
         )
+
+
+#: What operands of expressions may be: expressions, objects standing for one (``te.IterVar``,
+#: :class:`EqualOp`) and Python numbers (which adapt to the other operand's type).
+ExprLike = Union[ExprOp, int, float, bool]
 
 
 class EqualOp(ExprOp):
@@ -235,21 +247,21 @@ class EqualOp(ExprOp):
     __slots__ = ("a", "b")
     _builder = "_OpEQ"
 
-    def __init__(self, a, b):
+    def __init__(self, a: Any, b: Any) -> None:
         self.a, self.b = a, b
 
-    def asexpr(self):
+    def asexpr(self) -> PrimExpr:
         """The IR comparison node."""
         return _binary(self._builder, self.a, self.b)
 
     asobject = asexpr
 
     @property
-    def dtype(self):
+    def dtype(self) -> str:
         """Always ``"bool"``."""
         return "bool"
 
-    def _same(self):
+    def _same(self) -> bool:
         a, b = self.a, self.b
         if isinstance(a, ObjectBase) and isinstance(b, ObjectBase):
             return a.same_as(b)
@@ -264,7 +276,7 @@ class EqualOp(ExprOp):
         return str(self.asexpr())
 
     __repr__ = __str__
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable (its == is an expression), as in TVM
 
 
 class NotEqualOp(EqualOp):
@@ -277,7 +289,7 @@ class NotEqualOp(EqualOp):
         return not self._same()
 
 
-def _w_expr_like(buf, off, value, temps):
+def _w_expr_like(buf: Any, off: int, value: Any, temps: list[Any]) -> None:
     expr = value.asexpr()
     core._IncRef(expr._handle)
     temps.append(expr._handle)
@@ -306,11 +318,11 @@ class Var(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, name, dtype="int32"):
+    def __init__(self, name: str, dtype: str = "int32") -> None:
         self.__init_handle_by_constructor__(_ffi_api.Var, name, dtype)
 
     @property
-    def name(self):
+    def name(self) -> str:
         """The variable's name (its ``name_hint``)."""
         return self.name_hint
 
@@ -321,7 +333,7 @@ class SizeVar(Var):
 
     __slots__ = ()
 
-    def __init__(self, name, dtype="int32"):
+    def __init__(self, name: str, dtype: str = "int32") -> None:
         self.__init_handle_by_constructor__(_ffi_api.SizeVar, name, dtype)
 
 
@@ -331,13 +343,13 @@ class IntImm(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, dtype, value):
+    def __init__(self, dtype: str, value: int) -> None:
         self.__init_handle_by_constructor__(_ffi_api.IntImm, dtype, int(value))
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self.value)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.value != 0
 
 
@@ -347,10 +359,10 @@ class FloatImm(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, dtype, value):
+    def __init__(self, dtype: str, value: float) -> None:
         self.__init_handle_by_constructor__(_ffi_api.FloatImm, dtype, float(value))
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self.value)
 
 
@@ -360,7 +372,7 @@ class StringImm(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, value):
+    def __init__(self, value: str) -> None:
         self.__init_handle_by_constructor__(_ffi_api.StringImm, value)
 
 
@@ -370,7 +382,7 @@ class BinaryOpExpr(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, a, b):
+    def __init__(self, a: ExprLike, b: ExprLike) -> None:
         self.__init_handle_by_constructor__(getattr(_ffi_api, type(self).__name__), as_expr(a), as_expr(b))
 
 
@@ -505,7 +517,7 @@ class Not(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, a):
+    def __init__(self, a: ExprLike) -> None:
         self.__init_handle_by_constructor__(_ffi_api.Not, as_expr(a))
 
 
@@ -515,7 +527,7 @@ class Cast(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, dtype, value):
+    def __init__(self, dtype: str, value: ExprLike) -> None:
         self.__init_handle_by_constructor__(_ffi_api.Cast, dtype, as_expr(value))
 
 
@@ -526,7 +538,7 @@ class Select(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, condition, true_value, false_value):
+    def __init__(self, condition: ExprLike, true_value: ExprLike, false_value: ExprLike) -> None:
         self.__init_handle_by_constructor__(
             _ffi_api.Select, as_expr(condition), as_expr(true_value), as_expr(false_value)
         )
@@ -538,7 +550,7 @@ class Let(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, var, value, body):
+    def __init__(self, var: Var, value: ExprLike, body: ExprLike) -> None:
         self.__init_handle_by_constructor__(_ffi_api.Let, var, as_expr(value), as_expr(body))
 
 
@@ -548,7 +560,7 @@ class BufferLoad(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, buffer, indices):
+    def __init__(self, buffer: Buffer, indices: Sequence[ExprLike]) -> None:
         self.__init_handle_by_constructor__(_ffi_api.BufferLoad, buffer, [as_expr(i) for i in indices])
 
 
@@ -558,7 +570,7 @@ class Ramp(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, base, stride, lanes):
+    def __init__(self, base: ExprLike, stride: ExprLike, lanes: int) -> None:
         self.__init_handle_by_constructor__(_ffi_api.Ramp, as_expr(base), as_expr(stride), lanes)
 
 
@@ -568,7 +580,7 @@ class Broadcast(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, value, lanes):
+    def __init__(self, value: ExprLike, lanes: int) -> None:
         self.__init_handle_by_constructor__(_ffi_api.Broadcast, as_expr(value), lanes)
 
 
@@ -579,5 +591,5 @@ class Call(PrimExpr):
 
     __slots__ = ()
 
-    def __init__(self, dtype, op, args):
+    def __init__(self, dtype: str, op: str, args: Sequence[ExprLike]) -> None:
         self.__init_handle_by_constructor__(_ffi_api.Call, dtype, op, [as_expr(a) for a in args])

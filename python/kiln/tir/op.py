@@ -6,10 +6,13 @@ A Python number given for an operand adapts to the other operand's type; the flo
 intrinsics refuse integer operands with ``TypeError`` (cast first).
 """
 
+from __future__ import annotations
+
 import builtins
+from typing import Any, Callable, Sequence
 
 from . import _ffi_api
-from .expr import IntImm, PrimExpr, as_expr, dtype_of
+from .expr import ExprLike, IntImm, PrimExpr, as_expr, dtype_of
 
 _FLOAT_PREFIXES = ("float", "bfloat")
 
@@ -21,15 +24,15 @@ _FLOAT_LIMITS = {
 }
 
 
-def _is_float(dtype):
+def _is_float(dtype: str) -> bool:
     return dtype.startswith(_FLOAT_PREFIXES)
 
 
-def _is_int(dtype):
+def _is_int(dtype: str) -> bool:
     return dtype.startswith(("int", "uint"))
 
 
-def const(value, dtype=None):
+def const(value: PrimExpr | int | float | bool, dtype: str | None = None) -> PrimExpr:
     """A constant expression: ``int`` -> ``int32`` (``int64`` when large), ``float`` ->
     ``float32``, ``bool`` -> ``bool``, unless ``dtype`` says otherwise."""
     if isinstance(value, PrimExpr):
@@ -44,7 +47,7 @@ def const(value, dtype=None):
     return _ffi_api.IntImm(dtype, int(value))
 
 
-def _expr(value, like=None):
+def _expr(value: Any, like: Any = None) -> Any:
     """``value`` as an expression; a Python number takes the type of ``like`` when given."""
     value = as_expr(value)
     if isinstance(value, (bool, int, float)):
@@ -52,7 +55,7 @@ def _expr(value, like=None):
     return value
 
 
-def _pair(a, b):
+def _pair(a: Any, b: Any) -> tuple[Any, Any]:
     a, b = as_expr(a), as_expr(b)
     a_plain, b_plain = isinstance(a, (bool, int, float)), isinstance(b, (bool, int, float))
     if a_plain and not b_plain:
@@ -62,16 +65,16 @@ def _pair(a, b):
     return _expr(a), _expr(b)
 
 
-def cast(value, dtype):
+def cast(value: ExprLike, dtype: str) -> PrimExpr:
     """``value`` converted to ``dtype`` (unchanged when it has that type already)."""
-    value = _expr(value)
+    expr = _expr(value)
     dtype = str(dtype)
-    if dtype_of(value) == dtype:
-        return value
-    return _ffi_api.Cast(dtype, value)
+    if dtype_of(expr) == dtype:
+        return expr
+    return _ffi_api.Cast(dtype, expr)
 
 
-def _float_call(name, args):
+def _float_call(name: str, args: Sequence[Any]) -> PrimExpr:
     dtypes = [dtype_of(a) for a in args]
     for dtype in dtypes:
         if not _is_float(dtype):
@@ -81,8 +84,8 @@ def _float_call(name, args):
     return _ffi_api.Call(dtypes[0], "tir." + name, list(args))
 
 
-def _unary_intrinsic(name, doc):
-    def intrinsic(x):
+def _unary_intrinsic(name: str, doc: str) -> Callable[[ExprLike], PrimExpr]:
+    def intrinsic(x: ExprLike) -> PrimExpr:
         return _float_call(name, [_expr(x)])
 
     intrinsic.__name__ = intrinsic.__qualname__ = name
@@ -119,7 +122,7 @@ nearbyint = _unary_intrinsic("nearbyint", "Rounding half to even")
 trunc = _unary_intrinsic("trunc", "Rounding toward zero")
 
 
-def power(x, y):
+def power(x: ExprLike, y: ExprLike) -> PrimExpr:
     """``x ** y`` of floats (``T.pow(x, y)``)."""
     return _float_call("pow", list(_pair(x, y)))
 
@@ -127,68 +130,68 @@ def power(x, y):
 pow = power
 
 
-def atan2(y, x):
+def atan2(y: ExprLike, x: ExprLike) -> PrimExpr:
     """Arc tangent of ``y / x`` using the signs of both (floats)."""
     return _float_call("atan2", list(_pair(y, x)))
 
 
-def fmod(x, y):
+def fmod(x: ExprLike, y: ExprLike) -> PrimExpr:
     """Float remainder of ``x / y`` with the sign of ``x``."""
     return _float_call("fmod", list(_pair(x, y)))
 
 
-def copysign(x, y):
+def copysign(x: ExprLike, y: ExprLike) -> PrimExpr:
     """``|x|`` with the sign of ``y`` (floats)."""
     return _float_call("copysign", list(_pair(x, y)))
 
 
-def hypot(x, y):
+def hypot(x: ExprLike, y: ExprLike) -> PrimExpr:
     """``sqrt(x * x + y * y)`` (floats)."""
     return _float_call("hypot", list(_pair(x, y)))
 
 
-def abs(x):
+def abs(x: ExprLike) -> PrimExpr:
     """``|x|``: ``fabs`` for floats, ``select(x >= 0, x, -x)`` for signed integers."""
-    x = _expr(x)
-    dtype = dtype_of(x)
+    expr = _expr(x)
+    dtype = dtype_of(expr)
     if _is_float(dtype):
-        return fabs(x)
+        return fabs(expr)
     if dtype.startswith("uint"):
-        return x
-    return _ffi_api.Select(x >= 0, x, -x)
+        return expr
+    return _ffi_api.Select(expr >= 0, expr, -expr)
 
 
-def min(a, b):
+def min(a: ExprLike, b: ExprLike) -> PrimExpr:
     """The smaller of two expressions (folded when constant)."""
     return _ffi_api._OpMin(as_expr(a), as_expr(b))
 
 
-def max(a, b):
+def max(a: ExprLike, b: ExprLike) -> PrimExpr:
     """The larger of two expressions (folded when constant)."""
     return _ffi_api._OpMax(as_expr(a), as_expr(b))
 
 
-def floordiv(a, b):
+def floordiv(a: ExprLike, b: ExprLike) -> PrimExpr:
     """``floor(a / b)``."""
     return _ffi_api._OpFloorDiv(as_expr(a), as_expr(b))
 
 
-def floormod(a, b):
+def floormod(a: ExprLike, b: ExprLike) -> PrimExpr:
     """``a - floordiv(a, b) * b`` (the sign of ``b``)."""
     return _ffi_api._OpFloorMod(as_expr(a), as_expr(b))
 
 
-def truncdiv(a, b):
+def truncdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
     """``a / b`` rounded toward zero (C division)."""
     return _ffi_api._OpDiv(as_expr(a), as_expr(b))
 
 
-def truncmod(a, b):
+def truncmod(a: ExprLike, b: ExprLike) -> PrimExpr:
     """The remainder of :func:`truncdiv` (C ``%``)."""
     return _ffi_api._OpMod(as_expr(a), as_expr(b))
 
 
-def div(a, b):
+def div(a: ExprLike, b: ExprLike) -> PrimExpr:
     """``a / b``: truncated for integers, exact for floats."""
     return _ffi_api._OpDiv(as_expr(a), as_expr(b))
 
@@ -197,34 +200,35 @@ indexdiv = floordiv
 indexmod = floormod
 
 
-def select(condition, true_value, false_value):
+def select(condition: ExprLike, true_value: ExprLike, false_value: ExprLike) -> PrimExpr:
     """``condition ? true_value : false_value``, both sides evaluated (a ``tir.Select``)."""
     t, f = _pair(true_value, false_value)
     return _ffi_api.Select(_expr(condition), t, f)
 
 
-def if_then_else(cond, t, f):
+def if_then_else(cond: ExprLike, t: ExprLike, f: ExprLike) -> PrimExpr:
     """``cond ? t : f`` evaluating only the chosen side (folded when ``cond`` is constant)."""
     cond = _expr(cond)
     if dtype_of(cond) != "bool":
         raise TypeError("if_then_else needs a bool condition, got %s" % dtype_of(cond))
-    t, f = _pair(t, f)
-    if dtype_of(t) != dtype_of(f):
+    t_expr, f_expr = _pair(t, f)
+    if dtype_of(t_expr) != dtype_of(f_expr):
         raise TypeError(
-            "if_then_else needs both values of one type, got %s and %s" % (dtype_of(t), dtype_of(f))
+            "if_then_else needs both values of one type, got %s and %s"
+            % (dtype_of(t_expr), dtype_of(f_expr))
         )
     if isinstance(cond, IntImm):
-        return t if cond.value else f
-    return _ffi_api.Call(dtype_of(t), "tir.if_then_else", [cond, t, f])
+        return t_expr if cond.value else f_expr
+    return _ffi_api.Call(dtype_of(t_expr), "tir.if_then_else", [cond, t_expr, f_expr])
 
 
-def likely(cond):
+def likely(cond: ExprLike) -> PrimExpr:
     """Marks a condition as usually true (a branch hint; the value is ``cond``)."""
     cond = _expr(cond)
     return _ffi_api.Call(dtype_of(cond), "tir.likely", [cond])
 
 
-def all(*args):
+def all(*args: ExprLike) -> PrimExpr:
     """Logical and of bool expressions (at least one)."""
     if not args:
         raise ValueError("all needs at least one argument")
@@ -234,7 +238,7 @@ def all(*args):
     return result
 
 
-def any(*args):
+def any(*args: ExprLike) -> PrimExpr:
     """Logical or of bool expressions (at least one)."""
     if not args:
         raise ValueError("any needs at least one argument")
@@ -244,12 +248,12 @@ def any(*args):
     return result
 
 
-def _bits(dtype):
+def _bits(dtype: str) -> int:
     digits = dtype[4:] if dtype.startswith("uint") else dtype[3:]
     return int(digits.split("x")[0] or 32)
 
 
-def max_value(dtype):
+def max_value(dtype: str) -> PrimExpr:
     """The largest value of ``dtype`` as a constant (finite for floats)."""
     dtype = str(dtype)
     if _is_float(dtype):
@@ -261,7 +265,7 @@ def max_value(dtype):
     return const(builtins.min(limit, (1 << 63) - 1), dtype)
 
 
-def min_value(dtype):
+def min_value(dtype: str) -> PrimExpr:
     """The smallest value of ``dtype`` as a constant (finite for floats)."""
     dtype = str(dtype)
     if _is_float(dtype):

@@ -4,9 +4,16 @@ Each class's constructor calls the ``tir.*`` global of the same name, which chec
 fields read as attributes (``loop.loop_var``, ``loop.body``, ...).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
 from . import _ffi_api
-from .expr import as_expr
+from .expr import ExprLike, Var, as_expr
 from .node import Node, register_node
+
+if TYPE_CHECKING:
+    from .function import Buffer
 
 
 class ForKind:
@@ -33,7 +40,15 @@ class For(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, loop_var, min, extent, kind, body, annotations=None):
+    def __init__(
+        self,
+        loop_var: Var,
+        min: ExprLike,
+        extent: ExprLike,
+        kind: int,
+        body: Stmt,
+        annotations: Mapping[str, Any] | None = None,
+    ) -> None:
         self.__init_handle_by_constructor__(
             _ffi_api.For, loop_var, as_expr(min), as_expr(extent), int(kind), body, annotations
         )
@@ -45,7 +60,7 @@ class BufferStore(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, buffer, value, indices):
+    def __init__(self, buffer: Buffer, value: ExprLike, indices: Sequence[ExprLike]) -> None:
         self.__init_handle_by_constructor__(
             _ffi_api.BufferStore, buffer, as_expr(value), [as_expr(i) for i in indices]
         )
@@ -58,7 +73,16 @@ class Allocate(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, buffer_var, dtype, extents, condition, body, annotations=None, scope=None):
+    def __init__(
+        self,
+        buffer_var: Var,
+        dtype: str,
+        extents: Sequence[ExprLike],
+        condition: ExprLike,
+        body: Stmt,
+        annotations: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+    ) -> None:
         self.__init_handle_by_constructor__(
             _ffi_api.Allocate,
             buffer_var,
@@ -77,7 +101,7 @@ class DeclBuffer(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, buffer, body):
+    def __init__(self, buffer: Buffer, body: Stmt) -> None:
         self.__init_handle_by_constructor__(_ffi_api.DeclBuffer, buffer, body)
 
 
@@ -88,7 +112,7 @@ class IfThenElse(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, condition, then_case, else_case=None):
+    def __init__(self, condition: ExprLike, then_case: Stmt, else_case: Stmt | None = None) -> None:
         self.__init_handle_by_constructor__(_ffi_api.IfThenElse, as_expr(condition), then_case, else_case)
 
 
@@ -98,7 +122,7 @@ class LetStmt(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, var, value, body):
+    def __init__(self, var: Var, value: ExprLike, body: Stmt) -> None:
         self.__init_handle_by_constructor__(_ffi_api.LetStmt, var, as_expr(value), body)
 
 
@@ -108,7 +132,7 @@ class SeqStmt(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, seq):
+    def __init__(self, seq: Sequence[Stmt]) -> None:
         self.__init_handle_by_constructor__(_ffi_api.SeqStmt, list(seq))
 
 
@@ -119,7 +143,7 @@ class AttrStmt(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, node, key, value, body):
+    def __init__(self, node: Any, key: str, value: ExprLike | str, body: Stmt) -> None:
         self.__init_handle_by_constructor__(_ffi_api.AttrStmt, node, key, as_expr(value), body)
 
 
@@ -129,7 +153,7 @@ class AssertStmt(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, condition, message, body):
+    def __init__(self, condition: ExprLike, message: ExprLike | str, body: Stmt) -> None:
         self.__init_handle_by_constructor__(_ffi_api.AssertStmt, as_expr(condition), as_expr(message), body)
 
 
@@ -139,5 +163,5 @@ class Evaluate(Stmt):
 
     __slots__ = ()
 
-    def __init__(self, value):
+    def __init__(self, value: ExprLike) -> None:
         self.__init_handle_by_constructor__(_ffi_api.Evaluate, as_expr(value))

@@ -8,10 +8,16 @@ calling a pass on an :class:`kiln.tir.IRModule` runs it under the current
         mod = Sequential([Simplify(), UnrollLoop()])(mod)
 """
 
+from __future__ import annotations
+
 import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..core import call_global
 from .node import Node, register_node
+
+if TYPE_CHECKING:
+    from .function import IRModule
 
 
 @register_node("transform.Pass")
@@ -20,11 +26,11 @@ class Pass(Node):
 
     __slots__ = ()
 
-    def __call__(self, mod):
+    def __call__(self, mod: IRModule) -> IRModule:
         """Run the pass on ``mod`` under the current :class:`PassContext`; return the new module."""
         return PassContext.current().run(self, mod)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "Pass(%s, opt_level=%d)" % (self.name, self.opt_level)
 
     __repr__ = __str__
@@ -37,34 +43,39 @@ class PassContext:
 
     _local = threading.local()
 
-    def __init__(self, opt_level=2, disabled_pass=None, config=None):
+    def __init__(
+        self,
+        opt_level: int = 2,
+        disabled_pass: Iterable[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         self.opt_level = int(opt_level)
         self.disabled_pass = list(disabled_pass or [])
         self.config = dict(config or {})
 
     @classmethod
-    def current(cls):
+    def current(cls) -> PassContext:
         """The innermost active context (a default one when none is active)."""
         stack = getattr(cls._local, "stack", None)
         return stack[-1] if stack else cls()
 
-    def __enter__(self):
+    def __enter__(self) -> PassContext:
         if not hasattr(PassContext._local, "stack"):
             PassContext._local.stack = []
         PassContext._local.stack.append(self)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         PassContext._local.stack.pop()
 
-    def run(self, pass_, mod, extra_disabled=()):
+    def run(self, pass_: Pass, mod: IRModule, extra_disabled: Sequence[str] = ()) -> IRModule:
         """Run ``pass_`` on ``mod`` with this context (and ``extra_disabled`` pass names)."""
         disabled = self.disabled_pass + list(extra_disabled)
         return call_global("transform.RunPass", pass_, mod, self.opt_level, disabled, self.config)
 
 
-def _pass(global_name, doc):
-    def constructor():
+def _pass(global_name: str, doc: str) -> Callable[[], Pass]:
+    def constructor() -> Pass:
         return call_global("transform." + global_name)
 
     constructor.__name__ = constructor.__qualname__ = global_name
@@ -85,7 +96,7 @@ LowerTVMBuiltin = _pass("LowerTVMBuiltin", "Builtin calls to runtime API calls (
 LowerPipeline = _pass("LowerPipeline", "Every lowering pass in order, host passes included.")
 
 
-def Sequential(passes, name=None):
+def Sequential(passes: Iterable[Pass], name: str | None = None) -> Pass:
     """One pass running ``passes`` in order (each checked against the context)."""
     return call_global("transform.Sequential", list(passes), name)
 
