@@ -731,7 +731,7 @@ def make_callback(pyfunc: Callable[..., Any]) -> int:
         raise
 
 
-def _make_callback_ctypes(key):
+def _make_callback_ctypes(key: int) -> int:
     # The ctypes trampolines: an ffi.Function calling _CALLBACKS[key]; its owned handle.
     out = c_void_p()
     rc = LIB.TVMFFIFunctionCreate(key, _SAFE_CALL_THUNK, _DELETER_THUNK, byref(out))
