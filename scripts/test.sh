@@ -20,6 +20,11 @@ step() { # name cmd...
 step "cargo fmt" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -q -- -D warnings
 step "cargo build" cargo build --workspace -q
+step "deploy runtime alone (--no-default-features)" cargo clippy -q -p kiln-runtime --no-default-features --lib -- -D warnings
+step "deploy runtime dependencies" bash scripts/runtime_deps.sh
+# The deploy runtime must not grow past its size today (stable toolchain) while it is worked
+# down to seed 002's 600 KB (scripts/runtime_size.sh says what takes the space).
+step "deploy runtime size" env KILN_RUNTIME_BUDGET=745000 bash scripts/runtime_size.sh --check
 step "cargo test" cargo test --workspace -q
 step "leak test (count-objects)" cargo test -q -p kiln-ffi --features count-objects --test leaks
 step "C ABI tests" bash scripts/c_tests.sh
