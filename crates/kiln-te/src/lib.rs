@@ -67,7 +67,6 @@
 //!
 //! Expressions themselves (`+`, `exp`, `if_then_else`, ...) are built with the `tir.*` globals.
 
-
 pub mod bound;
 mod cache;
 mod globals;

@@ -284,6 +284,14 @@ fn hard_sigmoid(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// Swish (opset 24): `x * sigmoid(alpha * x)`.
+fn swish(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let alpha = node.attr_f("alpha", 1.0)? as f64;
+    let gate = call("sigmoid", vec![affine(x.clone(), alpha, 0.0)?], &[])?;
+    Ok(vec![call("multiply", vec![x, gate], &[])?])
+}
+
 fn leaky_relu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let alpha = node.attr_f("alpha", 0.01)? as f64;
@@ -483,6 +491,7 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Mod", modulo);
     t.insert("Where", where_);
     t.insert("HardSigmoid", hard_sigmoid);
+    t.insert("Swish", swish);
     t.insert("LeakyRelu", leaky_relu);
     t.insert("Gelu", gelu);
     t.insert("PRelu", prelu);

@@ -20,6 +20,7 @@ mod conv;
 mod einsum;
 mod elemwise;
 mod fold;
+mod generate;
 mod index;
 mod loss;
 mod nn;
@@ -78,6 +79,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         let mut t: HashMap<&'static str, ConvertFn> = HashMap::new();
         attention::register(&mut t);
         elemwise::register(&mut t);
+        generate::register(&mut t);
         loss::register(&mut t);
         index::register(&mut t);
         nn::register(&mut t);
