@@ -1,5 +1,6 @@
 //! Convolution converters: Conv and ConvTranspose over any number of spatial axes (groups,
-//! pads, strides, dilations, auto_pad; ConvTranspose's output_padding and output_shape).
+//! pads, strides, dilations, auto_pad; ConvTranspose's output_padding and output_shape), and
+//! Col2Im, the transposed convolution that sums image patches back into place.
 //!
 //! Kiln's graph has 2-D convolutions; the other ranks reduce to them. A 1-D convolution is a
 //! 2-D one over a trailing unit axis. An N-D convolution (N >= 3) is an (N-1)-D one whose
@@ -319,6 +320,103 @@ impl TransposedGeometry {
     }
 }
 
+/// Col2Im: `input` `[N, C * prod(block), L]` holds, per column, the image patch at one of the
+/// `L` sliding-window positions; the output `[N, C, image...]` sums every patch back where it
+/// came from. That is a transposed convolution, with one group per channel, of the columns
+/// viewed as `[N, C * prod(block), L...]` and a kernel routing patch element `k` of channel
+/// `c` to offset `k` (a one-hot `[C * prod(block), 1, block...]` weight).
+fn col2im(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let image = ctx
+        .const_ints(node, 1)?
+        .ok_or_else(|| Msg::from("input #1 (image_shape) must be a constant"))?;
+    let block = ctx
+        .const_ints(node, 2)?
+        .ok_or_else(|| Msg::from("input #2 (block_shape) must be a constant"))?;
+    let r = image.len();
+    if r == 0 || block.len() != r || xs.len() != 3 {
+        return Err(Msg(format!(
+            "expects input [N, C * prod(block_shape), L] and image_shape, block_shape of one              equal length; got input {xs:?}, image_shape {image:?}, block_shape {block:?}"
+        )));
+    }
+    let ints = |name: &str, default: i64, len: usize| -> CResult<Vec<i64>> {
+        let v = node.attr_ints(name, &vec![default; len])?;
+        if v.len() != len {
+            return Err(Msg(format!(
+                "attribute {name} has {} values, expected {len}",
+                v.len()
+            )));
+        }
+        Ok(v)
+    };
+    let strides = ints("strides", 1, r)?;
+    let dilations = ints("dilations", 1, r)?;
+    let pads = ints("pads", 0, 2 * r)?;
+    if image.iter().chain(&block).any(|&d| d < 1)
+        || strides.iter().chain(&dilations).any(|&d| d < 1)
+        || pads.iter().any(|&p| p < 0)
+    {
+        return Err(Msg(format!(
+            "image_shape {image:?}, block_shape {block:?}, strides {strides:?} and dilations              {dilations:?} must be positive and pads {pads:?} non-negative"
+        )));
+    }
+    let patch: i64 = block.iter().product();
+    if xs[1] % patch != 0 {
+        return Err(Msg(format!(
+            "input channels {} are not a multiple of the block size {patch} ({block:?})",
+            xs[1]
+        )));
+    }
+    let c = xs[1] / patch;
+    // The sliding-window positions per axis, and the output padding that reaches the image
+    // size where the last window stops short of the image's end.
+    let mut windows = Vec::with_capacity(r);
+    let mut output_padding = Vec::with_capacity(r);
+    for a in 0..r {
+        let span = dilations[a] * (block[a] - 1) + 1;
+        let room = image[a] + pads[a] + pads[r + a] - span;
+        if room < 0 {
+            return Err(Msg(format!(
+                "block {block:?} with dilations {dilations:?} does not fit image {image:?}                  with pads {pads:?}"
+            )));
+        }
+        windows.push(room / strides[a] + 1);
+        output_padding.push(room % strides[a]);
+    }
+    let positions: i64 = windows.iter().product();
+    if positions != xs[2] {
+        return Err(Msg(format!(
+            "input has {} columns but image {image:?}, block {block:?}, strides {strides:?},              dilations {dilations:?} and pads {pads:?} give {positions} window positions",
+            xs[2]
+        )));
+    }
+    let mut view = vec![xs[0], xs[1]];
+    view.extend(&windows);
+    let cols = reshape(x, view)?;
+    let dtype = super::dtype_of(&cols)?;
+    let mut w = vec![0.0; (xs[1] * patch) as usize];
+    for ch in 0..c {
+        for k in 0..patch {
+            let row = ch * patch + k; // input channel: element k of channel ch's patch
+            w[(row * patch + k) as usize] = 1.0;
+        }
+    }
+    let mut wshape = vec![xs[1], 1];
+    wshape.extend(&block);
+    let weight = super::constant(&w, &wshape, dtype)?;
+    let g = TransposedGeometry {
+        conv: Geometry {
+            strides,
+            dilations,
+            pads,
+            groups: c,
+        },
+        output_padding,
+    };
+    Ok(vec![conv_transpose_nd(cols, weight, &g)?])
+}
+
 /// Transposed convolution of `x` `[N, C, S...]` with `w` `[C, O/groups, K...]`.
 fn conv_transpose_nd(x: Expr, w: Expr, g: &TransposedGeometry) -> CResult<Expr> {
     let xs = shape_of(&x)?;
@@ -499,4 +597,5 @@ fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Conv", conv);
     t.insert("ConvTranspose", conv_transpose);
+    t.insert("Col2Im", col2im);
 }

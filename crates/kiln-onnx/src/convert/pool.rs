@@ -1,6 +1,7 @@
 //! Pooling converters: MaxPool, AveragePool and LpPool over any number of spatial axes
 //! (kernel, strides, dilations, pads, auto_pad, ceil_mode, count_include_pad), and the global
-//! pools.
+//! pools; MaxUnpool, which scatters pooled values back to the positions MaxPool's indices
+//! name.
 //!
 //! Kiln's graph pools over two axes; the other ranks reduce to that. A 1-D pooling is a 2-D
 //! one over a trailing unit axis. Pooling windows are boxes, so an N-D pooling (N >= 3) is
@@ -16,6 +17,70 @@ use kiln_graph::ir::Expr;
 
 use super::conv::{drop_last, pads, spatial_attrs, unit_last};
 use super::{call, dtype_of, reshape, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
+
+/// MaxUnpool: zeros of the unpooled shape (`output_shape` when given, else
+/// `(in - 1) * stride + kernel - pad_begin - pad_end` per spatial axis) with `X`'s values
+/// written at the flat positions `I` holds (MaxPool's `Indices`, row-major over the whole
+/// output).
+fn max_unpool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let indices = ctx.input(node, 1)?;
+    let xs = shape_of(&x)?;
+    if xs.len() < 3 || shape_of(&indices)? != xs {
+        return Err(Msg(format!(
+            "X {xs:?} must be [N, C, spatial...] and I of the same shape, got I {:?}",
+            shape_of(&indices)?
+        )));
+    }
+    let n = xs.len() - 2;
+    let kernel = node.attr_ints("kernel_shape", &[])?;
+    if kernel.len() != n || kernel.iter().any(|&k| k < 1) {
+        return Err(Msg(format!(
+            "attribute kernel_shape {kernel:?} must hold {n} positive values"
+        )));
+    }
+    let strides = node.attr_ints("strides", &vec![1; n])?;
+    let pads = node.attr_ints("pads", &vec![0; 2 * n])?;
+    if strides.len() != n || pads.len() != 2 * n || strides.iter().any(|&s| s < 1) {
+        return Err(Msg(format!(
+            "attributes strides {strides:?} and pads {pads:?} must hold {n} positive and {}              values",
+            2 * n
+        )));
+    }
+    let out: Vec<i64> = match node.inputs.get(2).filter(|name| !name.is_empty()) {
+        Some(_) => ctx
+            .const_ints(node, 2)?
+            .ok_or_else(|| Msg::from("input #2 (output_shape) must be a constant"))?,
+        None => {
+            let mut out = xs[..2].to_vec();
+            for a in 0..n {
+                out.push((xs[a + 2] - 1) * strides[a] + kernel[a] - pads[a] - pads[n + a]);
+            }
+            out
+        }
+    };
+    if out.len() != xs.len() || out[..2] != xs[..2] || out.iter().any(|&d| d < 1) {
+        return Err(Msg(format!(
+            "the output shape {out:?} must be positive and keep X's batch and channels {:?}",
+            &xs[..2]
+        )));
+    }
+    let total = out
+        .iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| Msg(format!("the output shape {out:?} is too large")))?;
+    let zeros = call(
+        "broadcast_to",
+        vec![scalar(0.0, dtype_of(&x)?)?],
+        &[("shape", vec![total].into())],
+    )?;
+    let flat = call(
+        "scatter_elements",
+        vec![zeros, reshape(indices, vec![-1])?, reshape(x, vec![-1])?],
+        &[("axis", 0i64.into()), ("reduction", "none".into())],
+    )?;
+    Ok(vec![reshape(flat, out)?])
+}
 use crate::Node;
 
 /// One pooling's window over `k` spatial axes.
@@ -250,6 +315,7 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("GlobalAveragePool", global_pool);
     t.insert("GlobalMaxPool", global_pool);
     t.insert("GlobalLpPool", global_lp_pool);
+    t.insert("MaxUnpool", max_unpool);
 }
 
 /// GlobalLpPool: LpPool with one window over all spatial axes.
