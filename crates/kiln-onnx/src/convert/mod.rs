@@ -21,6 +21,7 @@ mod einsum;
 mod elemwise;
 mod fold;
 mod generate;
+mod grid_sample;
 mod index;
 mod loss;
 mod nn;
@@ -80,6 +81,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         attention::register(&mut t);
         elemwise::register(&mut t);
         generate::register(&mut t);
+        grid_sample::register(&mut t);
         loss::register(&mut t);
         index::register(&mut t);
         nn::register(&mut t);
