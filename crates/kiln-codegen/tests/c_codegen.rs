@@ -10,6 +10,7 @@ use kiln_ffi::{DataType, Function};
 use kiln_runtime::module::Module;
 use kiln_runtime::tensor::Tensor as Nd;
 use kiln_te::*;
+use kiln_testing::error::expect_err;
 use kiln_tir::transform::lower_pipeline;
 use kiln_tir::{floordiv, floormod, op, IRModule, PrimExpr, Range, Var};
 
@@ -30,35 +31,21 @@ fn build(s: &Schedule, args: &[kiln_te::Tensor], name: &str) -> Module {
     build_c(&m, &Target::parse("c").unwrap()).unwrap_or_else(|e| panic!("{e}\n{m}"))
 }
 
-fn rand_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+use kiln_testing::random as rand_f32;
 
 fn tensor(data: &[f32], shape: &[i64]) -> Nd {
     Nd::from_slice(data, shape).unwrap()
 }
 
 fn nan(shape: &[i64]) -> Nd {
-    let n: i64 = shape.iter().product();
-    tensor(&vec![f32::NAN; n as usize], shape)
+    tensor(
+        &kiln_testing::nan_vec(kiln_testing::shape::numel(shape)),
+        shape,
+    )
 }
 
 fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w}"
-        );
-    }
+    kiln_testing::assert_allclose(got, want, kiln_testing::Tolerance::Scaled(tol.into()), what);
 }
 
 fn call(f: &Function, args: &[&Nd]) {
@@ -112,36 +99,39 @@ fn elementwise_add_symbolic_length_and_type_errors() {
     // TVM's error kinds and texts.
     let sig = "add(A: Tensor([n], float32), B: Tensor([n], float32), C: Tensor([n], float32))";
     let ints = Nd::from_slice(&[1i32, 2], &[2]).unwrap();
-    let e = add
-        .invoke::<()>((tensor(&[1., 2.], &[2]), ints, nan(&[2])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(
+        add.invoke::<()>((tensor(&[1., 2.], &[2]), ints, nan(&[2]))),
+        "TypeError",
+        "",
+    );
     assert_eq!(
         e.message(),
         format!("Mismatched B.dtype on argument #1 when calling:\n  `{sig}`,\n  expected float32")
     );
-    let e = add
-        .invoke::<()>((tensor(&[1.], &[1]), tensor(&[1.], &[1])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(
+        add.invoke::<()>((tensor(&[1.], &[1]), tensor(&[1.], &[1]))),
+        "TypeError",
+        "",
+    );
     assert_eq!(
         e.message(),
         format!("Expected 3 arguments when calling:\n  `{sig}`")
     );
-    let e = add
-        .invoke::<()>((tensor(&[1.], &[1]), 5i64, nan(&[1])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(
+        add.invoke::<()>((tensor(&[1.], &[1]), 5i64, nan(&[1]))),
+        "TypeError",
+        "",
+    );
     assert!(
         e.message().starts_with("Mismatched type on argument #1"),
         "{}",
         e.message()
     );
-    let e = add
-        .invoke::<()>((tensor(&[1., 2.], &[2]), tensor(&[1.], &[1]), nan(&[2])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
-    assert!(e.message().contains("B.shape[0]"), "{}", e.message());
+    expect_err(
+        add.invoke::<()>((tensor(&[1., 2.], &[2]), tensor(&[1.], &[1]), nan(&[2]))),
+        "ValueError",
+        "B.shape[0]",
+    );
 }
 
 #[test]

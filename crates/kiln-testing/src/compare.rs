@@ -109,13 +109,19 @@ pub fn assert_allclose<T: Copy + Into<f64>>(got: &[T], want: &[T], tol: Toleranc
 /// Asserts `got` matches `want` within `tol` (relative above magnitude 1, [`Tolerance::Scaled`];
 /// NaN never matches), naming `what`, the worst element and the seed that replays the data
 /// (`KILN_TEST_SEED`).
-pub fn assert_close<T: Copy + Into<f64>>(got: &[T], want: &[T], tol: f64, what: &str, seed: u64) {
+pub fn assert_close<T: Copy + Into<f64>>(
+    got: &[T],
+    want: &[T],
+    tol: impl Into<f64>,
+    what: &str,
+    seed: u64,
+) {
     assert_eq!(
         got.len(),
         want.len(),
         "{what}: lengths (KILN_TEST_SEED={seed})"
     );
-    if let Some(m) = worst_mismatch(got, want, Tolerance::Scaled(tol), false) {
+    if let Some(m) = worst_mismatch(got, want, Tolerance::Scaled(tol.into()), false) {
         panic!("{what}{m} (KILN_TEST_SEED={seed})");
     }
 }

@@ -1,40 +1,17 @@
 //! Shared pieces of the end-to-end tests: the real pipeline (TE schedule -> `driver::lower` ->
-//! LLVM -> load), random inputs from a printed seed, poisoned outputs, naive reference loops.
-#![allow(dead_code)]
+//! LLVM -> load), with `kiln-testing`'s seeded random inputs, poisoned outputs and naive
+//! reference loops.
+#![allow(dead_code, unused_imports)]
 
 use kiln_ffi::DataType;
 use kiln_runtime::tensor::Tensor as RtTensor;
 use kiln_te::*;
 use kiln_tir::{PrimExpr, Var};
 
-/// The seed of this test process: `KILN_TEST_SEED` or the clock (printed so a failure can be
-/// replayed).
-pub fn seed(tag: &str) -> u64 {
-    let s = std::env::var("KILN_TEST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    eprintln!("{tag}: KILN_TEST_SEED={s}");
-    s
-}
-
-/// `n` pseudo-random floats in [-1, 1) from `seed`.
-pub fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
-        })
-        .collect()
-}
+pub use kiln_testing::reference::{
+    conv2d_chw as conv2d_ref, matmul as matmul_ref, softmax_rows as softmax_ref,
+};
+pub use kiln_testing::{assert_close, random, seed};
 
 /// A float32 runtime tensor of `shape` holding `data`.
 pub fn tensor(data: &[f32], shape: &[i64]) -> RtTensor {
@@ -43,20 +20,10 @@ pub fn tensor(data: &[f32], shape: &[i64]) -> RtTensor {
 
 /// A float32 runtime tensor of `shape` full of NaN (outputs start poisoned).
 pub fn poisoned(shape: &[i64]) -> RtTensor {
-    let n: i64 = shape.iter().product();
-    tensor(&vec![f32::NAN; n as usize], shape)
-}
-
-/// Asserts `got` matches `want` within `tol` (relative above magnitude 1), naming the seed.
-pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str, seed: u64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let err = (g - w).abs();
-        assert!(
-            err <= tol * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w} (KILN_TEST_SEED={seed})"
-        );
-    }
+    tensor(
+        &kiln_testing::nan_vec(kiln_testing::shape::numel(shape)),
+        shape,
+    )
 }
 
 /// The native LLVM target string.
@@ -99,21 +66,6 @@ pub fn matmul(n: i64, m: i64, l: i64) -> (Tensor, Tensor, Tensor, IterVar) {
         "C",
     );
     (a, b, cc, k)
-}
-
-/// The naive matmul of row-major `a` (n x l) and `b` (l x m).
-pub fn matmul_ref(a: &[f32], b: &[f32], n: usize, m: usize, l: usize) -> Vec<f32> {
-    let mut want = vec![0f32; n * m];
-    for i in 0..n {
-        for j in 0..m {
-            let mut acc = 0f32;
-            for k in 0..l {
-                acc += a[i * l + k] * b[k * m + j];
-            }
-            want[i * m + j] = acc;
-        }
-    }
-    want
 }
 
 /// The tiled + vectorized + parallel matmul schedule (tiles `tx` x `ty`, k split by `kf`).
@@ -216,32 +168,6 @@ pub fn conv2d(
     (data, weight, conv, s)
 }
 
-/// The naive convolution matching [`conv2d`]; `dims` = (ci, h, w, co, kh, kw, pad).
-pub fn conv2d_ref(dv: &[f32], wv: &[f32], dims: (i64, i64, i64, i64, i64, i64, i64)) -> Vec<f32> {
-    let (ci, h, w, co, kh, kw, pad) = dims;
-    let mut want = vec![0f32; (co * h * w) as usize];
-    for f in 0..co {
-        for y in 0..h {
-            for x in 0..w {
-                let mut acc = 0f32;
-                for r in 0..ci {
-                    for dy in 0..kh {
-                        for dx in 0..kw {
-                            let (iy, ix) = (y + dy - pad, x + dx - pad);
-                            if iy >= 0 && iy < h && ix >= 0 && ix < w {
-                                acc += dv[((r * h + iy) * w + ix) as usize]
-                                    * wv[(((f * ci + r) * kh + dy) * kw + dx) as usize];
-                            }
-                        }
-                    }
-                }
-                want[((f * h + y) * w + x) as usize] = acc;
-            }
-        }
-    }
-    want
-}
-
 /// Row softmax of an `n` x `m` input in four stages (max, exp, sum, divide), the first three
 /// computed at the output's rows, rows in parallel: (X, Y, schedule).
 pub fn softmax(n: i64, m: i64) -> (Tensor, Tensor, Schedule) {
@@ -285,19 +211,4 @@ pub fn softmax(n: i64, m: i64) -> (Tensor, Tensor, Schedule) {
     s.stage(&mx).compute_at(&sy, &y.axis(0)).unwrap();
     sy.parallel(&y.axis(0)).unwrap();
     (x, y, s)
-}
-
-/// The naive row softmax.
-pub fn softmax_ref(xv: &[f32], n: usize, m: usize) -> Vec<f32> {
-    let mut want = vec![0f32; n * m];
-    for i in 0..n {
-        let row = &xv[i * m..(i + 1) * m];
-        let mx = row.iter().cloned().fold(f32::MIN, f32::max);
-        let ex: Vec<f32> = row.iter().map(|v| (v - mx).exp()).collect();
-        let tot: f32 = ex.iter().sum();
-        for j in 0..m {
-            want[i * m + j] = ex[j] / tot;
-        }
-    }
-    want
 }
