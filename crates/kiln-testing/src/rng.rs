@@ -57,6 +57,24 @@ impl Lcg {
         let span = (hi - lo) as u64 + 1;
         lo + ((self.next_u64() >> 16) % span) as i64
     }
+
+    /// `n` floats uniform in [-1, 1).
+    pub fn f32s(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(-1.0, 1.0)).collect()
+    }
+
+    /// `n` floats from the nine multiples of 0.25 in [-1, 1] (many ties, for order-sensitive
+    /// operators such as argmax and sort).
+    pub fn coarse(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| ((self.next_u64() >> 16) % 9) as f32 * 0.25 - 1.0)
+            .collect()
+    }
+
+    /// `n` integers uniform in [`lo`, `hi`) (`lo < hi`).
+    pub fn ints(&mut self, n: usize, lo: i64, hi: i64) -> Vec<i64> {
+        (0..n).map(|_| self.int_in(lo, hi - 1)).collect()
+    }
 }
 
 /// `n` pseudo-random floats in [-1, 1) from `seed`.
