@@ -4,9 +4,10 @@
 mod support;
 
 use kiln_te::*;
+use kiln_testing::{random, reference};
 use kiln_tir::{op, DataType, PrimExpr, PrimFunc, Range, Var};
+use support::assert_close;
 use support::eval::{run, NdArray};
-use support::{assert_close, random};
 
 fn f32t() -> DataType {
     DataType::float(32)
@@ -109,16 +110,7 @@ fn matmul(n: i64, m: i64, l: i64) -> Matmul {
 fn check_matmul(mm: &Matmul, f: &PrimFunc, n: i64, m: i64, l: i64, seed: u64) {
     let av = random((n * l) as usize, seed);
     let bv = random((l * m) as usize, seed + 1);
-    let mut want = vec![0f32; (n * m) as usize];
-    for i in 0..n as usize {
-        for j in 0..m as usize {
-            let mut acc = 0f32;
-            for k in 0..l as usize {
-                acc += av[i * l as usize + k] * bv[k * m as usize + j];
-            }
-            want[i * m as usize + j] = acc;
-        }
-    }
+    let want = reference::matmul(&av, &bv, n as usize, m as usize, l as usize);
     let _ = mm;
     let got = out(
         f,
@@ -228,28 +220,7 @@ fn conv2d_with_inlined_padding() {
     assert!(!text.contains("pad["), "padding is inlined:\n{text}");
     let dv = random((ci * h * w) as usize, 40);
     let wv = random((co * ci * kh * kw) as usize, 41);
-    let mut want = vec![0f32; (co * h * w) as usize];
-    for f_ in 0..co {
-        for y in 0..h {
-            for x in 0..w {
-                let mut acc = 0f32;
-                for r in 0..ci {
-                    for dy in 0..kh {
-                        for dx in 0..kw {
-                            let (iy, ix) = (y + dy - pad, x + dx - pad);
-                            let v = if iy >= 0 && iy < h && ix >= 0 && ix < w {
-                                dv[((r * h + iy) * w + ix) as usize]
-                            } else {
-                                0.0
-                            };
-                            acc += v * wv[(((f_ * ci + r) * kh + dy) * kw + dx) as usize];
-                        }
-                    }
-                }
-                want[((f_ * h + y) * w + x) as usize] = acc;
-            }
-        }
-    }
+    let want = reference::conv2d_chw(&dv, &wv, (ci, h, w, co, kh, kw, pad));
     let got = out(
         &f,
         vec![
@@ -308,16 +279,7 @@ fn softmax_in_four_stages() {
     let text = f.to_string();
     assert!(text.contains("exp = T.decl_buffer((1, 11)"), "{text}");
     let xv = random((n * m) as usize, 50);
-    let mut want = vec![0f32; (n * m) as usize];
-    for i in 0..n as usize {
-        let row = &xv[i * m as usize..(i + 1) * m as usize];
-        let mxv = row.iter().cloned().fold(f32::MIN, f32::max);
-        let ex: Vec<f32> = row.iter().map(|v| (v - mxv).exp()).collect();
-        let tot: f32 = ex.iter().sum();
-        for j in 0..m as usize {
-            want[i * m as usize + j] = ex[j] / tot;
-        }
-    }
+    let want = reference::softmax_rows(&xv, n as usize, m as usize);
     let got = out(
         &f,
         vec![NdArray::f32(&[n, m], &xv), NdArray::zeros(&[n, m])],
