@@ -12,12 +12,14 @@
 //! - [`reference`]: naive reference kernels (matmul, dense, conv2d, softmax, pooling).
 //! - [`shape`]: row-major index arithmetic.
 //! - [`bench`]: the median-of-runs timer the micro-benchmarks share.
-//! - [`process`]: running a command that must succeed.
+//! - [`process`]: running a command that must succeed, finding the project's Python.
+//! - [`npy`]: NumPy `.npy` bytes, as `kiln run` reads and writes them.
 
 pub mod bench;
 pub mod compare;
 #[cfg(feature = "ffi")]
 pub mod error;
+pub mod npy;
 pub mod poison;
 pub mod process;
 pub mod reference;
