@@ -42,6 +42,20 @@ impl Lcg {
         self.0
     }
 
+    /// The next 64 random bits passed through a finalizer (SplitMix64's), so that the low bits
+    /// are as random as the high ones: for `% n`, byte values and the like.
+    pub fn mixed_u64(&mut self) -> u64 {
+        let mut z = self.next_u64();
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// An integer uniform in [0, `n`) (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.mixed_u64() % n
+    }
+
     /// A float uniform in [0, 1) (24 random bits).
     pub fn unit_f32(&mut self) -> f32 {
         ((self.next_u64() >> 40) as f32) / ((1u64 << 24) as f32)
