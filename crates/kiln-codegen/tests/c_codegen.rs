@@ -5,6 +5,9 @@
 //! reduction, a workspace-sized intermediate, float math and floor division, and TVM's
 //! TypeError texts.
 
+#[path = "../../kiln-te/tests/support/workloads.rs"]
+mod workloads;
+
 use kiln_codegen::{build_c, Target};
 use kiln_ffi::{DataType, Function};
 use kiln_runtime::module::Module;
@@ -12,15 +15,8 @@ use kiln_runtime::tensor::Tensor as Nd;
 use kiln_te::*;
 use kiln_testing::error::expect_err;
 use kiln_tir::transform::lower_pipeline;
-use kiln_tir::{floordiv, floormod, op, IRModule, PrimExpr, Range, Var};
-
-fn f32t() -> DataType {
-    DataType::float(32)
-}
-
-fn c(v: i64) -> PrimExpr {
-    PrimExpr::i32(v)
-}
+use kiln_tir::{floordiv, floormod, op, IRModule, Range, Var};
+use workloads::{broadcast_compute, c, f32t};
 
 /// Lowers `s` over `args` through the whole pipeline and builds it for the `c` target.
 fn build(s: &Schedule, args: &[kiln_te::Tensor], name: &str) -> Module {
@@ -136,15 +132,8 @@ fn elementwise_add_symbolic_length_and_type_errors() {
 
 #[test]
 fn parallel_rows_with_broadcast() {
-    let n = Var::size_var("n", DataType::int(32));
     let m = 13;
-    let a = placeholder(&[n.to_expr(), c(m)], f32t(), "A");
-    let b = placeholder(&[c(m)], f32t(), "B");
-    let cc = compute(
-        &[n.to_expr(), c(m)],
-        |i| a.at_vars(i) * b.at(&[i[1].to_expr()]) + 1.0,
-        "C",
-    );
+    let (a, b, cc) = broadcast_compute(m);
     let s = create_schedule(&[cc.op().clone()]);
     let (xo, _xi) = s.stage(&cc).split(&cc.axis(0), 3).unwrap();
     s.stage(&cc).parallel(&xo).unwrap();

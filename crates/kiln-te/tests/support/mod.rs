@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod eval;
+pub mod workloads;
 
 /// Asserts two float slices agree within a relative-and-absolute tolerance
 /// (`|got - want| <= tol * (1 + |want|)`).
