@@ -15,8 +15,8 @@ use kiln_runtime::tensor::Tensor as Nd;
 use kiln_te::*;
 use kiln_testing::error::expect_err;
 use kiln_tir::transform::lower_pipeline;
-use kiln_tir::{floordiv, floormod, op, IRModule, Range, Var};
-use workloads::{broadcast_compute, c, f32t};
+use kiln_tir::{floordiv, floormod, op, IRModule, Var};
+use workloads::{broadcast_compute, c, f32t, row_sum_split};
 
 /// Lowers `s` over `args` through the whole pipeline and builds it for the `c` target.
 fn build(s: &Schedule, args: &[kiln_te::Tensor], name: &str) -> Module {
@@ -195,16 +195,7 @@ fn vectorized_inner_loop_with_math() {
 #[test]
 fn reduction_row_max_and_sum() {
     let (n, m) = (6i64, 37i64);
-    let a = placeholder(&[c(n), c(m)], f32t(), "A");
-    let k = reduce_axis(Range::from_min_extent(0, m), "k");
-    let b = compute(
-        &[c(n)],
-        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), std::slice::from_ref(&k)),
-        "B",
-    );
-    let s = create_schedule(&[b.op().clone()]);
-    let (ko, ki) = s.stage(&b).split(&k, 4).unwrap();
-    s.stage(&b).reorder(&[ki, ko]).unwrap();
+    let (a, b, s) = row_sum_split(n, m);
     let module = build(&s, &[a, b], "rowsum");
     let av = rand_f32((n * m) as usize, 7);
     let out = nan(&[n]);

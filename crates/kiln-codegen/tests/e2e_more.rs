@@ -66,14 +66,7 @@ fn cache_read_local_with_general_reducer() {
         .unwrap()
         .invoke::<()>((tensor(&av, &[n, m]), out.clone()))
         .unwrap();
-    let want: Vec<f32> = (0..n as usize)
-        .map(|i| {
-            av[i * m as usize..(i + 1) * m as usize]
-                .iter()
-                .map(|v| v * v)
-                .sum()
-        })
-        .collect();
+    let want = kiln_testing::reference::row_sum_squares(&av, n as usize, m as usize);
     assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-5, "sumsq", seed);
 }
 

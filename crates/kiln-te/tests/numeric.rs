@@ -5,10 +5,10 @@ mod support;
 
 use kiln_te::*;
 use kiln_testing::{random, reference};
-use kiln_tir::{PrimFunc, Range};
+use kiln_tir::PrimFunc;
 use support::assert_close;
 use support::eval::{run, NdArray};
-use support::workloads::{self, c, f32t};
+use support::workloads;
 
 fn out(f: &PrimFunc, args: Vec<NdArray>, which: usize) -> Vec<f32> {
     let res = run(f, args).unwrap_or_else(|e| panic!("{e}\n{f}"));
@@ -41,16 +41,7 @@ fn elementwise_with_broadcasting_and_symbolic_rows() {
 #[test]
 fn sum_over_an_axis() {
     let (n, m) = (5, 9);
-    let a = placeholder(&[c(n), c(m)], f32t(), "A");
-    let k = reduce_axis(Range::from_min_extent(0, m), "k");
-    let b = compute(
-        &[c(n)],
-        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), std::slice::from_ref(&k)),
-        "B",
-    );
-    let s = create_schedule(&[b.op().clone()]);
-    let (ko, ki) = s.stage(&b).split(&k, 4).unwrap();
-    s.stage(&b).reorder(&[ki, ko]).unwrap();
+    let (a, b, s) = workloads::row_sum_split(n, m);
     let f = lower(&s, &[a, b], "rowsum").unwrap();
     let av = random((n * m) as usize, 3);
     let want: Vec<f32> = (0..n as usize)
@@ -174,14 +165,7 @@ fn cache_read_into_local_and_general_reducer() {
     let text = f.to_string();
     assert!(text.contains("A.local = T.decl_buffer((1, 8)"), "{text}");
     let av = random((n * m) as usize, 60);
-    let want: Vec<f32> = (0..n as usize)
-        .map(|i| {
-            av[i * m as usize..(i + 1) * m as usize]
-                .iter()
-                .map(|v| v * v)
-                .sum()
-        })
-        .collect();
+    let want = reference::row_sum_squares(&av, n as usize, m as usize);
     let got = out(
         &f,
         vec![NdArray::f32(&[n, m], &av), NdArray::zeros(&[n])],

@@ -63,6 +63,13 @@ pub fn softmax_rows(x: &[f32], n: usize, m: usize) -> Vec<f32> {
     want
 }
 
+/// The sum of squares of each row of the `n` x `m` input.
+pub fn row_sum_squares(x: &[f32], n: usize, m: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| x[i * m..(i + 1) * m].iter().map(|v| v * v).sum())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use kiln_te::*;
-use kiln_tir::{DataType, PrimExpr, Var};
+use kiln_tir::{DataType, PrimExpr, Range, Var};
 
 /// float32.
 pub fn f32t() -> DataType {
@@ -210,5 +210,21 @@ pub fn sum_of_squares_cache_read(n: i64, m: i64) -> (Tensor, Tensor, Schedule) {
     let s = create_schedule(&[b.op().clone()]);
     let al = s.cache_read(&a, "local", &[b.op().clone()]).unwrap();
     s.stage(&al).compute_at(&s.stage(&b), &b.axis(0)).unwrap();
+    (a, b, s)
+}
+
+/// `B[i] = sum_k A[i, k]` over an `n` x `m` input with k split by 4 and the inner part
+/// outermost: (A, B, schedule).
+pub fn row_sum_split(n: i64, m: i64) -> (Tensor, Tensor, Schedule) {
+    let a = placeholder(&[c(n), c(m)], f32t(), "A");
+    let k = reduce_axis(Range::from_min_extent(0, m), "k");
+    let b = compute(
+        &[c(n)],
+        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), std::slice::from_ref(&k)),
+        "B",
+    );
+    let s = create_schedule(&[b.op().clone()]);
+    let (ko, ki) = s.stage(&b).split(&k, 4).unwrap();
+    s.stage(&b).reorder(&[ki, ko]).unwrap();
     (a, b, s)
 }
