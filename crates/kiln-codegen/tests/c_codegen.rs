@@ -13,7 +13,7 @@ use kiln_ffi::{DataType, Function};
 use kiln_runtime::module::Module;
 use kiln_runtime::tensor::Tensor as Nd;
 use kiln_te::*;
-use kiln_testing::error::expect_err;
+use kiln_testing::error::{expect_err, expect_err_starting};
 use kiln_tir::transform::lower_pipeline;
 use kiln_tir::{floordiv, floormod, op, IRModule, Var};
 use workloads::{broadcast_compute, c, f32t, row_sum_split};
@@ -113,15 +113,10 @@ fn elementwise_add_symbolic_length_and_type_errors() {
         e.message(),
         format!("Expected 3 arguments when calling:\n  `{sig}`")
     );
-    let e = expect_err(
+    expect_err_starting(
         add.invoke::<()>((tensor(&[1.], &[1]), 5i64, nan(&[1]))),
         "TypeError",
-        "",
-    );
-    assert!(
-        e.message().starts_with("Mismatched type on argument #1"),
-        "{}",
-        e.message()
+        "Mismatched type on argument #1",
     );
     expect_err(
         add.invoke::<()>((tensor(&[1., 2.], &[2]), tensor(&[1.], &[1]), nan(&[2]))),

@@ -7,7 +7,7 @@ mod codegen_common;
 
 use codegen_common::*;
 use kiln_ffi::DataType;
-use kiln_testing::error::expect_err;
+use kiln_testing::error::{expect_err, expect_err_starting};
 use kiln_tir::{ForKind, PrimExpr, Stmt, Var};
 
 fn f32t() -> DataType {
@@ -76,15 +76,10 @@ fn elementwise_add_symbolic_length() {
         "",
     );
     assert_eq!(e.message(), "Expected 3 arguments when calling: `add`");
-    let e = expect_err(
+    expect_err_starting(
         add.invoke::<()>((tensor(&[1f32]), 5i64, tensor(&[1f32]))),
         "TypeError",
-        "",
-    );
-    assert!(
-        e.message().starts_with("Mismatched type on argument #1"),
-        "{}",
-        e.message()
+        "Mismatched type on argument #1",
     );
     expect_err(
         add.invoke::<()>((tensor(&[1f32]), tensor(&[1i32]), tensor(&[1f32]))),

@@ -12,3 +12,12 @@ pub fn expect_err<T>(r: kiln_ffi::Result<T>, kind: &str, needle: &str) -> kiln_f
     assert!(e.message().contains(needle), "{}", e.message());
     e
 }
+
+/// Asserts that `r` failed with an error of `kind` whose message starts with `prefix`, and
+/// returns the error.
+#[track_caller]
+pub fn expect_err_starting<T>(r: kiln_ffi::Result<T>, kind: &str, prefix: &str) -> kiln_ffi::Error {
+    let e = expect_err(r, kind, "");
+    assert!(e.message().starts_with(prefix), "{}", e.message());
+    e
+}
