@@ -3,10 +3,12 @@
 //! errors (non-zero exit, no panic) on bad input. Tests that need the project's Python venv
 //! (numpy, onnx, onnxruntime) skip with a message when it is missing.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-const KILN: &str = env!("CARGO_BIN_EXE_kiln");
+use common::{kiln, kiln_ok, s, KILN};
+use kiln_testing::process::python_with;
+use std::path::Path;
+use std::process::Command;
 
 /// Makes `small.onnx` (Conv 3→4 3x3, Relu, Flatten, Gemm to 10; input `x` [N,3,8,8]) in argv[1].
 const MAKE_MODEL: &str = r#"
@@ -34,22 +36,6 @@ onnx.checker.check_model(m)
 onnx.save(m, sys.argv[1])
 "#;
 
-/// The project's Python, if it has all of `modules`.
-fn python(modules: &[&str]) -> Option<PathBuf> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let ok = Command::new(&py)
-        .arg("-c")
-        .arg(format!("import {}", modules.join(", ")))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        Some(py)
-    } else {
-        eprintln!("skipped: {} lacks {}", py.display(), modules.join(", "));
-        None
-    }
-}
-
 /// Runs a Python snippet with arguments; panics with its stderr when it fails.
 fn run_py(py: &Path, code: &str, args: &[&Path]) -> String {
     let out = Command::new(py)
@@ -61,22 +47,6 @@ fn run_py(py: &Path, code: &str, args: &[&Path]) -> String {
     assert!(
         out.status.success(),
         "python failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `kiln` with `args`.
-fn kiln(args: &[&str]) -> Output {
-    Command::new(KILN).args(args).output().unwrap()
-}
-
-/// Runs `kiln` and returns its stdout; panics with stderr on failure.
-fn kiln_ok(args: &[&str]) -> String {
-    let out = kiln(args);
-    assert!(
-        out.status.success(),
-        "kiln {args:?} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -95,13 +65,11 @@ fn kiln_fails(args: &[&str], needle: &str) {
     );
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 #[test]
 fn npy_round_trip() {
-    let Some(py) = python(&["numpy"]) else { return };
+    let Some(py) = python_with(&["numpy"]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let write = r#"
 import sys, numpy as np
@@ -151,7 +119,7 @@ np.save(sys.argv[1] + "/c64.npy", np.ones(2, np.complex64))
 
 #[test]
 fn inspect_onnx_model() {
-    let Some(py) = python(&["numpy", "onnx"]) else {
+    let Some(py) = python_with(&["numpy", "onnx"]) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -175,7 +143,7 @@ fn inspect_onnx_model() {
 
 #[test]
 fn compile_run_bench_match_onnxruntime() {
-    let Some(py) = python(&["numpy", "onnx", "onnxruntime"]) else {
+    let Some(py) = python_with(&["numpy", "onnx", "onnxruntime"]) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -3,25 +3,16 @@
 //! garbage and truncated models, unsupported opsets, unknown operators, wrong input files at run
 //! time, garbage and truncated libraries, and `compile -o` over an existing file.
 
+mod common;
+
+use common::{kiln, kiln_ok, root, s};
+use kiln_testing::npy;
+use kiln_testing::process::python_with;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const KILN: &str = env!("CARGO_BIN_EXE_kiln");
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::process::Command;
 
 fn bundled_model() -> PathBuf {
     root().join("examples/model/model.onnx")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn kiln(args: &[&str]) -> Output {
-    Command::new(KILN).args(args).output().unwrap()
 }
 
 /// Expects a clean failure whose message contains every one of `needles`; returns stderr.
@@ -43,50 +34,6 @@ fn fails(args: &[&str], needles: &[&str]) -> String {
         );
     }
     err
-}
-
-fn succeeds(args: &[&str]) -> String {
-    let out = kiln(args);
-    assert!(
-        out.status.success(),
-        "kiln {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `.npy` bytes of `n` little-endian elements of `elem` bytes each, with `descr` and `shape`.
-fn npy(descr: &str, shape: &[i64], elem: usize) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
-    let tuple = if shape.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let n: i64 = shape.iter().product();
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.resize(out.len() + n as usize * elem, 0);
-    out
-}
-
-/// The project's Python if it has onnx.
-fn python_with_onnx() -> Option<PathBuf> {
-    let py = root().join(".venv/bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import onnx"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: {} lacks onnx", py.display());
-    }
-    ok.then_some(py)
 }
 
 /// Writes `opset0.onnx`, `opset99.onnx` and `unknown.onnx` (two custom-domain nodes and one
@@ -150,7 +97,9 @@ fn garbage_and_truncated_models() {
 
 #[test]
 fn unsupported_opsets_and_operators() {
-    let Some(py) = python_with_onnx() else { return };
+    let Some(py) = python_with(&["onnx"]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let made = Command::new(py)
         .arg("-c")
@@ -192,7 +141,7 @@ fn unsupported_opsets_and_operators() {
     assert!(foo.contains("1 node(s)"), "{err}");
     assert!(!err.contains("Relu"), "{err}");
     // `inspect` still prints the summary and says why there is no graph.
-    let text = succeeds(&["inspect", s(&unknown)]);
+    let text = kiln_ok(&["inspect", s(&unknown)]);
     assert!(
         text.contains("MyCustomOp") && text.contains("conversion failed"),
         "{text}"
@@ -204,18 +153,18 @@ fn unsupported_opsets_and_operators() {
 fn wrong_inputs_at_run_time() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("deploy.so");
-    succeeds(&["compile", s(&bundled_model()), "-o", s(&lib)]);
+    kiln_ok(&["compile", s(&bundled_model()), "-o", s(&lib)]);
     let write = |name: &str, bytes: Vec<u8>| {
         let p = dir.path().join(name);
         std::fs::write(&p, bytes).unwrap();
         p
     };
-    let good = write("good.npy", npy("<f4", &[1, 3, 32, 32], 4));
-    let shape = write("shape.npy", npy("<f4", &[1, 3, 8, 8], 4));
-    let rank = write("rank.npy", npy("<f4", &[3072], 4));
-    let dtype = write("dtype.npy", npy("<i8", &[1, 3, 32, 32], 8));
-    let f64 = write("f64.npy", npy("<f8", &[1, 3, 32, 32], 8));
-    let mut short = npy("<f4", &[1, 3, 32, 32], 4);
+    let good = write("good.npy", npy::zeros("<f4", &[1, 3, 32, 32], 4));
+    let shape = write("shape.npy", npy::zeros("<f4", &[1, 3, 8, 8], 4));
+    let rank = write("rank.npy", npy::zeros("<f4", &[3072], 4));
+    let dtype = write("dtype.npy", npy::zeros("<i8", &[1, 3, 32, 32], 8));
+    let f64 = write("f64.npy", npy::zeros("<f8", &[1, 3, 32, 32], 8));
+    let mut short = npy::zeros("<f4", &[1, 3, 32, 32], 4);
     short.truncate(short.len() - 3);
     let short = write("short.npy", short);
     let garbage = write("garbage.npy", b"\x93NUMPY\x01\x00\xff\xff{'descr'".to_vec());
@@ -270,7 +219,7 @@ fn wrong_inputs_at_run_time() {
     run(format!("p0={}", s(&good)), &["no input named \"p0\""]);
     run("input".to_string(), &["expected name=file.npy"]);
     // The good file runs.
-    succeeds(&[
+    kiln_ok(&[
         "run",
         s(&lib),
         "--input",
@@ -284,7 +233,7 @@ fn wrong_inputs_at_run_time() {
 fn garbage_and_truncated_libraries() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("deploy.so");
-    succeeds(&["compile", s(&bundled_model()), "-o", s(&lib)]);
+    kiln_ok(&["compile", s(&bundled_model()), "-o", s(&lib)]);
     let bytes = std::fs::read(&lib).unwrap();
     let garbage = dir.path().join("garbage.so");
     std::fs::write(&garbage, b"this is not a shared library at all").unwrap();
@@ -350,11 +299,11 @@ fn failed_compile_keeps_an_existing_output() {
         ["dir.so", "garbage.onnx", "important.so"]
     );
     // A successful compile replaces the file with a library that runs.
-    succeeds(&["compile", s(&bundled_model()), "-o", s(&out)]);
+    kiln_ok(&["compile", s(&bundled_model()), "-o", s(&out)]);
     assert_eq!(
         names(dir.path()),
         ["dir.so", "garbage.onnx", "important.so"]
     );
-    let text = succeeds(&["inspect", s(&out)]);
+    let text = kiln_ok(&["inspect", s(&out)]);
     assert!(text.contains("GraphExecutorFactory"), "{text}");
 }

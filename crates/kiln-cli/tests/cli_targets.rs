@@ -4,44 +4,11 @@
 //! two x86-64 levels runs the best variant this machine can and matches the bundled model's
 //! stored onnxruntime output.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-const KILN: &str = env!("CARGO_BIN_EXE_kiln");
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn kiln(args: &[&str]) -> Output {
-    Command::new(KILN).args(args).output().unwrap()
-}
-
-fn succeeds(args: &[&str]) -> String {
-    let out = kiln(args);
-    assert!(
-        out.status.success(),
-        "kiln {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The float32 payload of a `.npy` file written by numpy or `kiln run` (little-endian, C order).
-fn npy_f32(path: &Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap();
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = String::from_utf8_lossy(&bytes[10..10 + header_len]);
-    assert!(header.contains("<f4"), "{header}");
-    bytes[10 + header_len..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
+use common::{kiln, kiln_ok, root, s, KILN};
+use kiln_testing::npy::read_f32_file;
+use std::process::Command;
 
 fn host_has(flag: &str) -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -62,7 +29,7 @@ fn a_library_for_another_cpu_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("spr.so");
     let model = root().join("examples/model/model.onnx");
-    succeeds(&[
+    kiln_ok(&[
         "compile",
         s(&model),
         "-o",
@@ -94,7 +61,7 @@ fn a_library_for_two_levels_runs_the_best_variant() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("two.so");
     let model = root().join("examples/model/model.onnx");
-    let out = succeeds(&[
+    let out = kiln_ok(&[
         "compile",
         s(&model),
         "-o",
@@ -108,7 +75,7 @@ fn a_library_for_two_levels_runs_the_best_variant() {
         out.contains("x86-64-v4") && out.contains("x86-64-v3"),
         "{out}"
     );
-    let text = succeeds(&["inspect", s(&lib)]);
+    let text = kiln_ok(&["inspect", s(&lib)]);
     assert!(text.contains("code variants (2)"), "{text}");
     let best = if host_has("avx512f") {
         "x86_64_v4: llvm -mcpu=x86-64-v4"
@@ -136,8 +103,8 @@ fn a_library_for_two_levels_runs_the_best_variant() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("running code variant"), "{err}");
-    let got = npy_f32(&dir.path().join("output_0.npy"));
-    let want = npy_f32(&root().join("examples/model/expected.npy"));
+    let got = read_f32_file(&dir.path().join("output_0.npy"));
+    let want = read_f32_file(&root().join("examples/model/expected.npy"));
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(

@@ -5,20 +5,22 @@
 //! from one loaded library run concurrently from several threads, each giving the result of a
 //! single-threaded run of its own input.
 
+mod common;
+
+use common::{root, KILN};
 use kiln_ffi::{Device, Function};
 use kiln_runtime::module::{load_module, Module};
 use kiln_runtime::tensor::Tensor;
+use kiln_testing::npy;
+use kiln_testing::process::python_with;
+use kiln_testing::random;
+use kiln_testing::rng::fresh_seed;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const KILN: &str = env!("CARGO_BIN_EXE_kiln");
 /// The bundled model's input (see `examples/model/make_model.py`).
 const INPUT: &str = "input";
 const SHAPE: [i64; 4] = [1, 3, 32, 32];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Compiles the bundled model into `dir/deploy.so` with the `kiln` binary.
 fn compile(dir: &Path) -> PathBuf {
@@ -36,60 +38,6 @@ fn compile(dir: &Path) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     lib
-}
-
-/// `n` values uniform in [-1, 1) from a seed (SplitMix64), so every thread has its own input.
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-/// A seed that differs from run to run.
-fn fresh_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-/// A float32 array as `.npy` bytes (format 1.0, C order).
-fn npy_bytes(values: &[f32], shape: &[i64]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    out
-}
-
-/// The float32 values of a `.npy` file written by `kiln run`.
-fn read_npy_f32(path: &Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00", "{}", path.display());
-    let start = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..start]).unwrap();
-    assert!(header.contains("'<f4'"), "{header}");
-    bytes[start..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// An executor of a loaded library and its packed functions, as an application uses them.
@@ -134,22 +82,6 @@ impl Executor {
     }
 }
 
-/// The project's Python if it has numpy and onnxruntime.
-fn python() -> Option<PathBuf> {
-    let py = root().join(".venv/bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import numpy, onnxruntime"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!(
-            "skipped the onnxruntime check: {} lacks numpy or onnxruntime",
-            py.display()
-        );
-    }
-    ok.then_some(py)
-}
-
 #[test]
 fn rust_runtime_matches_cli_and_onnxruntime() {
     kiln::link_all();
@@ -159,12 +91,12 @@ fn rust_runtime_matches_cli_and_onnxruntime() {
     let n = SHAPE.iter().product::<i64>() as usize;
     let x = random(n, seed);
     let x_path = dir.path().join("x.npy");
-    std::fs::write(&x_path, npy_bytes(&x, &SHAPE)).unwrap();
+    std::fs::write(&x_path, npy::f32_bytes(&x, &SHAPE)).unwrap();
 
     let lib = load_module(&lib_path).unwrap();
     let got = Executor::new(&lib).infer(&x);
     let got_path = dir.path().join("rust.npy");
-    std::fs::write(&got_path, npy_bytes(&got, &[1, got.len() as i64])).unwrap();
+    std::fs::write(&got_path, npy::f32_bytes(&got, &[1, got.len() as i64])).unwrap();
 
     // `kiln run` on the same library and input gives the same bits.
     let cli_dir = dir.path().join("cli");
@@ -182,7 +114,7 @@ fn rust_runtime_matches_cli_and_onnxruntime() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let cli = read_npy_f32(&cli_dir.join("output_0.npy"));
+    let cli = npy::read_f32_file(&cli_dir.join("output_0.npy"));
     assert_eq!(
         cli.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
         got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -190,7 +122,9 @@ fn rust_runtime_matches_cli_and_onnxruntime() {
     );
 
     // And onnxruntime agrees.
-    let Some(py) = python() else { return };
+    let Some(py) = python_with(&["numpy", "onnxruntime"]) else {
+        return;
+    };
     let check = r#"
 import sys, numpy as np, onnxruntime as ort
 model, x, got = sys.argv[1:4]

@@ -15,6 +15,7 @@
 mod schedules;
 
 use kiln_codegen::driver;
+use kiln_testing::random;
 use schedules::{matmul_packed_ab, matmul_prepacked, matmul_schedule_ab, MatmulConfig};
 use std::time::Instant;
 
@@ -22,18 +23,6 @@ fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|p| args.get(p + 1).cloned())
-}
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
-        })
-        .collect()
 }
 
 fn main() {

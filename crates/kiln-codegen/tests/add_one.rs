@@ -21,6 +21,7 @@ use kiln_codegen::llvm::symbols::{self, ContextSlot};
 use kiln_codegen::{link_shared, LinkOptions, LlvmTarget};
 use kiln_ffi::abi::type_index;
 use kiln_runtime::module::blob::{self, BlobModule, LibraryBin};
+use kiln_testing::error::expect_err;
 use std::path::{Path, PathBuf};
 
 type R<T> = kiln_ffi::Result<T>;
@@ -231,15 +232,12 @@ fn hand_written_library_runs_in_kiln_and_tvm() {
         m.function("main").unwrap().invoke::<i64>((1i64,)).unwrap(),
         2
     );
-    let e = add_one.invoke::<i64>((1i64, 2i64)).unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
-    assert!(
-        e.message().contains("add_one expects 1 argument"),
-        "{}",
-        e.message()
+    expect_err(
+        add_one.invoke::<i64>((1i64, 2i64)),
+        "TypeError",
+        "add_one expects 1 argument",
     );
-    let e = add_one.invoke::<i64>(("x",)).unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(add_one.invoke::<i64>(("x",)), "TypeError", "");
     assert_eq!(
         e.message(),
         "Mismatched type on argument #0 when calling `add_one(x: int)`, expected int"
@@ -297,11 +295,7 @@ print("tvm ok")
         .arg(&multi)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = kiln_testing::process::combined(&out);
     assert!(out.status.success() && text.contains("tvm ok"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,21 +5,18 @@
 //! reduction, a workspace-sized intermediate, float math and floor division, and TVM's
 //! TypeError texts.
 
+#[path = "../../kiln-te/tests/support/workloads.rs"]
+mod workloads;
+
 use kiln_codegen::{build_c, Target};
 use kiln_ffi::{DataType, Function};
 use kiln_runtime::module::Module;
 use kiln_runtime::tensor::Tensor as Nd;
 use kiln_te::*;
+use kiln_testing::error::{expect_err, expect_err_starting};
 use kiln_tir::transform::lower_pipeline;
-use kiln_tir::{floordiv, floormod, op, IRModule, PrimExpr, Range, Var};
-
-fn f32t() -> DataType {
-    DataType::float(32)
-}
-
-fn c(v: i64) -> PrimExpr {
-    PrimExpr::i32(v)
-}
+use kiln_tir::{floordiv, floormod, op, IRModule, Var};
+use workloads::{broadcast_compute, c, f32t, row_sum_split};
 
 /// Lowers `s` over `args` through the whole pipeline and builds it for the `c` target.
 fn build(s: &Schedule, args: &[kiln_te::Tensor], name: &str) -> Module {
@@ -30,35 +27,21 @@ fn build(s: &Schedule, args: &[kiln_te::Tensor], name: &str) -> Module {
     build_c(&m, &Target::parse("c").unwrap()).unwrap_or_else(|e| panic!("{e}\n{m}"))
 }
 
-fn rand_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+use kiln_testing::random as rand_f32;
 
 fn tensor(data: &[f32], shape: &[i64]) -> Nd {
     Nd::from_slice(data, shape).unwrap()
 }
 
 fn nan(shape: &[i64]) -> Nd {
-    let n: i64 = shape.iter().product();
-    tensor(&vec![f32::NAN; n as usize], shape)
+    tensor(
+        &kiln_testing::nan_vec(kiln_testing::shape::numel(shape)),
+        shape,
+    )
 }
 
 fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w}"
-        );
-    }
+    kiln_testing::assert_allclose(got, want, kiln_testing::Tolerance::Scaled(tol.into()), what);
 }
 
 fn call(f: &Function, args: &[&Nd]) {
@@ -112,49 +95,40 @@ fn elementwise_add_symbolic_length_and_type_errors() {
     // TVM's error kinds and texts.
     let sig = "add(A: Tensor([n], float32), B: Tensor([n], float32), C: Tensor([n], float32))";
     let ints = Nd::from_slice(&[1i32, 2], &[2]).unwrap();
-    let e = add
-        .invoke::<()>((tensor(&[1., 2.], &[2]), ints, nan(&[2])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(
+        add.invoke::<()>((tensor(&[1., 2.], &[2]), ints, nan(&[2]))),
+        "TypeError",
+        "",
+    );
     assert_eq!(
         e.message(),
         format!("Mismatched B.dtype on argument #1 when calling:\n  `{sig}`,\n  expected float32")
     );
-    let e = add
-        .invoke::<()>((tensor(&[1.], &[1]), tensor(&[1.], &[1])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(
+        add.invoke::<()>((tensor(&[1.], &[1]), tensor(&[1.], &[1]))),
+        "TypeError",
+        "",
+    );
     assert_eq!(
         e.message(),
         format!("Expected 3 arguments when calling:\n  `{sig}`")
     );
-    let e = add
-        .invoke::<()>((tensor(&[1.], &[1]), 5i64, nan(&[1])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
-    assert!(
-        e.message().starts_with("Mismatched type on argument #1"),
-        "{}",
-        e.message()
+    expect_err_starting(
+        add.invoke::<()>((tensor(&[1.], &[1]), 5i64, nan(&[1]))),
+        "TypeError",
+        "Mismatched type on argument #1",
     );
-    let e = add
-        .invoke::<()>((tensor(&[1., 2.], &[2]), tensor(&[1.], &[1]), nan(&[2])))
-        .unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
-    assert!(e.message().contains("B.shape[0]"), "{}", e.message());
+    expect_err(
+        add.invoke::<()>((tensor(&[1., 2.], &[2]), tensor(&[1.], &[1]), nan(&[2]))),
+        "ValueError",
+        "B.shape[0]",
+    );
 }
 
 #[test]
 fn parallel_rows_with_broadcast() {
-    let n = Var::size_var("n", DataType::int(32));
     let m = 13;
-    let a = placeholder(&[n.to_expr(), c(m)], f32t(), "A");
-    let b = placeholder(&[c(m)], f32t(), "B");
-    let cc = compute(
-        &[n.to_expr(), c(m)],
-        |i| a.at_vars(i) * b.at(&[i[1].to_expr()]) + 1.0,
-        "C",
-    );
+    let (a, b, cc) = broadcast_compute(m);
     let s = create_schedule(&[cc.op().clone()]);
     let (xo, _xi) = s.stage(&cc).split(&cc.axis(0), 3).unwrap();
     s.stage(&cc).parallel(&xo).unwrap();
@@ -216,16 +190,7 @@ fn vectorized_inner_loop_with_math() {
 #[test]
 fn reduction_row_max_and_sum() {
     let (n, m) = (6i64, 37i64);
-    let a = placeholder(&[c(n), c(m)], f32t(), "A");
-    let k = reduce_axis(Range::from_min_extent(0, m), "k");
-    let b = compute(
-        &[c(n)],
-        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), std::slice::from_ref(&k)),
-        "B",
-    );
-    let s = create_schedule(&[b.op().clone()]);
-    let (ko, ki) = s.stage(&b).split(&k, 4).unwrap();
-    s.stage(&b).reorder(&[ki, ko]).unwrap();
+    let (a, b, s) = row_sum_split(n, m);
     let module = build(&s, &[a, b], "rowsum");
     let av = rand_f32((n * m) as usize, 7);
     let out = nan(&[n]);

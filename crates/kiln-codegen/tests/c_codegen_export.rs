@@ -9,7 +9,7 @@ use kiln_runtime::tensor::Tensor as Nd;
 use kiln_te::*;
 use kiln_tir::transform::lower_pipeline;
 use kiln_tir::{IRModule, PrimExpr, Var};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn f32t() -> DataType {
     DataType::float(32)
@@ -52,17 +52,7 @@ fn work_dir(tag: &str) -> PathBuf {
     dir
 }
 
-fn rand_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+use kiln_testing::random as rand_f32;
 
 /// Runs both functions of a loaded library and checks them against Rust loops.
 fn check(m: &Module) {
@@ -120,19 +110,9 @@ fn exported_libraries_load_in_kiln() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn tvm_python() -> Option<PathBuf> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let ok = py.is_file()
-        && std::process::Command::new(&py)
-            .args(["-c", "import tvm"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
-}
-
 #[test]
 fn exported_library_runs_in_apache_tvm() {
-    let Some(py) = tvm_python() else {
+    let Some(py) = kiln_testing::process::python_with(&["tvm"]) else {
         eprintln!("skipping the Apache TVM check: no .venv with apache-tvm");
         return;
     };

@@ -71,19 +71,7 @@ fn matmul_tiled_vectorized_parallel_with_ragged_edges() {
 fn matmul_cache_write_compute_at() {
     let dims = (16, 24, 10);
     let (a, b, cc, k) = matmul(dims.0, dims.1, dims.2);
-    let s = create_schedule(&[cc.op().clone()]);
-    let cl = s.cache_write(&cc, "local").unwrap();
-    let st = s.stage(&cc);
-    let (xo, yo, _xi, yi) = st.tile(&cc.axis(0), &cc.axis(1), 8, 8).unwrap();
-    st.vectorize(&yi).unwrap();
-    st.parallel(&xo).unwrap();
-    let lst = s.stage(&cl);
-    lst.compute_at(&st, &yo).unwrap();
-    let ax = lst.leaf_iter_vars();
-    let (ko, ki) = lst.split(&k, 2).unwrap();
-    lst.reorder(&[ko, ki, ax[0].clone(), ax[1].clone()])
-        .unwrap();
-    lst.vectorize(&ax[1]).unwrap();
+    let s = schedule_cache_write(&cc, &k);
     let src = check_matmul((&a, &b, &cc), &s, dims, seed("c_matmul_cache_write"));
     assert!(src.contains("__attribute__((aligned(64)))"), "{src}");
 }

@@ -7,6 +7,7 @@ mod codegen_common;
 
 use codegen_common::*;
 use kiln_ffi::{DataType, Function};
+use kiln_testing::error::expect_err;
 use kiln_tir::op::builtin::{ALLOC_WORKSPACE, FREE_WORKSPACE, ISNULLPTR};
 use kiln_tir::op::{self, call_packed};
 use kiln_tir::{Buffer, ForKind, PrimExpr, PrimFunc, Stmt, Var};
@@ -205,13 +206,11 @@ fn call_packed_by_name() {
     assert_eq!(CALLS.load(Ordering::SeqCst), 4);
     // sum of i*1000 + 5*i for i < 4
     assert_eq!(SUM_BITS.load(Ordering::SeqCst), 6 * 1000 + 5 * 6);
-    let e = m
-        .function("fails")
-        .unwrap()
-        .invoke::<()>((5i64,))
-        .unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
-    assert!(e.message().contains("three strikes"), "{}", e.message());
+    expect_err(
+        m.function("fails").unwrap().invoke::<()>((5i64,)),
+        "ValueError",
+        "three strikes",
+    );
 }
 
 #[test]
@@ -302,11 +301,7 @@ print("tvm ok")
         .env("TVM_NUM_THREADS", "2")
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = kiln_testing::process::combined(&out);
     assert!(out.status.success() && text.contains("tvm ok"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

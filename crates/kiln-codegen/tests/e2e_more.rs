@@ -8,7 +8,7 @@ use e2e_common::*;
 use kiln_codegen::driver;
 use kiln_ffi::DataType;
 use kiln_te::*;
-use kiln_tir::{PrimExpr, Var};
+use kiln_tir::Var;
 
 #[test]
 fn symbolic_tiled_matmul() {
@@ -57,25 +57,7 @@ fn symbolic_tiled_matmul() {
 fn cache_read_local_with_general_reducer() {
     let seed = seed("cache_read");
     let (n, m) = (6i64, 40i64);
-    let a = placeholder(&[c(n), c(m)], f32t(), "A");
-    let k = reduce_axis_n(m, "k");
-    let b = compute(
-        &[c(n)],
-        |i| {
-            let v = a.at(&[i[0].to_expr(), k.expr()]);
-            comm_reduce(
-                |x, y| x + y,
-                PrimExpr::f32(0.0),
-                &v * &v,
-                std::slice::from_ref(&k),
-                None,
-            )
-        },
-        "B",
-    );
-    let s = create_schedule(&[b.op().clone()]);
-    let al = s.cache_read(&a, "local", &[b.op().clone()]).unwrap();
-    s.stage(&al).compute_at(&s.stage(&b), &b.axis(0)).unwrap();
+    let (a, b, s) = sum_of_squares_cache_read(n, m);
     let module = driver::build(&s, &[a, b], NATIVE, "sumsq").unwrap();
     let av = random((n * m) as usize, seed);
     let out = poisoned(&[n]);
@@ -84,14 +66,7 @@ fn cache_read_local_with_general_reducer() {
         .unwrap()
         .invoke::<()>((tensor(&av, &[n, m]), out.clone()))
         .unwrap();
-    let want: Vec<f32> = (0..n as usize)
-        .map(|i| {
-            av[i * m as usize..(i + 1) * m as usize]
-                .iter()
-                .map(|v| v * v)
-                .sum()
-        })
-        .collect();
+    let want = kiln_testing::reference::row_sum_squares(&av, n as usize, m as usize);
     assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-5, "sumsq", seed);
 }
 

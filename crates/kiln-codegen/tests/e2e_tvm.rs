@@ -10,16 +10,6 @@ use e2e_common::*;
 use kiln_codegen::driver;
 use kiln_tir::IRModule;
 
-fn tvm_python() -> Option<std::path::PathBuf> {
-    let py = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let ok = py.is_file()
-        && std::process::Command::new(&py)
-            .args(["-c", "import tvm"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
-}
-
 const SCRIPT: &str = r#"
 import sys, numpy as np, tvm
 from tvm import te
@@ -108,7 +98,7 @@ fn exported_pipeline_library_runs_in_tvm() {
     let back = kiln_runtime::module::load_module(&so).unwrap();
     assert!(back.function("softmax").is_ok());
 
-    let Some(py) = tvm_python() else {
+    let Some(py) = kiln_testing::process::python_with(&["tvm"]) else {
         eprintln!("skipping the Apache TVM check: no .venv with apache-tvm");
         return;
     };
@@ -119,11 +109,7 @@ fn exported_pipeline_library_runs_in_tvm() {
         .env("TVM_NUM_THREADS", "2")
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = kiln_testing::process::combined(&out);
     assert!(
         out.status.success() && text.contains("tvm ok"),
         "KILN_TEST_SEED={seed}\n{text}"

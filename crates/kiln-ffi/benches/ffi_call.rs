@@ -6,26 +6,13 @@ use kiln_ffi::abi::RawAny;
 use kiln_ffi::c_api::{TVMFFIFunctionCall, TVMFFIObjectDecRef};
 use kiln_ffi::{registry, Any};
 use std::hint::black_box;
-use std::time::Instant;
 
 const N: usize = 5_000_000;
 const RUNS: usize = 7;
 
-fn median_ns(mut body: impl FnMut()) -> f64 {
-    for _ in 0..N / 10 {
-        body();
-    }
-    let mut runs: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..N {
-                body();
-            }
-            t.elapsed().as_nanos() as f64 / N as f64
-        })
-        .collect();
-    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    runs[RUNS / 2]
+/// Nanoseconds per call of `body` (warm-up, then the median of RUNS runs of N calls).
+fn median_ns(body: impl FnMut()) -> f64 {
+    kiln_testing::bench::median_ns(N, RUNS, N / 10, body)
 }
 
 fn main() {

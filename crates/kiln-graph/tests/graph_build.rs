@@ -17,13 +17,7 @@ use kiln_runtime::module::Module;
 use kiln_runtime::tensor::Tensor;
 
 fn assert_close(got: &[f32], want: &[f32], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-4 * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w}"
-        );
-    }
+    kiln_testing::assert_allclose(got, want, kiln_testing::Tolerance::Scaled(1e-4), what);
 }
 
 fn ints(v: &[i64]) -> AttrValue {

@@ -58,13 +58,7 @@ fn values(t: &Tensor) -> Vec<f64> {
 }
 
 fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w}"
-        );
-    }
+    kiln_testing::assert_allclose(got, want, kiln_testing::Tolerance::Scaled(1e-5), what);
 }
 
 /// Random floats of `shape`.

@@ -5,7 +5,7 @@
 //! through LLVM for the host CPU and checked exactly against naive `i64` loops.
 
 mod common;
-use common::random;
+use kiln_testing::rng::random_ints;
 
 use kiln_ffi::{DataType, Device};
 
@@ -18,14 +18,6 @@ use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
 use kiln_runtime::tensor::Tensor;
 
 const TARGET: &str = "llvm -mcpu=native";
-
-/// `n` pseudo-random integers in `[lo, hi]`.
-fn random_ints(n: usize, seed: u64, lo: i64, hi: i64) -> Vec<i64> {
-    random(n, seed)
-        .into_iter()
-        .map(|v| (lo + ((v as f64 + 1.0) / 2.0 * (hi - lo + 1) as f64) as i64).min(hi))
-        .collect()
-}
 
 fn i8s(v: &[i64]) -> Vec<i8> {
     v.iter().map(|&x| x as i8).collect()

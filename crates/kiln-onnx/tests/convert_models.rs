@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kiln_testing::process::{python_with, run_ok};
+
 use kiln_graph::ir::{Expr, IRModule};
 use kiln_onnx::{from_onnx, load_model, InputShapes, OnnxError};
 use serde_json::Value;
@@ -17,30 +19,11 @@ fn root() -> PathBuf {
 
 /// The venv's Python if it can import onnx and onnxruntime (`KILN_PYTHON` overrides it).
 fn python() -> Option<PathBuf> {
-    let py = std::env::var_os("KILN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    let ok = Command::new(&py)
-        .args(["-c", "import onnx, onnxruntime, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!(
-            "skipping: {} cannot import onnx and onnxruntime (run scripts/setup.sh)",
-            py.display()
-        );
-    }
-    ok.then_some(py)
+    python_with(&["onnx", "onnxruntime", "numpy"])
 }
 
 fn run_python(py: &Path, args: &[&str]) -> String {
-    let out = Command::new(py).args(args).output().expect("run python");
-    assert!(
-        out.status.success(),
-        "python {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
+    run_ok(Command::new(py).args(args), &format!("python {args:?}"))
 }
 
 fn script() -> String {

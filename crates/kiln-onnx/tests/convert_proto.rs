@@ -2,44 +2,14 @@
 //! parameters from initializers, shape folding, the unsupported-op error and node-labelled
 //! type errors.
 
-use kiln_onnx::proto::{
-    self, tensor_proto, tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto,
-    OperatorSetIdProto, TensorProto, TypeProto, ValueInfoProto,
-};
-use kiln_onnx::{from_onnx, from_proto, parse_input_shapes, OnnxError};
+mod proto_common;
 
-fn value_info(name: &str, dims: &[&str]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|d| tensor_shape_proto::Dimension {
-            value: Some(match d.parse::<i64>() {
-                Ok(n) => tensor_shape_proto::dimension::Value::DimValue(n),
-                Err(_) => tensor_shape_proto::dimension::Value::DimParam(d.to_string()),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(tensor_proto::DataType::Float as i32),
-                shape: Some(proto::TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
+use kiln_onnx::proto::{self, tensor_proto, GraphProto, NodeProto, TensorProto};
+use kiln_onnx::{from_onnx, from_proto, parse_input_shapes, OnnxError};
+use proto_common::{model_proto, untyped, value_info};
 
 fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        name: Some(name.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
+    proto_common::node(op, name, inputs, outputs, vec![])
 }
 
 fn ints(name: &str, dims: Vec<i64>, v: Vec<i64>) -> TensorProto {
@@ -64,25 +34,15 @@ fn floats(name: &str, dims: Vec<i64>) -> TensorProto {
 }
 
 fn model(nodes: Vec<NodeProto>, init: Vec<TensorProto>, input: &[&str]) -> kiln_onnx::Model {
-    let m = ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some("".into()),
-            version: Some(13),
-        }],
-        graph: Some(GraphProto {
-            name: Some("g".into()),
-            node: nodes,
-            initializer: init,
-            input: vec![value_info("x", input)],
-            output: vec![ValueInfoProto {
-                name: Some("y".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
+    let graph = GraphProto {
+        name: Some("g".into()),
+        node: nodes,
+        initializer: init,
+        input: vec![value_info("x", input)],
+        output: vec![untyped("y")],
         ..Default::default()
     };
+    let m = model_proto(8, "", 13, graph);
     from_proto(&m, "<test>".into()).unwrap()
 }
 

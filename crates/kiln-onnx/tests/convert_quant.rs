@@ -3,12 +3,14 @@
 //! saturation, per-axis and blocked parameters, DynamicQuantizeLinear's range); run-time
 //! inputs give the output types; bad attributes and parameters get errors naming them.
 
+mod proto_common;
+
 use kiln_onnx::proto::{
-    self, attribute_proto::AttributeType, tensor_proto::DataType as PType, type_proto,
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TypeProto,
-    ValueInfoProto,
+    attribute_proto::AttributeType, tensor_proto::DataType as PType, AttributeProto, GraphProto,
+    NodeProto, TensorProto, ValueInfoProto,
 };
 use kiln_onnx::{from_onnx, from_proto};
+use proto_common::{model_proto, typed_value_info, untyped};
 
 /// A tensor of ONNX type `ty` holding `v` (floats in `float_data`, integers in `int32_data`).
 fn tensor(name: &str, ty: PType, dims: &[i64], v: &[f64]) -> TensorProto {
@@ -35,14 +37,7 @@ fn int_attr(name: &str, v: i64) -> AttributeProto {
 }
 
 fn node(op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        name: Some(format!("{op}_0")),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: vec!["y".into()],
-        attribute: attrs,
-        ..Default::default()
-    }
+    proto_common::node(op, &format!("{op}_0"), inputs, &["y"], attrs)
 }
 
 /// A `Constant` node producing `t` under its name.
@@ -62,24 +57,7 @@ fn constant(t: TensorProto) -> NodeProto {
 }
 
 fn input(name: &str, ty: PType, dims: &[i64]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&d| proto::tensor_shape_proto::Dimension {
-            value: Some(proto::tensor_shape_proto::dimension::Value::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(ty as i32),
-                shape: Some(proto::TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    typed_value_info(name, ty, dims)
 }
 
 /// A model of `nodes` after one `Constant` node per tensor of `consts` (constants rather than
@@ -92,24 +70,14 @@ fn model(
 ) -> kiln_onnx::Model {
     let mut all: Vec<NodeProto> = consts.into_iter().map(constant).collect();
     all.extend(nodes);
-    let m = ModelProto {
-        ir_version: Some(10),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some("".into()),
-            version: Some(opset),
-        }],
-        graph: Some(GraphProto {
-            name: Some("g".into()),
-            node: all,
-            input: inputs,
-            output: vec![ValueInfoProto {
-                name: Some("y".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
+    let graph = GraphProto {
+        name: Some("g".into()),
+        node: all,
+        input: inputs,
+        output: vec![untyped("y")],
         ..Default::default()
     };
+    let m = model_proto(10, "", opset, graph);
     from_proto(&m, "<test>".into()).unwrap()
 }
 

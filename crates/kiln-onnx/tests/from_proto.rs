@@ -1,53 +1,12 @@
 //! kiln-onnx on models built in Rust with the generated prost types (no Python needed):
 //! decode errors, opset checks, Constant nodes, a round trip through bytes.
 
-use kiln_onnx::proto::{
-    self, tensor_proto, tensor_shape_proto, type_proto, AttributeProto, GraphProto, ModelProto,
-    NodeProto, OperatorSetIdProto, TensorProto, TypeProto, ValueInfoProto,
-};
+mod proto_common;
+
+use kiln_onnx::proto::{self, tensor_proto, AttributeProto, GraphProto, ModelProto, TensorProto};
 use kiln_onnx::{from_bytes, DataType, OnnxError};
 use prost::Message;
-
-fn value_info(name: &str, dims: &[&str]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|d| tensor_shape_proto::Dimension {
-            value: Some(match d.parse::<i64>() {
-                Ok(n) => tensor_shape_proto::dimension::Value::DimValue(n),
-                Err(_) => tensor_shape_proto::dimension::Value::DimParam(d.to_string()),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(tensor_proto::DataType::Float as i32),
-                shape: Some(proto::TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn node(
-    op: &str,
-    name: &str,
-    inputs: &[&str],
-    outputs: &[&str],
-    attrs: Vec<AttributeProto>,
-) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        name: Some(name.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        attribute: attrs,
-        ..Default::default()
-    }
-}
+use proto_common::{model_proto, node, value_info};
 
 fn model(opset: i64) -> ModelProto {
     let k = TensorProto {
@@ -63,13 +22,11 @@ fn model(opset: i64) -> ModelProto {
         ints: vec![1, 2],
         ..Default::default()
     };
-    ModelProto {
-        ir_version: Some(9),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some("ai.onnx".into()),
-            version: Some(opset),
-        }],
-        graph: Some(GraphProto {
+    model_proto(
+        9,
+        "ai.onnx",
+        opset,
+        GraphProto {
             name: Some("g".into()),
             node: vec![
                 node("Constant", "c", &[], &["shape"], vec![cst]),
@@ -79,9 +36,8 @@ fn model(opset: i64) -> ModelProto {
             input: vec![value_info("x", &["batch", "2"])],
             output: vec![value_info("y", &["batch", "2"])],
             ..Default::default()
-        }),
-        ..Default::default()
-    }
+        },
+    )
 }
 
 #[test]

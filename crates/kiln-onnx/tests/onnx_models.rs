@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use kiln_testing::process::{python_with, run_ok};
+
 use kiln_onnx::{load_model, parse_input_shapes, Dim, Model, OnnxError};
 use serde_json::Value;
 
@@ -17,34 +19,12 @@ fn root() -> PathBuf {
 /// The venv's Python if it can import onnx (`KILN_PYTHON` overrides the path).
 fn python() -> Option<PathBuf> {
     static PY: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PY.get_or_init(|| {
-        let py = std::env::var_os("KILN_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root().join(".venv/bin/python"));
-        let ok = Command::new(&py)
-            .args(["-c", "import onnx, numpy"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!(
-                "skipping: {} cannot import onnx (run scripts/setup.sh)",
-                py.display()
-            );
-        }
-        ok.then_some(py)
-    })
-    .clone()
+    PY.get_or_init(|| python_with(&["onnx", "numpy"])).clone()
 }
 
 fn run_python(args: &[&str]) -> String {
     let py = python().expect("checked by caller");
-    let out = Command::new(&py).args(args).output().expect("run python");
-    assert!(
-        out.status.success(),
-        "python {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
+    run_ok(Command::new(&py).args(args), &format!("python {args:?}"))
 }
 
 /// The directory of models made once per test run, and their expected summaries.

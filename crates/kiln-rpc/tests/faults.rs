@@ -149,16 +149,6 @@ fn bad_packets_end_only_their_session() {
     still_serves(port);
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn mutated_and_truncated_packets_never_panic() {
     kiln_rpc::link_globals();
@@ -187,20 +177,24 @@ fn mutated_and_truncated_packets_never_panic() {
         ),
         encode_seq_packet(code::RETURN, None, &[WireValue::Bytes(vec![1, 2, 3])]),
     ];
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = kiln_testing::rng::Lcg::new(0x9e37_79b9_7f4a_7c15);
     for round in 0..20_000 {
         let seed = &seeds[round % seeds.len()];
         let mut p = seed.clone();
-        match rng.next() % 4 {
-            0 => p.truncate((rng.next() as usize) % (p.len() + 1)),
+        match rng.mixed_u64() % 4 {
+            0 => p.truncate((rng.mixed_u64() as usize) % (p.len() + 1)),
             1 => {
-                for _ in 0..1 + rng.next() % 4 {
-                    let i = (rng.next() as usize) % p.len();
-                    p[i] = rng.next() as u8;
+                for _ in 0..1 + rng.mixed_u64() % 4 {
+                    let i = (rng.mixed_u64() as usize) % p.len();
+                    p[i] = rng.mixed_u64() as u8;
                 }
             }
-            2 => p = (0..rng.next() % 64).map(|_| rng.next() as u8).collect(),
-            _ => p.extend((0..rng.next() % 16).map(|_| rng.next() as u8)),
+            2 => {
+                p = (0..rng.mixed_u64() % 64)
+                    .map(|_| rng.mixed_u64() as u8)
+                    .collect()
+            }
+            _ => p.extend((0..rng.mixed_u64() % 16).map(|_| rng.mixed_u64() as u8)),
         }
         if p.len() >= 8 {
             let _ = decode_packet(&p[8..]);

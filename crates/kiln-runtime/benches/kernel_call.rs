@@ -12,26 +12,13 @@ use kiln_ffi::{Any, AnyView};
 use kiln_runtime::module::load_module;
 use kiln_runtime::tensor::Tensor;
 use std::hint::black_box;
-use std::time::Instant;
 
 const N: usize = 1_000_000;
 const RUNS: usize = 9;
 
-fn median_ns(mut body: impl FnMut()) -> f64 {
-    for _ in 0..N / 4 {
-        body();
-    }
-    let mut runs: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..N {
-                body();
-            }
-            t.elapsed().as_nanos() as f64 / N as f64
-        })
-        .collect();
-    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    runs[RUNS / 2]
+/// Nanoseconds per call of `body` (warm-up, then the median of RUNS runs of N calls).
+fn median_ns(body: impl FnMut()) -> f64 {
+    kiln_testing::bench::median_ns(N, RUNS, N / 4, body)
 }
 
 /// Times `vadd` on n elements with the arguments as tensor objects and as `DLTensor*`.

@@ -9,6 +9,7 @@ use kiln_ffi::{Any, DataType, Device, Function, Map};
 use kiln_runtime::graph_executor::{save_params, Graph, GraphExecutor, GraphExecutorModule};
 use kiln_runtime::module::Module;
 use kiln_runtime::tensor::Tensor;
+use kiln_testing::error::expect_err;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -77,23 +78,17 @@ fn inputs_by_name_and_index_with_clear_errors() {
         w.to_vec::<f32>().unwrap()
     );
 
-    let e = g.set_input_by_name("x", &w).unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
-    assert!(e.message().contains("input \"x\" (#0)"), "{}", e.message());
+    let e = expect_err(
+        g.set_input_by_name("x", &w),
+        "ValueError",
+        "input \"x\" (#0)",
+    );
     assert!(e.message().contains("[4, 8]") && e.message().contains("[16, 8]"));
     let ints = Tensor::from_slice(&[0i32; 32], &[4, 8]).unwrap();
-    let e = g.set_input(0, &ints).unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(g.set_input(0, &ints), "TypeError", "");
     assert!(e.message().contains("float32") && e.message().contains("int32"));
-    let e = g.set_input(9, &w).unwrap_err();
-    assert_eq!(e.kind(), "IndexError");
-    assert!(
-        e.message().contains("4 inputs (x, w, b, r)"),
-        "{}",
-        e.message()
-    );
-    let e = g.set_input_by_name("weights", &w).unwrap_err();
-    assert_eq!(e.kind(), "KeyError");
+    expect_err(g.set_input(9, &w), "IndexError", "4 inputs (x, w, b, r)");
+    let e = expect_err(g.set_input_by_name("weights", &w), "KeyError", "");
     assert!(e.message().contains("\"weights\""));
     assert_eq!(g.get_output(2).unwrap_err().kind(), "IndexError");
 }
@@ -330,8 +325,11 @@ fn malformed_graphs_give_errors_that_name_the_place() {
 #[test]
 fn a_function_missing_from_the_library_names_the_node() {
     let text = MLP_GRAPH.replace("\"func_name\": \"add\"", "\"func_name\": \"add_v2\"");
-    let e = GraphExecutor::from_json(&text, fake_lib().0, &[Device::cpu(0)]).unwrap_err();
-    assert_eq!(e.kind(), "AttributeError");
+    let e = expect_err(
+        GraphExecutor::from_json(&text, fake_lib().0, &[Device::cpu(0)]),
+        "AttributeError",
+        "",
+    );
     assert!(
         e.message()
             .contains("nodes[6] (\"fused_add\") calls `add_v2`"),
@@ -351,9 +349,7 @@ fn a_failing_kernel_names_the_node_and_the_executor_stays_usable() {
     let mut g = GraphExecutor::from_json(&text, fake_lib().0, &[Device::cpu(0)]).unwrap();
     set_all(&mut g, &mlp_inputs());
     for _ in 0..2 {
-        let e = g.run().unwrap_err();
-        assert_eq!(e.kind(), "ValueError");
-        assert!(e.message().contains("always fails"), "{}", e.message());
+        let e = expect_err(g.run(), "ValueError", "always fails");
         assert!(
             e.message()
                 .contains("nodes[8] (\"fused_relu_flat\") (function `fail`)"),
@@ -490,8 +486,7 @@ fn module_interface_uses_tvms_names() {
     assert!(table.contains("fused_add"), "{table}");
 
     // Wrong argument counts and types are TypeErrors that name the function.
-    let e = call(&exec, "set_input", &["x".into()]).unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(call(&exec, "set_input", &["x".into()]), "TypeError", "");
     assert!(
         e.message()
             .contains("GraphExecutor.set_input(key, value) takes 2 arguments but got 1"),
@@ -517,8 +512,11 @@ fn module_interface_uses_tvms_names() {
         "{}",
         e.message()
     );
-    let e = call(&exec, "get_output", &[(-1i64).into()]).unwrap_err();
-    assert_eq!(e.kind(), "IndexError");
+    expect_err(
+        call(&exec, "get_output", &[(-1i64).into()]),
+        "IndexError",
+        "",
+    );
     let e = call(
         &exec,
         "share_params",

@@ -10,6 +10,7 @@ use kiln_ffi::{Array, Device, Map};
 use kiln_runtime::graph_executor::{GraphExecutorFactory, StaticLibrary};
 use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
 use kiln_runtime::tensor::Tensor;
+use kiln_testing::error::expect_err;
 use module_support::Scratch;
 use std::path::PathBuf;
 use std::process::Command;
@@ -113,9 +114,11 @@ fn default_makes_executors_with_the_params_set() {
 fn params_must_fit_the_graph() {
     let (lib, _) = fake_lib();
     let x = Tensor::from_slice(&[0f32; 32], &[4, 8]).unwrap();
-    let e = GraphExecutorFactory::create(MLP_GRAPH, &lib, vec![("q".into(), x.clone())], "default")
-        .unwrap_err();
-    assert_eq!(e.kind(), "KeyError");
+    let e = expect_err(
+        GraphExecutorFactory::create(MLP_GRAPH, &lib, vec![("q".into(), x.clone())], "default"),
+        "KeyError",
+        "",
+    );
     assert!(e.message().contains("\"q\" is not an input") && e.message().contains("x, w, b, r"));
     let e = GraphExecutorFactory::create(MLP_GRAPH, &lib, vec![("w".into(), x)], "default")
         .unwrap_err();
@@ -294,8 +297,11 @@ fn export_library_packs_factory_params_and_kernels_into_one_so() {
         .unwrap()
         .invoke((Device::cpu(0),))
         .unwrap();
-    let e = exec.function("run").unwrap().call_any(&[]).unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
+    let e = expect_err(
+        exec.function("run").unwrap().call_any(&[]),
+        "ValueError",
+        "",
+    );
     assert!(
         e.message().contains("always fails") && e.message().contains("fused_relu_flat"),
         "{}",

@@ -3,7 +3,6 @@
 
 mod module_support;
 
-use kiln_ffi::Bytes;
 use kiln_runtime::module::blob::{self, BlobModule, LibraryBin};
 use kiln_runtime::module::load_module;
 use module_support::*;
@@ -23,15 +22,6 @@ fn tree() -> LibraryBin {
         ],
         &[vec![1, 2], vec![], vec![]],
     )
-}
-
-fn payload_of(m: &kiln_runtime::module::Module) -> Vec<u8> {
-    m.function("payload")
-        .unwrap()
-        .invoke::<Bytes>(())
-        .unwrap()
-        .as_bytes()
-        .to_vec()
 }
 
 #[test]

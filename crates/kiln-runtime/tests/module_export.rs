@@ -2,7 +2,6 @@
 
 mod module_support;
 
-use kiln_ffi::Bytes;
 use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
 use module_support::*;
 
@@ -10,15 +9,6 @@ fn blob(payload: &[u8]) -> Module {
     Module::new(BlobNode {
         payload: payload.to_vec(),
     })
-}
-
-fn payload_of(m: &Module) -> Vec<u8> {
-    m.function("payload")
-        .unwrap()
-        .invoke::<Bytes>(())
-        .unwrap()
-        .as_bytes()
-        .to_vec()
 }
 
 fn c_module(name: &str, value: i64) -> Module {

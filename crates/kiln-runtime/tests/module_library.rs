@@ -5,6 +5,7 @@ mod module_support;
 
 use kiln_ffi::{Any, Function};
 use kiln_runtime::module::{load_module, LibraryModule, Module};
+use kiln_testing::error::expect_err;
 use module_support::*;
 use std::ffi::c_void;
 
@@ -29,15 +30,13 @@ fn calls_functions_with_self_null_and_reports_c_errors() {
     assert!(m.imports().is_empty());
     let add_one = m.function("add_one").unwrap();
     assert_eq!(add_one.invoke::<i64>((41i64,)).unwrap(), 42);
-    let e = add_one.invoke::<i64>(("x",)).unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(add_one.invoke::<i64>(("x",)), "TypeError", "");
     assert_eq!(e.message(), "add_one: expected one int argument");
-    let e = m
-        .function("raise_value_error")
-        .unwrap()
-        .invoke::<i64>(())
-        .unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
+    let e = expect_err(
+        m.function("raise_value_error").unwrap().invoke::<i64>(()),
+        "ValueError",
+        "",
+    );
     assert_eq!(e.message(), "raised through the context slot");
     // Data symbols with the prefix are never handed out as functions.
     assert!(m.get_function("not_a_function", false).unwrap().is_none());

@@ -11,6 +11,7 @@ use kiln_runtime::tensor::dlpack::{
     TVMFFITensorToDLPackVersioned,
 };
 use kiln_runtime::tensor::{Tensor, TensorObj};
+use kiln_testing::error::expect_err;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,27 +85,23 @@ fn typed_round_trips_for_many_dtypes() {
 #[test]
 fn dtype_and_size_mismatches_name_what_and_where() {
     let t = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
-    let e = t.as_slice::<i32>().unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(t.as_slice::<i32>(), "TypeError", "");
     assert!(
         e.message().contains("float32") && e.message().contains("int32"),
         "{e}"
     );
-    let e = t.copy_from_bytes(&[0u8; 7]).unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
+    let e = expect_err(t.copy_from_bytes(&[0u8; 7]), "ValueError", "");
     assert!(e.message().contains("8 bytes but got 7"), "{e}");
     let e = Tensor::from_slice(&[1.0f32; 5], &[2, 3]).unwrap_err();
     assert!(e.message().contains("6 elements"), "{e}");
 
     let a = Tensor::empty(&[2, 3], DataType::float(32), cpu0()).unwrap();
     let b = Tensor::empty(&[3, 2], DataType::float(32), cpu0()).unwrap();
-    let e = a.copy_from(&b).unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
+    let e = expect_err(a.copy_from(&b), "ValueError", "");
     assert!(e.message().contains("[3, 2] float32 on cpu:0"), "{e}");
     assert!(e.message().contains("[2, 3] float32 on cpu:0"), "{e}");
     let c = Tensor::empty(&[2, 3], DataType::int(32), cpu0()).unwrap();
-    let e = a.copy_from(&c).unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(a.copy_from(&c), "TypeError", "");
     assert!(
         e.message().contains("int32") && e.message().contains("float32"),
         "{e}"
@@ -127,8 +124,11 @@ fn huge_and_negative_shapes_are_errors() {
         e.message().contains("cannot allocate") || e.message().contains("out of memory"),
         "{e}"
     );
-    let e = Tensor::empty(&[2], DataType::void(), cpu0()).unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
+    expect_err(
+        Tensor::empty(&[2], DataType::void(), cpu0()),
+        "ValueError",
+        "",
+    );
 }
 
 #[test]
@@ -508,10 +508,11 @@ fn globals_make_copy_and_view_tensors() {
         .unwrap();
     assert_eq!(dst.to_bytes().unwrap(), bytes);
 
-    let e = get("runtime.TensorEmpty")
-        .invoke::<Tensor>(("2x2", dtype, cpu0()))
-        .unwrap_err();
-    assert_eq!(e.kind(), "TypeError");
+    let e = expect_err(
+        get("runtime.TensorEmpty").invoke::<Tensor>(("2x2", dtype, cpu0())),
+        "TypeError",
+        "",
+    );
     assert!(e.message().contains("expected a shape"), "{e}");
     let e = get("runtime.TensorCopyFromBytes")
         .invoke::<()>((t.clone(), vec![0u8; 3]))

@@ -7,6 +7,7 @@ use kiln_runtime::thread_pool::{
     num_threads, parallel_for, parallel_launch, set_num_threads, ParallelGroupEnv,
     TVMBackendParallelBarrier, TVMBackendParallelLaunch,
 };
+use kiln_testing::error::expect_err;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -175,21 +176,26 @@ fn nested_launches_run_inline() {
 
 #[test]
 fn task_errors_come_back_and_release_the_barrier() {
-    let e = parallel_launch(4, |ctx| {
-        if ctx.task_id() == 2 {
-            return Err(kiln_ffi::Error::value_error("task two is unhappy"));
-        }
-        // The others wait at a barrier that task 2 never reaches: they must not hang.
-        ctx.barrier()
-    })
-    .unwrap_err();
-    assert_eq!(e.kind(), "ValueError");
+    let e = expect_err(
+        parallel_launch(4, |ctx| {
+            if ctx.task_id() == 2 {
+                return Err(kiln_ffi::Error::value_error("task two is unhappy"));
+            }
+            // The others wait at a barrier that task 2 never reaches: they must not hang.
+            ctx.barrier()
+        }),
+        "ValueError",
+        "",
+    );
     assert!(e.message().starts_with("parallel task 2 of 4"), "{e}");
     assert!(e.message().contains("task two is unhappy"), "{e}");
     assert!(e.message().contains("3 other tasks failed too"), "{e}");
 
-    let e = parallel_for(10, |i| assert!(i != 7, "seven")).unwrap_err();
-    assert_eq!(e.kind(), "InternalError");
+    let e = expect_err(
+        parallel_for(10, |i| assert!(i != 7, "seven")),
+        "InternalError",
+        "",
+    );
     assert!(e.message().contains("seven"), "{e}");
 
     unsafe extern "C" fn fail(_: c_int, _: *mut ParallelGroupEnv, _: *mut c_void) -> c_int {

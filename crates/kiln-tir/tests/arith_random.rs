@@ -3,19 +3,15 @@
 //! of the ranges; the values must agree wherever the original is defined (no division by zero,
 //! no int32 overflow).
 
+use kiln_testing::rng::Lcg;
 use kiln_tir::*;
 
-struct Rng(u64);
+/// The generator of the random expressions.
+struct Rng(Lcg);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.below(n)
     }
     fn range(&mut self, lo: i64, hi: i64) -> i64 {
         lo + self.below((hi - lo + 1) as u64) as i64
@@ -194,7 +190,7 @@ fn check(seed: u64, count: usize, use_ranges: bool) -> (usize, usize) {
     let ranges = [(x.clone(), 0, 7), (y.clone(), -5, 5), (z.clone(), 0, 3)];
     let pts = points(&ranges);
     let vars = [x, y, z];
-    let mut rng = Rng(seed);
+    let mut rng = Rng(Lcg::new(seed));
     let (mut changed, mut compared) = (0, 0);
     for n in 0..count {
         let mut g = Gen {

@@ -8,7 +8,7 @@ use kiln_tir::op::builtin::{TVM_STRUCT_GET, TVM_STRUCT_SET};
 use kiln_tir::op::struct_field as sf;
 use kiln_tir::op::{self};
 use kiln_tir::{Buffer, DataTypeExt, IRModule, PrimExpr, PrimFunc, Stmt, Var};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A parameter of a hand-built function.
 pub enum Param {
@@ -237,21 +237,8 @@ pub fn native() -> kiln_codegen::Target {
     kiln_codegen::Target::host()
 }
 
-/// A float32 tensor of `n` deterministic pseudo-random values in [lo, hi).
-pub fn rand_f32(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let u = ((s >> 40) as f32) / ((1u64 << 24) as f32);
-            lo + (hi - lo) * u
-        })
-        .collect()
-}
+/// A float32 vector of `n` seeded pseudo-random values in [lo, hi).
+pub use kiln_testing::random_in as rand_f32;
 
 /// A tensor holding `data`.
 pub fn tensor<T: kiln_runtime::tensor::Element>(data: &[T]) -> Tensor {
@@ -260,32 +247,22 @@ pub fn tensor<T: kiln_runtime::tensor::Element>(data: &[T]) -> Tensor {
 
 /// A float32 tensor of `n` NaNs (outputs start poisoned).
 pub fn nan_f32(n: usize) -> Tensor {
-    tensor(&vec![f32::NAN; n])
+    tensor(&kiln_testing::nan_vec(n))
 }
 
-/// Asserts two float slices agree within `tol` (relative to magnitude, at least absolute).
+/// Asserts two float slices agree within `tol` (relative to magnitude, at least absolute); a NaN
+/// matches a NaN.
 pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let err = (g - w).abs();
-        assert!(
-            err <= tol * w.abs().max(1.0) || (g.is_nan() && w.is_nan()),
-            "{what}[{i}]: got {g}, want {w}"
-        );
+    let tol = kiln_testing::Tolerance::Scaled(tol.into());
+    if let Some(m) = kiln_testing::compare::worst_mismatch(got, want, tol, true) {
+        panic!("{what}{m}");
     }
 }
 
 /// `.venv/bin/python` when it can import tvm.
 pub fn tvm_python() -> Option<PathBuf> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    if !py.is_file() {
-        return None;
-    }
-    let ok = std::process::Command::new(&py)
-        .args(["-c", "import tvm"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
+    kiln_testing::process::python_with(&["tvm"])
 }
 
 /// A fresh scratch directory for this test process.

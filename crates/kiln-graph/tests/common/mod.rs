@@ -1,5 +1,5 @@
 //! What the graph build's end-to-end tests share.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use kiln_ffi::Device;
 use kiln_graph::build::build;
@@ -26,15 +26,4 @@ pub fn build_and_load(module: &IRModule, params: Vec<(String, Tensor)>, tag: &st
         .unwrap()
 }
 
-/// `n` pseudo-random floats in [-1, 1) from `seed`.
-pub fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
-        })
-        .collect()
-}
+pub use kiln_testing::random;

@@ -140,21 +140,12 @@ pub fn fake_lib() -> (Module, Arc<AtomicUsize>) {
 
 /// Random f32s in [-1, 1), differently seeded on every call.
 pub fn random(n: usize) -> Vec<f32> {
-    static SEED: AtomicU64 = AtomicU64::new(0);
-    let mut s = SEED.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-        | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    kiln_testing::random(
+        n,
+        kiln_testing::rng::fresh_seed() ^ call.wrapping_mul(0x9E37_79B9),
+    )
 }
 
 /// Random inputs of the MLP, as tensors, in input order.
@@ -188,19 +179,20 @@ pub fn mlp_reference(inputs: &[Tensor]) -> (Vec<f32>, Vec<f32>) {
     (lo, hi)
 }
 
-/// Asserts two f32 slices agree to a relative 1e-5.
+/// Asserts two f32 slices agree to a relative 1e-5 (`|got - want| <= 1e-5 * (1 + |want|)`).
 pub fn assert_close(got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-            "item {i}: got {g}, want {w}"
-        );
-    }
+    let tol = kiln_testing::Tolerance::Numpy {
+        rtol: 1e-5,
+        atol: 1e-5,
+    };
+    kiln_testing::assert_allclose(got, want, tol, "item");
 }
 
 /// A tensor of `shape` full of NaN.
 pub fn poisoned(shape: &[i64]) -> Tensor {
-    let n = shape.iter().product::<i64>() as usize;
-    Tensor::from_slice(&vec![f32::NAN; n], shape).unwrap()
+    Tensor::from_slice(
+        &kiln_testing::nan_vec(kiln_testing::shape::numel(shape)),
+        shape,
+    )
+    .unwrap()
 }

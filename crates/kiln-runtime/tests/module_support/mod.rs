@@ -173,3 +173,13 @@ pub fn byte_array_c(symbol: &str, bytes: &[u8]) -> String {
         }
     )
 }
+
+/// The bytes the `payload` function of a test module returns.
+pub fn payload_of(m: &Module) -> Vec<u8> {
+    m.function("payload")
+        .unwrap()
+        .invoke::<Bytes>(())
+        .unwrap()
+        .as_bytes()
+        .to_vec()
+}

@@ -1,46 +1,21 @@
 //! Shared pieces of the operator tests: build through `driver::build` for the host CPU, random
 //! inputs from a printed seed (`KILN_TEST_SEED` replays it), outputs poisoned with NaN, and a
 //! comparison against naive Rust loops written in each test.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use kiln_codegen::driver;
 use kiln_codegen::target::Target;
 use kiln_ffi::Any;
 use kiln_runtime::tensor::Tensor as RtTensor;
 use kiln_te::{create_schedule, placeholder, Tensor};
+use kiln_testing::shape::numel;
 use kiln_tir::{CpuDesc, DataType, PrimExpr};
 use kiln_topi::schedule::{generic, ScheduleFn};
 
 /// The native LLVM target.
 pub const NATIVE: &str = "llvm -mcpu=native";
 
-/// The seed of this test: `KILN_TEST_SEED` or the clock, printed.
-pub fn seed(tag: &str) -> u64 {
-    let s = std::env::var("KILN_TEST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    eprintln!("{tag}: KILN_TEST_SEED={s}");
-    s
-}
-
-/// `n` pseudo-random floats in [-1, 1) from `seed`.
-pub fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32) / ((1u64 << 23) as f32) - 1.0
-        })
-        .collect()
-}
+pub use kiln_testing::{assert_close, random, seed};
 
 /// A float32 placeholder of `shape`.
 pub fn input(shape: &[i64], name: &str) -> Tensor {
@@ -51,18 +26,6 @@ pub fn input(shape: &[i64], name: &str) -> Tensor {
 /// The constant shape of `t`.
 pub fn shape_of(t: &Tensor) -> Vec<i64> {
     t.shape().iter().map(|d| d.as_int().unwrap()).collect()
-}
-
-/// Asserts `got` matches `want` within `tol` (relative above magnitude 1).
-pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str, seed: u64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let err = (g - w).abs();
-        assert!(
-            err <= tol * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w} (KILN_TEST_SEED={seed})"
-        );
-    }
 }
 
 /// The targets the operator tests build for: the host, and where the host has AVX-512 also
@@ -106,8 +69,7 @@ pub fn run_on(
         .map(|(t, d)| RtTensor::from_slice(d, &shape_of(t)).unwrap().into())
         .collect();
     let oshape = shape_of(out);
-    let n: i64 = oshape.iter().product();
-    let o = RtTensor::from_slice(&vec![f32::NAN; n as usize], &oshape).unwrap();
+    let o = RtTensor::from_slice(&kiln_testing::nan_vec(numel(&oshape)), &oshape).unwrap();
     vals.push(o.clone().into());
     f.call_any(&vals).unwrap();
     o.to_vec::<f32>().unwrap()
@@ -139,9 +101,6 @@ pub fn random_inputs(inputs: &[Tensor], seed: u64) -> Vec<Vec<f32>> {
     inputs
         .iter()
         .enumerate()
-        .map(|(i, t)| {
-            let n: i64 = shape_of(t).iter().product();
-            random(n as usize, seed.wrapping_add(i as u64 * 7919))
-        })
+        .map(|(i, t)| random(numel(&shape_of(t)), seed.wrapping_add(i as u64 * 7919)))
         .collect()
 }
