@@ -15,33 +15,60 @@ pub const FFI_VERSION: (u32, u32, u32) = (0, 1, 16);
 pub mod type_index {
     /// Placeholder for "any type" in type signatures.
     pub const ANY: i32 = -1;
+    /// The None value (`nullptr` / Python `None`); the payload is zero.
     pub const NONE: i32 = 0;
+    /// A 64-bit signed integer, held in `v_int64`.
     pub const INT: i32 = 1;
+    /// A boolean, held in `v_int64` as 0 or 1.
     pub const BOOL: i32 = 2;
+    /// A 64-bit float, held in `v_float64`.
     pub const FLOAT: i32 = 3;
+    /// An untyped `void*` in `v_ptr`, passed through without ownership.
     pub const OPAQUE_PTR: i32 = 4;
+    /// A `DLDataType`, held inline in `v_dtype`.
     pub const DATA_TYPE: i32 = 5;
+    /// A `DLDevice`, held inline in `v_device`.
     pub const DEVICE: i32 = 6;
+    /// A borrowed `DLTensor*` in `v_ptr` (not reference-counted).
     pub const DL_TENSOR_PTR: i32 = 7;
+    /// A borrowed NUL-terminated C string in `v_c_str`.
     pub const RAW_STR: i32 = 8;
+    /// A borrowed `TVMFFIByteArray*` in `v_ptr`.
     pub const BYTE_ARRAY_PTR: i32 = 9;
+    /// An r-value reference: `v_ptr` points to an object handle slot whose reference the callee
+    /// may move out.
     pub const OBJECT_RVALUE_REF: i32 = 10;
+    /// A string of at most 7 bytes stored inline in `v_bytes`, its length in `small_len`.
     pub const SMALL_STR: i32 = 11;
+    /// A byte string of at most 7 bytes stored inline in `v_bytes`, its length in `small_len`.
     pub const SMALL_BYTES: i32 = 12;
     /// First index that denotes a reference-counted object.
     pub const STATIC_OBJECT_BEGIN: i32 = 64;
+    /// The root object type (`ffi.Object`); every object type derives from it.
     pub const OBJECT: i32 = 64;
+    /// A heap string object (`ffi.String`), used for strings longer than the small form.
     pub const STR: i32 = 65;
+    /// A heap byte-string object (`ffi.Bytes`).
     pub const BYTES: i32 = 66;
+    /// An error object (`ffi.Error`): kind, message, backtrace.
     pub const ERROR: i32 = 67;
+    /// A callable function object (`ffi.Function`).
     pub const FUNCTION: i32 = 68;
+    /// An immutable shape object (`ffi.Shape`), a sequence of `i64` extents.
     pub const SHAPE: i32 = 69;
+    /// A reference-counted tensor object (`ffi.Tensor`) that owns a `DLTensor`.
     pub const TENSOR: i32 = 70;
+    /// An immutable array object (`ffi.Array`) of values.
     pub const ARRAY: i32 = 71;
+    /// An immutable map object (`ffi.Map`) from values to values.
     pub const MAP: i32 = 72;
+    /// A module object (`ffi.Module`): a collection of functions, e.g. a compiled library.
     pub const MODULE: i32 = 73;
+    /// An object that wraps a foreign handle (such as a Python object) with its deleter.
     pub const OPAQUE_PY_OBJECT: i32 = 74;
+    /// A mutable list object (`ffi.List`).
     pub const LIST: i32 = 75;
+    /// A mutable dictionary object (`ffi.Dict`).
     pub const DICT: i32 = 76;
     /// First index handed out to types registered at run time.
     pub const DYN_OBJECT_BEGIN: i32 = 128;
@@ -69,8 +96,12 @@ pub type Deleter = unsafe extern "C" fn(obj: *mut c_void, flags: i32);
 pub struct ObjectHeader {
     /// Strong count in the low 32 bits, weak count in the high 32.
     pub ref_count: AtomicU64,
+    /// Type index of the object (at offset 8), from [`type_index`] or the run-time registry.
     pub type_index: i32,
+    /// Unused padding (at offset 12) that keeps `deleter` 8-byte aligned.
     pub padding: u32,
+    /// Function that releases the object's contents and/or memory (at offset 16); called with
+    /// the [`DELETER_FLAG_STRONG`] / [`DELETER_FLAG_WEAK`] flags when the counts reach zero.
     pub deleter: Option<Deleter>,
 }
 
@@ -78,8 +109,11 @@ pub struct ObjectHeader {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DLDataType {
+    /// Type code (`kDLInt`, `kDLUInt`, `kDLFloat`, `kDLBfloat`, ...).
     pub code: u8,
+    /// Number of bits of one lane (e.g. 32 for `float32`).
     pub bits: u8,
+    /// Number of lanes; 1 for scalars, more for vector types.
     pub lanes: u16,
 }
 
@@ -87,7 +121,9 @@ pub struct DLDataType {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DLDevice {
+    /// `DLDeviceType` code (1 = CPU, 2 = CUDA, ...).
     pub device_type: i32,
+    /// Index of the device among those of its type.
     pub device_id: i32,
 }
 
@@ -95,12 +131,19 @@ pub struct DLDevice {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct DLTensor {
+    /// Base pointer of the data (a device pointer for non-CPU devices).
     pub data: *mut c_void,
+    /// Device on which the data lives.
     pub device: DLDevice,
+    /// Number of dimensions.
     pub ndim: i32,
+    /// Element type.
     pub dtype: DLDataType,
+    /// Extents, `ndim` entries.
     pub shape: *mut i64,
+    /// Strides in elements, `ndim` entries, or NULL for a compact row-major tensor.
     pub strides: *mut i64,
+    /// Offset in bytes from `data` to the first element.
     pub byte_offset: u64,
 }
 
@@ -108,14 +151,25 @@ pub struct DLTensor {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union AnyValue {
+    /// Integer or boolean payload ([`type_index::INT`], [`type_index::BOOL`]).
     pub v_int64: i64,
+    /// Float payload ([`type_index::FLOAT`]).
     pub v_float64: f64,
+    /// Untyped pointer payload (opaque pointers, `DLTensor*`, byte array pointers, r-value
+    /// references).
     pub v_ptr: *mut c_void,
+    /// Borrowed C string payload ([`type_index::RAW_STR`]).
     pub v_c_str: *const c_char,
+    /// Object payload: a pointer to the header of an object (type indices from
+    /// [`type_index::STATIC_OBJECT_BEGIN`]).
     pub v_obj: *mut ObjectHeader,
+    /// Data type payload ([`type_index::DATA_TYPE`]).
     pub v_dtype: DLDataType,
+    /// Device payload ([`type_index::DEVICE`]).
     pub v_device: DLDevice,
+    /// Inline bytes of a small string or small bytes value.
     pub v_bytes: [u8; 8],
+    /// The payload as raw 64 bits (used to zero it and to compare or hash it bitwise).
     pub v_uint64: u64,
 }
 
@@ -124,9 +178,11 @@ pub union AnyValue {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct RawAny {
+    /// Which kind of value `value` holds (at offset 0), from [`type_index`] or the registry.
     pub type_index: i32,
     /// Zero, or the length of a small string / small bytes value.
     pub small_len: u32,
+    /// The 8-byte payload (at offset 8), read according to `type_index`.
     pub value: AnyValue,
 }
 
@@ -149,7 +205,9 @@ impl Default for RawAny {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ByteArray {
+    /// Pointer to the first byte; may be NULL when `size` is 0.
     pub data: *const c_char,
+    /// Number of bytes.
     pub size: usize,
 }
 
@@ -170,13 +228,17 @@ impl ByteArray {
         if self.size == 0 || self.data.is_null() {
             &[]
         } else {
-            std::slice::from_raw_parts(self.data as *const u8, self.size)
+            // SAFETY: `data` is non-null here and the caller guarantees it points to `size`
+            // readable bytes that outlive `'a`.
+            unsafe { std::slice::from_raw_parts(self.data as *const u8, self.size) }
         }
     }
 }
 
 // SAFETY: a byte array is a borrowed view; sharing the view itself between threads is harmless.
 unsafe impl Sync for ByteArray {}
+// SAFETY: the struct is only a pointer and a length and owns nothing; reading through it already
+// needs the `unsafe` `as_slice`, whose caller must vouch that the bytes are valid where it reads.
 unsafe impl Send for ByteArray {}
 
 /// The safe-call signature that every callable uses.
@@ -191,8 +253,11 @@ pub type SafeCall = unsafe extern "C" fn(
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Version {
+    /// Major version; changes break the ABI.
     pub major: u32,
+    /// Minor version.
     pub minor: u32,
+    /// Patch version.
     pub patch: u32,
 }
 

@@ -30,8 +30,10 @@ fn null_arg(name: &str) -> Error {
 /// # Safety
 /// `p` must be NULL or point to a valid byte array.
 unsafe fn text_arg<'a>(p: *const ByteArray, name: &str) -> Result<&'a str> {
-    let arr = p.as_ref().ok_or_else(|| null_arg(name))?;
-    std::str::from_utf8(arr.as_slice())
+    // SAFETY: the caller guarantees `p` is NULL or points to a valid byte array.
+    let arr = unsafe { p.as_ref() }.ok_or_else(|| null_arg(name))?;
+    // SAFETY: a valid byte array points to `size` readable bytes, alive for the call.
+    std::str::from_utf8(unsafe { arr.as_slice() })
         .map_err(|_| Error::value_error(format!("argument `{name}` is not UTF-8")))
 }
 
@@ -39,14 +41,16 @@ unsafe fn cstr_lossy(p: *const c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
-        CStr::from_ptr(p).to_string_lossy().into_owned()
+        // SAFETY: `p` is non-null, and callers pass a NUL-terminated C string from the C side.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 }
 
 /// Writes the ABI version.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIGetVersion(out: *mut Version) {
-    if let Some(out) = out.as_mut() {
+    // SAFETY: `out` is NULL or points to a writable `TVMFFIVersion`, per this module's contract.
+    if let Some(out) = unsafe { out.as_mut() } {
         *out = Version {
             major: FFI_VERSION.0,
             minor: FFI_VERSION.1,
@@ -60,7 +64,9 @@ pub unsafe extern "C" fn TVMFFIGetVersion(out: *mut Version) {
 pub unsafe extern "C" fn TVMFFIObjectIncRef(obj: *mut c_void) -> c_int {
     match NonNull::new(obj as *mut ObjectHeader) {
         Some(o) => {
-            inc_ref(o);
+            // SAFETY: a non-null `obj` is a live object handle on which the caller holds a
+            // reference, so the header is valid to update.
+            unsafe { inc_ref(o) };
             0
         }
         None => ffi_guard(|| Err(null_arg("obj"))),
@@ -72,7 +78,9 @@ pub unsafe extern "C" fn TVMFFIObjectIncRef(obj: *mut c_void) -> c_int {
 pub unsafe extern "C" fn TVMFFIObjectDecRef(obj: *mut c_void) -> c_int {
     if let Some(o) = NonNull::new(obj as *mut ObjectHeader) {
         ffi_guard(|| {
-            dec_ref(o);
+            // SAFETY: a non-null `obj` is a live object whose strong reference the caller gives
+            // up here.
+            unsafe { dec_ref(o) };
             Ok(())
         })
     } else {
@@ -86,7 +94,11 @@ struct OpaqueObj {
     handle: *mut c_void,
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 }
+// SAFETY: the handle is owned by the object and only handed to its deleter once, on drop; the
+// creator that passes a handle to TVM-FFI vouches that it may be released from any thread (Python
+// handles take the GIL in their deleter).
 unsafe impl Send for OpaqueObj {}
+// SAFETY: Kiln never reads or writes through the handle; shared access only copies the pointer.
 unsafe impl Sync for OpaqueObj {}
 impl Drop for OpaqueObj {
     fn drop(&mut self) {
@@ -96,6 +108,8 @@ impl Drop for OpaqueObj {
         }
     }
 }
+// SAFETY: `OpaqueObj` is `repr(C)` and starts with the handle, as TVM-FFI's opaque object cell
+// does (`void* handle` right after the header); `OPAQUE_PY_OBJECT` is the type it reports.
 unsafe impl ObjectType for OpaqueObj {
     const TYPE_KEY: &'static str = "ffi.OpaquePyObject";
     fn type_index() -> i32 {
@@ -112,7 +126,8 @@ pub unsafe extern "C" fn TVMFFIObjectCreateOpaque(
     out: *mut *mut c_void,
 ) -> c_int {
     ffi_guard(|| {
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         let obj: ObjectRef<OpaqueObj> =
             ObjectRef::new_with_index(type_index, OpaqueObj { handle, deleter });
         *out = obj.into_raw().as_ptr() as *mut c_void;
@@ -124,8 +139,10 @@ pub unsafe extern "C" fn TVMFFIObjectCreateOpaque(
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFITypeKeyToIndex(type_key: *const ByteArray, out: *mut i32) -> c_int {
     ffi_guard(|| {
-        let key = text_arg(type_key, "type_key")?;
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: `type_key` is NULL or a valid byte array, per this module's contract.
+        let key = unsafe { text_arg(type_key, "type_key") }?;
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         *out = type_registry::index_of_key(key)
             .ok_or_else(|| Error::key_error(format!("unknown type key `{key}`")))?;
         Ok(())
@@ -144,8 +161,9 @@ pub unsafe extern "C" fn TVMFFITypeGetOrAllocIndex(
 ) -> i32 {
     let mut index = -1;
     let rc = ffi_guard(|| {
-        index =
-            type_registry::get_or_alloc_index(text_arg(type_key, "type_key")?, parent_type_index)?;
+        // SAFETY: `type_key` is NULL or a valid byte array, per this module's contract.
+        let key = unsafe { text_arg(type_key, "type_key") }?;
+        index = type_registry::get_or_alloc_index(key, parent_type_index)?;
         Ok(())
     });
     if rc == 0 {
@@ -176,12 +194,13 @@ pub unsafe extern "C" fn TVMFFIFunctionCreate(
     out: *mut *mut c_void,
 ) -> c_int {
     ffi_guard(|| {
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         let call = safe_call.ok_or_else(|| null_arg("safe_call"))?;
-        *out = Function::from_c(context, call, deleter)
-            .0
-            .into_raw()
-            .as_ptr() as *mut c_void;
+        // SAFETY: the C caller supplies a callback that follows the safe-call convention and a
+        // context that stays valid until its deleter runs, as TVMFFIFunctionCreate requires.
+        let func = unsafe { Function::from_c(context, call, deleter) };
+        *out = func.0.into_raw().as_ptr() as *mut c_void;
         Ok(())
     })
 }
@@ -193,8 +212,10 @@ pub unsafe extern "C" fn TVMFFIFunctionGetGlobal(
     out: *mut *mut c_void,
 ) -> c_int {
     ffi_guard(|| {
-        let name = text_arg(name, "name")?;
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: `name` is NULL or a valid byte array, per this module's contract.
+        let name = unsafe { text_arg(name, "name") }?;
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         *out = match registry::get(name) {
             Some(f) => f.0.into_raw().as_ptr() as *mut c_void,
             None => std::ptr::null_mut(),
@@ -211,9 +232,12 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobal(
     allow_override: c_int,
 ) -> c_int {
     ffi_guard(|| {
-        let name = text_arg(name, "name")?;
+        // SAFETY: `name` is NULL or a valid byte array, per this module's contract.
+        let name = unsafe { text_arg(name, "name") }?;
         let obj = NonNull::new(f as *mut ObjectHeader).ok_or_else(|| null_arg("f"))?;
-        let obj = ObjectRef::<crate::object::Object>::from_borrowed(obj);
+        // SAFETY: a non-null `f` is a live object handle borrowed from the caller; every object
+        // extends the base `Object` layout, and we take our own reference.
+        let obj = unsafe { ObjectRef::<crate::object::Object>::from_borrowed(obj) };
         let func = obj
             .downcast::<crate::function::FunctionObj>()
             .map_err(|o| {
@@ -237,10 +261,15 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     if func.is_null() {
         return ffi_guard(|| Err(null_arg("func")));
     }
-    // SAFETY: a function object starts with the header, then the safe-call entry.
-    let cell = &*((func as *const u8).add(std::mem::size_of::<ObjectHeader>())
-        as *const crate::function::FunctionObj);
-    (cell.safe_call)(func, args, num_args, result)
+    // SAFETY: a non-null `func` is a live function object, per this module's contract; a function
+    // object starts with the header, then the safe-call entry.
+    let cell = unsafe {
+        &*((func as *const u8).add(std::mem::size_of::<ObjectHeader>())
+            as *const crate::function::FunctionObj)
+    };
+    // SAFETY: `safe_call` follows the safe-call convention; `args`/`num_args` and `result` come
+    // from the caller, who must make them valid as TVMFFIFunctionCall requires.
+    unsafe { (cell.safe_call)(func, args, num_args, result) }
 }
 
 /// Copies a borrowed value into an owned one (objects gain a reference, C strings are copied).
@@ -250,8 +279,12 @@ pub unsafe extern "C" fn TVMFFIAnyViewToOwnedAny(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let view = AnyView::from_raw(*any_view.as_ref().ok_or_else(|| null_arg("any_view"))?);
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = view.to_owned().into_raw();
+        // SAFETY: `any_view` is NULL or points to a valid value whose referents the caller keeps
+        // alive during the call; the view does not outlive this closure.
+        let view =
+            unsafe { AnyView::from_raw(*any_view.as_ref().ok_or_else(|| null_arg("any_view"))?) };
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? = view.to_owned().into_raw();
         Ok(())
     })
 }
@@ -263,8 +296,12 @@ pub unsafe extern "C" fn TVMFFIStringFromByteArray(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let bytes = input.as_ref().ok_or_else(|| null_arg("input"))?.as_slice();
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = Any::from_str_bytes(bytes).into_raw();
+        // SAFETY: `input` is NULL or a valid byte array whose bytes live through the call; they
+        // are copied before returning.
+        let bytes = unsafe { input.as_ref().ok_or_else(|| null_arg("input"))?.as_slice() };
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
+            Any::from_str_bytes(bytes).into_raw();
         Ok(())
     })
 }
@@ -276,8 +313,12 @@ pub unsafe extern "C" fn TVMFFIBytesFromByteArray(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let bytes = input.as_ref().ok_or_else(|| null_arg("input"))?.as_slice();
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = Any::from_bytes_slice(bytes).into_raw();
+        // SAFETY: `input` is NULL or a valid byte array whose bytes live through the call; they
+        // are copied before returning.
+        let bytes = unsafe { input.as_ref().ok_or_else(|| null_arg("input"))?.as_slice() };
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
+            Any::from_bytes_slice(bytes).into_raw();
         Ok(())
     })
 }
@@ -289,8 +330,10 @@ pub unsafe extern "C" fn TVMFFIDataTypeFromString(
     out: *mut DLDataType,
 ) -> c_int {
     ffi_guard(|| {
-        let dt: DataType = text_arg(s, "str")?.parse()?;
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = dt.0;
+        // SAFETY: `s` is NULL or a valid byte array, per this module's contract.
+        let dt: DataType = unsafe { text_arg(s, "str") }?.parse()?;
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? = dt.0;
         Ok(())
     })
 }
@@ -303,8 +346,10 @@ pub unsafe extern "C" fn TVMFFIDataTypeToString(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let dt = DataType(*dtype.as_ref().ok_or_else(|| null_arg("dtype"))?);
-        *out.as_mut().ok_or_else(|| null_arg("out"))? =
+        // SAFETY: `dtype` is NULL or points to a readable `DLDataType`, per this module's contract.
+        let dt = DataType(*unsafe { dtype.as_ref() }.ok_or_else(|| null_arg("dtype"))?);
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
             Any::from(crate::Str::new(&dt.to_string())).into_raw();
         Ok(())
     })
@@ -318,14 +363,18 @@ pub unsafe extern "C" fn TVMFFIErrorCreate(
     backtrace: *const ByteArray,
     out: *mut *mut c_void,
 ) -> c_int {
-    TVMFFIErrorCreateWithCauseAndExtraContext(
-        kind,
-        message,
-        backtrace,
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-        out,
-    )
+    // SAFETY: the pointers are passed on unchanged under the same contract, and NULL cause chain
+    // and extra context are allowed.
+    unsafe {
+        TVMFFIErrorCreateWithCauseAndExtraContext(
+            kind,
+            message,
+            backtrace,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            out,
+        )
+    }
 }
 
 /// Makes an error object with a cause chain and extra context (both optional, borrowed).
@@ -340,22 +389,31 @@ pub unsafe extern "C" fn TVMFFIErrorCreateWithCauseAndExtraContext(
 ) -> c_int {
     ffi_guard(|| {
         let read = |p: *const ByteArray| {
-            p.as_ref()
-                .map(|a| String::from_utf8_lossy(a.as_slice()).into_owned())
+            // SAFETY: each text argument is NULL or a valid byte array, per this module's contract;
+            // its bytes are copied at once.
+            unsafe { p.as_ref() }
+                // SAFETY: as above, a valid byte array points to `size` readable bytes.
+                .map(|a| String::from_utf8_lossy(unsafe { a.as_slice() }).into_owned())
                 .unwrap_or_default()
         };
         let err = Error::with_backtrace(&read(kind), &read(message), &read(backtrace));
         let cell = err.as_object().payload_ptr();
         for (slot, handle) in [
-            (&mut (*cell).cause_chain, cause_chain),
-            (&mut (*cell).extra_context, extra_context),
+            // SAFETY: `cell` is the payload of the error object just made, which nothing else
+            // references yet; the two borrows are of distinct fields.
+            (unsafe { &mut (*cell).cause_chain }, cause_chain),
+            // SAFETY: as above.
+            (unsafe { &mut (*cell).extra_context }, extra_context),
         ] {
             if let Some(h) = NonNull::new(handle as *mut ObjectHeader) {
-                inc_ref(h);
+                // SAFETY: a non-null cause chain or extra context is a live object borrowed from
+                // the caller; the error keeps its own reference.
+                unsafe { inc_ref(h) };
                 *slot = h.as_ptr();
             }
         }
-        *out.as_mut().ok_or_else(|| null_arg("out"))? =
+        // SAFETY: `out` is NULL or valid for writes, per this module's contract; NULL is an error.
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
             err.into_object().into_raw().as_ptr() as *mut c_void;
         Ok(())
     })
@@ -365,15 +423,23 @@ pub unsafe extern "C" fn TVMFFIErrorCreateWithCauseAndExtraContext(
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIErrorSetRaised(error: *mut c_void) {
     if let Some(e) = NonNull::new(error as *mut ObjectHeader) {
-        inc_ref(e);
-        set_raised_raw(e);
+        // SAFETY: a non-null `error` is a live error object borrowed from the caller; the new
+        // reference taken here is the one handed to the raised slot.
+        unsafe {
+            inc_ref(e);
+            set_raised_raw(e);
+        }
     }
 }
 
 /// Raises an error made from a kind and a message.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStr(kind: *const c_char, message: *const c_char) {
-    ffi_guard_void(|| set_raised(Error::new(&cstr_lossy(kind), cstr_lossy(message))));
+    ffi_guard_void(|| {
+        // SAFETY: `kind` and `message` are NULL or NUL-terminated C strings, per the contract.
+        let (kind, message) = unsafe { (cstr_lossy(kind), cstr_lossy(message)) };
+        set_raised(Error::new(&kind, message))
+    });
 }
 
 /// Raises an error whose message is the concatenation of `num_parts` C strings (NULL parts are
@@ -388,10 +454,13 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
         let mut message = String::new();
         if !parts.is_null() {
             for i in 0..num_parts.max(0) as usize {
-                message.push_str(&cstr_lossy(*parts.add(i)));
+                // SAFETY: a non-null `parts` holds `num_parts` entries, each NULL or a
+                // NUL-terminated C string.
+                message.push_str(&unsafe { cstr_lossy(*parts.add(i)) });
             }
         }
-        set_raised(Error::new(&cstr_lossy(kind), message));
+        // SAFETY: `kind` is NULL or a NUL-terminated C string, per this module's contract.
+        set_raised(Error::new(&unsafe { cstr_lossy(kind) }, message));
     });
 }
 
@@ -401,11 +470,14 @@ pub unsafe extern "C" fn TVMFFIErrorMoveFromRaised(result: *mut *mut c_void) {
     let taken = take_raised_raw()
         .map(|p| p.as_ptr() as *mut c_void)
         .unwrap_or(std::ptr::null_mut());
-    match result.as_mut() {
+    // SAFETY: `result` is NULL or valid for writes, per this module's contract.
+    match unsafe { result.as_mut() } {
         Some(out) => *out = taken,
         None => {
             if let Some(p) = NonNull::new(taken as *mut ObjectHeader) {
-                dec_ref(p);
+                // SAFETY: the raised slot gave us its strong reference to this live error, and
+                // with nowhere to store it we drop it.
+                unsafe { dec_ref(p) };
             }
         }
     }
@@ -439,8 +511,9 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
     if handle.is_null() {
         return ffi_guard(|| Err(null_arg("handle_addr")));
     }
-    // SAFETY: the slot is pointer-sized and aligned; other threads access it the same way.
-    let slot = &*(handle as *const AtomicPtr<c_void>);
+    // SAFETY: a non-null `handle` points to a pointer-sized, aligned slot that lives as long as
+    // the caller uses it (a static in practice); other threads access it the same way, atomically.
+    let slot = unsafe { &*(handle as *const AtomicPtr<c_void>) };
     if !slot.load(Ordering::Acquire).is_null() {
         return 0;
     }
@@ -452,7 +525,8 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
         return ffi_guard(|| Err(null_arg("init_func")));
     };
     let mut result: *mut c_void = std::ptr::null_mut();
-    let rc = init(&mut result);
+    // SAFETY: `init` is the caller's C initializer; it gets a valid pointer to a local slot.
+    let rc = unsafe { init(&mut result) };
     if rc != 0 {
         return rc;
     }
@@ -476,14 +550,18 @@ pub unsafe extern "C" fn TVMFFIHandleDeinitOnce(
     if handle.is_null() {
         return ffi_guard(|| Err(null_arg("handle_addr")));
     }
-    let slot = &*(handle as *const AtomicPtr<c_void>);
+    // SAFETY: a non-null `handle` points to a pointer-sized, aligned slot that lives as long as
+    // the caller uses it; other threads access it the same way, atomically.
+    let slot = unsafe { &*(handle as *const AtomicPtr<c_void>) };
     let _guard = INIT_ONCE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let current = slot.load(Ordering::Acquire);
     if current.is_null() {
         return 0;
     }
     if let Some(deinit) = deinit {
-        let rc = deinit(current);
+        // SAFETY: `deinit` is the caller's C finalizer and `current` is the handle its `init`
+        // stored; the lock keeps it from running twice.
+        let rc = unsafe { deinit(current) };
         if rc != 0 {
             return rc;
         }

@@ -8,23 +8,30 @@ use std::fmt;
 #[derive(Object)]
 #[object(type_key = "test.RefPoint")]
 #[repr(C)]
+/// Payload of a test point object.
 pub struct PointObj {
+    /// The point's coordinate; also what the `Display` of [`Point`] prints.
     pub x: i64,
 }
 
 #[derive(Object)]
 #[object(type_key = "test.RefLabeledPoint", parent = PointObj)]
 #[repr(C)]
+/// Payload of a subtype of [`PointObj`], to test upcasts and downcasts.
 pub struct LabeledPointObj {
+    /// The parent payload, laid out first as the object layout requires.
     #[object(base)]
     pub base: PointObj,
+    /// A label that only the subtype has.
     pub label: String,
 }
 
 #[derive(Object)]
 #[object(type_key = "test.RefLine")]
 #[repr(C)]
+/// Payload of a test object unrelated to [`PointObj`], to test failed downcasts.
 pub struct LineObj {
+    /// Length of the line.
     pub length: f64,
 }
 
@@ -57,7 +64,9 @@ impl Coord {
 #[derive(Clone, ObjectRef)]
 #[object_ref(type_name = "test.Shape")]
 pub enum Shape {
+    /// A point object.
     Point(Point),
+    /// A line object.
     Line(ObjectRef<LineObj>),
 }
 

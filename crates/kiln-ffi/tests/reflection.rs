@@ -9,20 +9,29 @@ use kiln_ffi::{Any, Array, Object, ObjectRef, ObjectType};
 #[derive(Object)]
 #[object(type_key = "test.Point")]
 #[repr(C)]
+/// Payload of a reflected test point (`test.Point`).
 pub struct PointObj {
+    /// Integer field, reflected as `x`.
     pub x: i64,
+    /// Float field, reflected as `y`.
     pub y: f64,
+    /// String field, reflected as `label`.
     pub label: String,
 }
 
 #[derive(Object)]
 #[object(type_key = "test.Segment", parent = PointObj)]
 #[repr(C)]
+/// Payload of a reflected subtype of `test.Point` (`test.Segment`), with object fields.
 pub struct SegmentObj {
+    /// The parent payload (the segment's start); its fields are inherited.
     #[object(base)]
     pub start: PointObj,
+    /// An object-reference field, reflected as `end`.
     pub end: ObjectRef<PointObj>,
+    /// An array field, reflected as `tags`.
     pub tags: Array,
+    /// A field left out of reflection by `#[object(skip)]`.
     #[object(skip)]
     pub cache: u64,
 }
@@ -175,17 +184,24 @@ fn c_type_info_lists_fields_with_getters() {
     assert_eq!(unsafe { TVMFFITypeKeyToIndex(&key, &mut index) }, 0);
     assert_eq!(index, SegmentObj::type_index());
     assert!(index >= 128);
+    // SAFETY: the index is registered (looked up just above), so the type info is non-null and
+    // lives in the registry for the rest of the program.
     let info = unsafe { &*TVMFFIGetTypeInfo(index) };
+    // SAFETY: the registry's type key is a valid byte array that lives as long as the entry.
     assert_eq!(unsafe { info.type_key.as_slice() }, b"test.Segment");
     assert_eq!(
         info.type_depth, 2,
         "ffi.Object -> test.Point -> test.Segment"
     );
+    // SAFETY: `type_ancestors` holds `type_depth` (2, checked above) valid pointers to type infos.
     let parent = unsafe { &**info.type_ancestors.add(1) };
+    // SAFETY: the registry's type key is a valid byte array that lives as long as the entry.
     assert_eq!(unsafe { parent.type_key.as_slice() }, b"test.Point");
+    // SAFETY: `fields` points to `num_fields` field infos owned by the registry entry.
     let fields = unsafe { std::slice::from_raw_parts(info.fields, info.num_fields as usize) };
     let names: Vec<&[u8]> = fields
         .iter()
+        // SAFETY: each field name is a valid byte array owned by the registry entry.
         .map(|f| unsafe { f.name.as_slice() })
         .collect();
     assert_eq!(names, vec![&b"x"[..], b"y", b"label", b"end", b"tags"]);
@@ -206,6 +222,7 @@ fn c_type_info_lists_fields_with_getters() {
         (fields[0].getter.unwrap())(base.add(fields[0].offset as usize) as *mut _, &mut out)
     };
     assert_eq!(rc, 0);
+    // SAFETY: the getter returned 0 and wrote an owned value into `out`, which we take over once.
     assert_eq!(unsafe { Any::from_raw(out) }.try_as::<i64>().unwrap(), 42);
 }
 
