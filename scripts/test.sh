@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kiln's whole test suite: set-up, Rust (fmt, clippy, unit and integration tests, the leak test),
-# the C ABI tests, the Python tests. Exits non-zero on any failure.
+# the deploy runtime (builds without the compiler, depends on no compiler crate, fits its size
+# budget on the stable toolchain), the C ABI tests, the Python tests. Exits non-zero on any failure.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -20,6 +21,9 @@ step() { # name cmd...
 step "cargo fmt" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -q -- -D warnings
 step "cargo build" cargo build --workspace -q
+step "deploy runtime build (--no-default-features)" cargo build -q -p kiln-runtime --no-default-features
+step "deploy runtime dependencies" bash scripts/runtime_deps.sh
+step "deploy runtime size (stable)" env KILN_DEPLOY_BUILD_STD=0 bash scripts/runtime_size.sh --check
 step "cargo test" cargo test --workspace -q
 step "leak test (count-objects)" cargo test -q -p kiln-ffi --features count-objects --test leaks
 step "C ABI tests" bash scripts/c_tests.sh
