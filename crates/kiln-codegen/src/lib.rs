@@ -17,8 +17,6 @@
 //! - [`llvm::codegen`]: TIR (packed-API functions) to LLVM IR; [`build()`]: an `IRModule` to
 //!   a runtime module of kind `llvm` (in-process functions, `export_library`, `inspect_source`).
 
-#![warn(missing_docs)]
-
 pub mod build;
 pub mod c;
 pub mod driver;

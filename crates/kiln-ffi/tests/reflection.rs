@@ -6,23 +6,32 @@ use kiln_ffi::c_api::{TVMFFIGetTypeInfo, TVMFFITypeKeyToIndex};
 use kiln_ffi::reflection::{create_object, field_names, get_field_by_name};
 use kiln_ffi::{Any, Array, Object, ObjectRef, ObjectType};
 
+/// A test object type with plain fields.
 #[derive(Object)]
 #[object(type_key = "test.Point")]
 #[repr(C)]
 pub struct PointObj {
+    /// An integer field, read back through its reflected getter.
     pub x: i64,
+    /// A float field.
     pub y: f64,
+    /// A string field.
     pub label: String,
 }
 
+/// A test object type with a parent and object-valued fields.
 #[derive(Object)]
 #[object(type_key = "test.Segment", parent = PointObj)]
 #[repr(C)]
 pub struct SegmentObj {
+    /// The parent part, whose fields come first in reflection.
     #[object(base)]
     pub start: PointObj,
+    /// An object field.
     pub end: ObjectRef<PointObj>,
+    /// An array field.
     pub tags: Array,
+    /// A field left out of reflection.
     #[object(skip)]
     pub cache: u64,
 }
@@ -175,17 +184,23 @@ fn c_type_info_lists_fields_with_getters() {
     assert_eq!(unsafe { TVMFFITypeKeyToIndex(&key, &mut index) }, 0);
     assert_eq!(index, SegmentObj::type_index());
     assert!(index >= 128);
+    // SAFETY: the index names a registered type, whose info lives for the whole process.
     let info = unsafe { &*TVMFFIGetTypeInfo(index) };
+    // SAFETY: the registry's type keys are valid byte arrays.
     assert_eq!(unsafe { info.type_key.as_slice() }, b"test.Segment");
     assert_eq!(
         info.type_depth, 2,
         "ffi.Object -> test.Point -> test.Segment"
     );
+    // SAFETY: type_ancestors holds type_depth (2) entries.
     let parent = unsafe { &**info.type_ancestors.add(1) };
+    // SAFETY: as for the type key above.
     assert_eq!(unsafe { parent.type_key.as_slice() }, b"test.Point");
+    // SAFETY: fields holds num_fields entries.
     let fields = unsafe { std::slice::from_raw_parts(info.fields, info.num_fields as usize) };
     let names: Vec<&[u8]> = fields
         .iter()
+        // SAFETY: the registry's field names are valid byte arrays.
         .map(|f| unsafe { f.name.as_slice() })
         .collect();
     assert_eq!(names, vec![&b"x"[..], b"y", b"label", b"end", b"tags"]);
@@ -206,6 +221,7 @@ fn c_type_info_lists_fields_with_getters() {
         (fields[0].getter.unwrap())(base.add(fields[0].offset as usize) as *mut _, &mut out)
     };
     assert_eq!(rc, 0);
+    // SAFETY: the getter succeeded and wrote an owned value to `out`.
     assert_eq!(unsafe { Any::from_raw(out) }.try_as::<i64>().unwrap(), 42);
 }
 

@@ -23,8 +23,6 @@
 //! assert!(m.to_string().contains("nn.relu(%x) /* ty=Tensor[(1, 8), float32] */"));
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod build;
 pub mod ir;
 pub mod op;

@@ -67,8 +67,6 @@
 //!
 //! Expressions themselves (`+`, `exp`, `if_then_else`, ...) are built with the `tir.*` globals.
 
-#![warn(missing_docs)]
-
 pub mod bound;
 mod cache;
 mod globals;

@@ -73,8 +73,6 @@
 //! Nodes can also be built field by field from C/Python through `kiln.ffi.MakeObject` (no dtype
 //! checks there, as with JSON).
 
-#![warn(missing_docs)]
-
 pub mod arith;
 pub mod buffer;
 pub mod cpu;
