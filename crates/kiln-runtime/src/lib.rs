@@ -1,9 +1,6 @@
 //! Kiln's runtime: the deployable half of Kiln (seeds 000-002). Built as `libkiln_runtime.so`, it
 //! exports the TVM-FFI C ABI (from [`kiln_ffi`]) plus the backend functions that compiled code
 //! calls, and holds tensors, devices, the workspace allocator, the thread pool and modules.
-// Not yet met here (the workspace lints ask for them): unsafe blocks inside unsafe fns, SAFETY
-// notes on a few unsafe impls and blocks.
-#![allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 pub use kiln_ffi as ffi;
 
