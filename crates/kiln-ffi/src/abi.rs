@@ -14,33 +14,59 @@ pub const FFI_VERSION: (u32, u32, u32) = (0, 1, 16);
 pub mod type_index {
     /// Placeholder for "any type" in type signatures.
     pub const ANY: i32 = -1;
+    /// None (null).
     pub const NONE: i32 = 0;
+    /// A 64-bit signed integer (`v_int64`).
     pub const INT: i32 = 1;
+    /// A boolean, stored as an integer (`v_int64`).
     pub const BOOL: i32 = 2;
+    /// A 64-bit float (`v_float64`).
     pub const FLOAT: i32 = 3;
+    /// An opaque pointer (`v_ptr`).
     pub const OPAQUE_PTR: i32 = 4;
+    /// A data type (`v_dtype`).
     pub const DATA_TYPE: i32 = 5;
+    /// A device (`v_device`).
     pub const DEVICE: i32 = 6;
+    /// A borrowed `DLTensor*` (`v_ptr`).
     pub const DL_TENSOR_PTR: i32 = 7;
+    /// A borrowed NUL-terminated C string (`v_c_str`).
     pub const RAW_STR: i32 = 8;
+    /// A borrowed `TVMFFIByteArray*` (`v_ptr`).
     pub const BYTE_ARRAY_PTR: i32 = 9;
+    /// A reference to an object that the callee may take over (`v_ptr` points to the object pointer).
     pub const OBJECT_RVALUE_REF: i32 = 10;
+    /// A string of at most 7 bytes stored inline (`v_bytes`, length in `small_len`).
     pub const SMALL_STR: i32 = 11;
+    /// Bytes of at most 7 stored inline (`v_bytes`, length in `small_len`).
     pub const SMALL_BYTES: i32 = 12;
     /// First index that denotes a reference-counted object.
     pub const STATIC_OBJECT_BEGIN: i32 = 64;
+    /// The root object type, `ffi.Object`.
     pub const OBJECT: i32 = 64;
+    /// `ffi.String`.
     pub const STR: i32 = 65;
+    /// `ffi.Bytes`.
     pub const BYTES: i32 = 66;
+    /// `ffi.Error`.
     pub const ERROR: i32 = 67;
+    /// `ffi.Function`.
     pub const FUNCTION: i32 = 68;
+    /// `ffi.Shape`.
     pub const SHAPE: i32 = 69;
+    /// `ffi.Tensor`.
     pub const TENSOR: i32 = 70;
+    /// `ffi.Array`.
     pub const ARRAY: i32 = 71;
+    /// `ffi.Map`.
     pub const MAP: i32 = 72;
+    /// `ffi.Module`.
     pub const MODULE: i32 = 73;
+    /// `ffi.OpaquePyObject`: a Python object held by a frontend.
     pub const OPAQUE_PY_OBJECT: i32 = 74;
+    /// `ffi.List`.
     pub const LIST: i32 = 75;
+    /// `ffi.Dict`.
     pub const DICT: i32 = 76;
     /// First index handed out to types registered at run time.
     pub const DYN_OBJECT_BEGIN: i32 = 128;
@@ -68,8 +94,11 @@ pub type Deleter = unsafe extern "C" fn(obj: *mut c_void, flags: i32);
 pub struct ObjectHeader {
     /// Strong count in the low 32 bits, weak count in the high 32.
     pub ref_count: AtomicU64,
+    /// The object's type index (see [`type_index`]).
     pub type_index: i32,
+    /// Zero; keeps the deleter 8-byte aligned.
     pub padding: u32,
+    /// Called when the strong or weak count drops to zero (see [`Deleter`]).
     pub deleter: Option<Deleter>,
 }
 
@@ -77,8 +106,11 @@ pub struct ObjectHeader {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DLDataType {
+    /// The type code ([`crate::dtype::code`]).
     pub code: u8,
+    /// Bits per lane.
     pub bits: u8,
+    /// Number of lanes (1 for scalars).
     pub lanes: u16,
 }
 
@@ -86,7 +118,9 @@ pub struct DLDataType {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DLDevice {
+    /// The device type ([`crate::device::device_type`]).
     pub device_type: i32,
+    /// The device number within its type.
     pub device_id: i32,
 }
 
@@ -94,12 +128,19 @@ pub struct DLDevice {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct DLTensor {
+    /// The data pointer (a device pointer for non-CPU devices).
     pub data: *mut c_void,
+    /// Where the data lives.
     pub device: DLDevice,
+    /// Number of dimensions.
     pub ndim: i32,
+    /// Element type.
     pub dtype: DLDataType,
+    /// `ndim` extents.
     pub shape: *mut i64,
+    /// `ndim` strides in elements, or NULL for a compact row-major tensor.
     pub strides: *mut i64,
+    /// Offset in bytes from `data` to the first element.
     pub byte_offset: u64,
 }
 
@@ -107,14 +148,23 @@ pub struct DLTensor {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union AnyValue {
+    /// For integers and booleans.
     pub v_int64: i64,
+    /// For floats.
     pub v_float64: f64,
+    /// For opaque pointers and borrowed pointers (`DLTensor*`, byte arrays).
     pub v_ptr: *mut c_void,
+    /// For borrowed C strings.
     pub v_c_str: *const c_char,
+    /// For objects.
     pub v_obj: *mut ObjectHeader,
+    /// For data types.
     pub v_dtype: DLDataType,
+    /// For devices.
     pub v_device: DLDevice,
+    /// For small strings and small bytes.
     pub v_bytes: [u8; 8],
+    /// The whole 8 bytes, to copy or clear them.
     pub v_uint64: u64,
 }
 
@@ -123,9 +173,11 @@ pub union AnyValue {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct RawAny {
+    /// Which member of `value` is set (see [`type_index`]).
     pub type_index: i32,
     /// Zero, or the length of a small string / small bytes value.
     pub small_len: u32,
+    /// The payload.
     pub value: AnyValue,
 }
 
@@ -148,7 +200,9 @@ impl Default for RawAny {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ByteArray {
+    /// Start of the bytes (not NUL-terminated).
     pub data: *const c_char,
+    /// Number of bytes.
     pub size: usize,
 }
 
@@ -190,8 +244,11 @@ pub type SafeCall = unsafe extern "C" fn(
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Version {
+    /// Major version.
     pub major: u32,
+    /// Minor version.
     pub minor: u32,
+    /// Patch version.
     pub patch: u32,
 }
 

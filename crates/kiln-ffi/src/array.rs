@@ -12,9 +12,13 @@ use std::fmt;
 /// ABI cell of an array object.
 #[repr(C)]
 pub struct ArrayObj {
+    /// The elements, owned references.
     pub data: *mut RawAny,
+    /// Number of elements.
     pub size: i64,
+    /// Number of slots allocated in `data`.
     pub capacity: i64,
+    /// Frees `data` when set; None in the arrays Kiln makes (it frees their buffers itself).
     pub data_deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 

@@ -12,12 +12,18 @@ use std::ptr::NonNull;
 /// `TVMFFIErrorCell`: the ABI-visible part of an error object.
 #[repr(C)]
 pub struct ErrorObj {
+    /// The error kind, e.g. `ValueError`.
     pub kind: ByteArray,
+    /// The message.
     pub message: ByteArray,
+    /// The backtrace text (may be empty).
     pub backtrace: ByteArray,
+    /// Replaces or extends the backtrace; set by the error's creator.
     pub update_backtrace:
         Option<unsafe extern "C" fn(obj: *mut c_void, backtrace: *const ByteArray, mode: i32)>,
+    /// The error that caused this one, or NULL.
     pub cause_chain: *mut ObjectHeader,
+    /// Extra context object, or NULL.
     pub extra_context: *mut ObjectHeader,
 }
 

@@ -15,6 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// ABI cell of a function object.
 #[repr(C)]
 pub struct FunctionObj {
+    /// The entry point: `(self, args, num_args, result) -> 0 or -1` with the error raised.
     pub safe_call: SafeCall,
     /// Unused by Kiln (TVM-FFI keeps a C++ entry here); NULL in Kiln's functions.
     pub cpp_call: *mut c_void,

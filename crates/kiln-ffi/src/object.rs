@@ -46,7 +46,9 @@ unsafe impl ObjectType for Object {
 /// An object as Kiln allocates it: header, then payload.
 #[repr(C)]
 pub struct ObjBox<T> {
+    /// The ABI header (reference counts, type index, deleter).
     pub header: ObjectHeader,
+    /// The object's fields.
     pub payload: T,
 }
 

@@ -42,12 +42,17 @@ impl<T: Clone + Into<Any> + TryFromAny> FieldValue for T {
 /// One reflected field.
 #[derive(Clone)]
 pub struct FieldDesc {
+    /// The field's name.
     pub name: &'static str,
     /// Byte offset from the start of the object (header included), as the C field info has it.
     pub offset: usize,
+    /// Size of the field in bytes.
     pub size: usize,
+    /// Alignment of the field in bytes.
     pub align: usize,
+    /// The static type index of the field's type ([`crate::abi::type_index::ANY`] when not fixed).
     pub static_type_index: i32,
+    /// The field's type, as printed in errors.
     pub type_name: fn() -> String,
     /// Reads the field at a given address.
     pub get: unsafe fn(*const u8) -> Any,
@@ -135,7 +140,9 @@ impl FieldValues {
 
 /// A type declared for reflection; `#[derive(Object)]` submits one per type.
 pub struct TypeDesc {
+    /// The type key, e.g. `kiln.testing.Node`.
     pub key: &'static str,
+    /// The parent's type key (`ffi.Object` for direct children).
     pub parent_key: &'static str,
     /// The type's own fields (the parent's come first at registration).
     pub fields: fn() -> Vec<FieldDesc>,

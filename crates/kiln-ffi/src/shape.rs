@@ -8,7 +8,9 @@ use std::fmt;
 /// ABI cell of a shape object.
 #[repr(C)]
 pub struct ShapeObj {
+    /// The extents.
     pub data: *const i64,
+    /// Number of extents.
     pub size: usize,
 }
 

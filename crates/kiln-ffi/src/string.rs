@@ -13,7 +13,9 @@ macro_rules! byte_buffer_object {
         /// ABI cell of the object: pointer and length of the bytes.
         #[repr(C)]
         pub struct $obj {
+            /// Start of the bytes.
             pub data: *const u8,
+            /// Number of bytes.
             pub size: usize,
         }
 
