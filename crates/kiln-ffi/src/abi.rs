@@ -230,6 +230,7 @@ impl ByteArray {
 
 // SAFETY: a byte array is a borrowed view; sharing the view itself between threads is harmless.
 unsafe impl Sync for ByteArray {}
+// SAFETY: as for Sync: moving the view moves no ownership.
 unsafe impl Send for ByteArray {}
 
 /// The safe-call signature that every callable uses.

@@ -610,9 +610,10 @@ impl TryFromAny for bool {
 impl TryFromAny for f64 {
     #[inline]
     fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        // SAFETY: each arm reads the member its type index selects.
         match v.0.type_index {
+            // SAFETY: each arm reads the member its type index selects.
             ti::FLOAT => Some(unsafe { v.0.value.v_float64 }),
+            // SAFETY: as above.
             ti::INT | ti::BOOL => Some(unsafe { v.0.value.v_int64 } as f64),
             _ => None,
         }
@@ -726,6 +727,7 @@ impl TryFromAny for *mut DLTensor {
             // SAFETY: pointers keep their value in v_ptr; tensor objects keep their DLTensor
             // right after the header.
             ti::DL_TENSOR_PTR => Some(unsafe { v.0.value.v_ptr } as *mut DLTensor),
+            // SAFETY: as above; the add stays inside the tensor object.
             ti::TENSOR => Some(unsafe { (v.0.value.v_obj as *mut u8).add(24) } as *mut DLTensor),
             _ => None,
         }
@@ -796,6 +798,7 @@ impl TryFromAny for Error {
 // SAFETY: objects have atomic reference counts and are shared across threads by design (as in
 // TVM-FFI); plain values are data. Opaque pointers are the caller's responsibility, as in C.
 unsafe impl Send for Any {}
+// SAFETY: as for Send.
 unsafe impl Sync for Any {}
 
 #[cfg(test)]

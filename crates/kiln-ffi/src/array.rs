@@ -22,9 +22,13 @@ pub struct ArrayObj {
     pub data_deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
+// SAFETY: `data` holds owned Any values (Send + Sync), and an array does not change after it is
+// made.
 unsafe impl Send for ArrayObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for ArrayObj {}
 
+// SAFETY: #[repr(C)] with TVM-FFI's sequence cell layout for ffi.Array.
 unsafe impl ObjectType for ArrayObj {
     const TYPE_KEY: &'static str = "ffi.Array";
     fn type_index() -> i32 {

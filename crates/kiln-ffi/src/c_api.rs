@@ -86,7 +86,10 @@ struct OpaqueObj {
     handle: *mut c_void,
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 }
+// SAFETY: Kiln never touches the handle except to pass it to its deleter once, on whichever thread
+// drops the last reference; TVM-FFI's opaque objects make the same demand of their creators.
 unsafe impl Send for OpaqueObj {}
+// SAFETY: shared references give no access to the handle.
 unsafe impl Sync for OpaqueObj {}
 impl Drop for OpaqueObj {
     fn drop(&mut self) {
@@ -96,6 +99,8 @@ impl Drop for OpaqueObj {
         }
     }
 }
+// SAFETY: #[repr(C)]; objects of the given type index made here are read as OpaqueObj only by
+// its own Drop (C sees the handle it passed in first, as in TVM-FFI's opaque cell).
 unsafe impl ObjectType for OpaqueObj {
     const TYPE_KEY: &'static str = "ffi.OpaquePyObject";
     fn type_index() -> i32 {

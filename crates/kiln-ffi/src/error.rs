@@ -27,9 +27,14 @@ pub struct ErrorObj {
     pub extra_context: *mut ObjectHeader,
 }
 
+// SAFETY: the byte arrays point into buffers the error object owns, and the cause and context are
+// reference-counted objects; as in TVM-FFI, errors move and are shared between threads (the
+// backtrace is updated by the code that raises the error).
 unsafe impl Send for ErrorObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for ErrorObj {}
 
+// SAFETY: #[repr(C)] with the layout of TVMFFIErrorCell for ffi.Error.
 unsafe impl ObjectType for ErrorObj {
     const TYPE_KEY: &'static str = "ffi.Error";
     fn type_index() -> i32 {
@@ -275,9 +280,9 @@ pub fn take_raised_raw() -> Option<NonNull<ObjectHeader>> {
 /// gives a `RuntimeError` that says so.
 pub fn take_raised(context: &str) -> Error {
     match take_raised_raw() {
-        // SAFETY: the slot held an owned reference; error objects always have the error layout
-        // (non-error objects are wrapped below).
         Some(obj) => {
+            // SAFETY: the slot held an owned reference; error objects always have the error
+            // layout (non-error objects are wrapped below).
             let obj = unsafe { ObjectRef::<crate::object::Object>::from_raw(obj) };
             match obj.downcast::<ErrorObj>() {
                 Ok(e) => Error(e),

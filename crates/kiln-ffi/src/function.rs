@@ -21,9 +21,13 @@ pub struct FunctionObj {
     pub cpp_call: *mut c_void,
 }
 
+// SAFETY: a function object may be called from any thread (TVM-FFI's contract for functions, which
+// Kiln's own closures meet by being Send + Sync).
 unsafe impl Send for FunctionObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for FunctionObj {}
 
+// SAFETY: #[repr(C)] with the layout of TVM-FFI's function cell for ffi.Function.
 unsafe impl ObjectType for FunctionObj {
     const TYPE_KEY: &'static str = "ffi.Function";
     fn type_index() -> i32 {
@@ -80,7 +84,10 @@ struct CFunction {
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
+// SAFETY: the C creator hands over a context its call and deleter may use from any thread, as
+// TVMFFIFunctionCreate requires.
 unsafe impl Send for CFunction {}
+// SAFETY: as for Send.
 unsafe impl Sync for CFunction {}
 
 impl Drop for CFunction {

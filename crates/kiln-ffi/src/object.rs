@@ -36,6 +36,7 @@ pub struct Object {
     _private: [u8; 0],
 }
 
+// SAFETY: a zero-sized payload: every object is at least a header.
 unsafe impl ObjectType for Object {
     const TYPE_KEY: &'static str = "ffi.Object";
     fn type_index() -> i32 {
@@ -164,6 +165,7 @@ pub struct ObjectRef<T: ObjectType> {
 
 // SAFETY: object counts are atomic and payloads are `Send + Sync` (ObjectType bound).
 unsafe impl<T: ObjectType> Send for ObjectRef<T> {}
+// SAFETY: as for Send.
 unsafe impl<T: ObjectType> Sync for ObjectRef<T> {}
 
 impl<T: ObjectType> ObjectRef<T> {

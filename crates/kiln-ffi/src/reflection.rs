@@ -227,20 +227,26 @@ fn repr_depth(v: &AnyView<'_>, depth: usize) -> String {
         return format!("b{}", quote(b));
     }
     let raw = v.raw();
-    // SAFETY: each arm reads the union member its type index selects.
+    // Each arm reads the union member its type index selects.
     match raw.type_index {
         ti::NONE => "None".into(),
+        // SAFETY: an int keeps v_int64.
         ti::INT => unsafe { raw.value.v_int64 }.to_string(),
+        // SAFETY: a bool keeps v_int64.
         ti::BOOL => if unsafe { raw.value.v_int64 } != 0 {
             "True"
         } else {
             "False"
         }
         .into(),
+        // SAFETY: a float keeps v_float64.
         ti::FLOAT => crate::float_repr::debug_f64(unsafe { raw.value.v_float64 }),
+        // SAFETY: a data type keeps v_dtype.
         ti::DATA_TYPE => format!("{}", crate::DataType(unsafe { raw.value.v_dtype })),
+        // SAFETY: a device keeps v_device.
         ti::DEVICE => format!("{}", crate::Device(unsafe { raw.value.v_device })),
         ti::OPAQUE_PTR | ti::DL_TENSOR_PTR => {
+            // SAFETY: pointers keep v_ptr.
             format!("<{} {:p}>", v.type_name(), unsafe { raw.value.v_ptr })
         }
         ti::ARRAY => {

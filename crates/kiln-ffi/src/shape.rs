@@ -14,9 +14,12 @@ pub struct ShapeObj {
     pub size: usize,
 }
 
+// SAFETY: `data` points to extents that live as long as the object and never change.
 unsafe impl Send for ShapeObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for ShapeObj {}
 
+// SAFETY: #[repr(C)] with the layout of TVM-FFI's shape cell (data, size) for ffi.Shape.
 unsafe impl ObjectType for ShapeObj {
     const TYPE_KEY: &'static str = "ffi.Shape";
     fn type_index() -> i32 {

@@ -81,6 +81,7 @@ pub struct TypeEntry {
 
 // SAFETY: the raw pointers inside point to leaked, immutable data.
 unsafe impl Send for TypeEntry {}
+// SAFETY: as for Send.
 unsafe impl Sync for TypeEntry {}
 
 struct Registry {
