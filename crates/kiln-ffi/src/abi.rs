@@ -223,7 +223,8 @@ impl ByteArray {
         if self.size == 0 || self.data.is_null() {
             &[]
         } else {
-            std::slice::from_raw_parts(self.data as *const u8, self.size)
+            // SAFETY: the caller guarantees `size` readable bytes that outlive 'a.
+            unsafe { std::slice::from_raw_parts(self.data as *const u8, self.size) }
         }
     }
 }

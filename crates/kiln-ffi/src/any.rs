@@ -65,7 +65,8 @@ impl<'a> AnyView<'a> {
         if n <= 0 || args.is_null() {
             &[]
         } else {
-            std::slice::from_raw_parts(args as *const AnyView<'a>, n as usize)
+            // SAFETY: the caller guarantees `n` live values; AnyView is a transparent RawAny.
+            unsafe { std::slice::from_raw_parts(args as *const AnyView<'a>, n as usize) }
         }
     }
 
@@ -295,7 +296,8 @@ impl Any {
     /// # Safety
     /// `obj` must be a live object and the caller gives up one reference.
     pub unsafe fn from_object_raw(obj: NonNull<ObjectHeader>) -> Any {
-        let index = (*obj.as_ptr()).type_index;
+        // SAFETY: the caller guarantees a live object.
+        let index = unsafe { (*obj.as_ptr()).type_index };
         Any(RawAny {
             type_index: index,
             small_len: 0,

@@ -68,9 +68,14 @@ pub const BACKTRACE_REPLACE: i32 = 0;
 pub const BACKTRACE_APPEND: i32 = 1;
 
 unsafe extern "C" fn update_backtrace(obj: *mut c_void, backtrace: *const ByteArray, mode: i32) {
-    let owned =
-        &mut *((obj as *mut u8).add(std::mem::size_of::<ObjectHeader>()) as *mut OwnedError);
-    let text = (*backtrace).as_slice();
+    // SAFETY: this entry is only installed on Kiln's error objects, whose payload is an
+    // OwnedError; the caller passes a valid byte array.
+    let (owned, text) = unsafe {
+        (
+            &mut *((obj as *mut u8).add(std::mem::size_of::<ObjectHeader>()) as *mut OwnedError),
+            (*backtrace).as_slice(),
+        )
+    };
     if mode == BACKTRACE_APPEND {
         owned.backtrace.extend_from_slice(text);
     } else {
@@ -267,7 +272,8 @@ pub fn set_raised(err: Error) {
 pub unsafe fn set_raised_raw(obj: NonNull<ObjectHeader>) {
     let old = RAISED.with(|slot| slot.replace(Some(obj)));
     if let Some(old) = old {
-        dec_ref(old);
+        // SAFETY: the slot owned one reference to the error it held.
+        unsafe { dec_ref(old) };
     }
 }
 

@@ -107,11 +107,16 @@ unsafe extern "C" fn rust_function_call(
 ) -> i32 {
     // SAFETY: this entry is only installed on RustFunction objects; the caller passes `n` live
     // arguments and a result slot.
-    let f = &*((handle as *const u8).add(24) as *const RustFunction);
-    let args = AnyView::slice_from_raw(args, n);
+    let (f, args) = unsafe {
+        (
+            &*((handle as *const u8).add(24) as *const RustFunction),
+            AnyView::slice_from_raw(args, n),
+        )
+    };
     ffi_guard(|| {
         let out = f.body.call(args)?;
-        *result = out.into_raw();
+        // SAFETY: the caller passes a writable result slot.
+        unsafe { *result = out.into_raw() };
         Ok(())
     })
 }
@@ -123,8 +128,10 @@ unsafe extern "C" fn c_function_call(
     result: *mut RawAny,
 ) -> i32 {
     // SAFETY: this entry is only installed on CFunction objects.
-    let f = &*((handle as *const u8).add(24) as *const CFunction);
-    (f.call)(f.context, args, n, result)
+    unsafe {
+        let f = &*((handle as *const u8).add(24) as *const CFunction);
+        (f.call)(f.context, args, n, result)
+    }
 }
 
 /// A reference to a function object.

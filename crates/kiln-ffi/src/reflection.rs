@@ -61,12 +61,15 @@ pub struct FieldDesc {
 }
 
 unsafe fn get_field<F: FieldValue>(ptr: *const u8) -> Any {
-    (*(ptr as *const F)).to_field_any()
+    // SAFETY: `get` is installed for a field of type F, called with that field's address.
+    unsafe { (*(ptr as *const F)).to_field_any() }
 }
 
 unsafe extern "C" fn c_get_field<F: FieldValue>(field: *mut c_void, result: *mut RawAny) -> i32 {
     ffi_guard(|| {
-        *result = get_field::<F>(field as *const u8).into_raw();
+        // SAFETY: the C getter is installed for a field of type F; the caller passes its address
+        // and a writable result slot.
+        unsafe { *result = get_field::<F>(field as *const u8).into_raw() };
         Ok(())
     })
 }
