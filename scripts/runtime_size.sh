@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Builds the deployable runtime, target/deploy/libkiln_runtime.so, and prints its size against
-# seed 002's budget (TVM's runtime is 200-600 KB; Kiln's should be no larger). A measurement: the
-# test suite does not run it.
+# seed 002's budget (TVM's runtime is 200-600 KB; Kiln's should be no larger).
 #
 #   scripts/runtime_size.sh           build, print the size and the largest sections
 #   scripts/runtime_size.sh --check   the same, and exit 1 when the library is over the budget
+#                                     (or, when KILN_RUNTIME_CEILING is set, over that ceiling)
+#
+# On the stable toolchain the library does not fit the budget yet: 741232 bytes with rustc 1.95
+# (.text 513016, .eh_frame 86076, .rodata 46624, .rela.dyn 28272, .gcc_except_table 21528), 141 KB
+# over. Of the .text, std's backtrace symbolizer (below) is about 173 KB, the rest of std, core and
+# alloc about 140 KB, kiln-runtime about 137 KB (modules 59 KB, the graph executor 56 KB) and
+# kiln-ffi about 48 KB. scripts/test.sh therefore runs --check on stable with KILN_RUNTIME_CEILING
+# set to a ceiling just above today's size: it catches growth, it does not claim the budget is
+# met (the size line still says how far over the budget the library is). Lower the ceiling as
+# cuts land; drop it once the library fits the budget.
 #
 # The `deploy` profile (Cargo.toml): fat LTO, one codegen unit, opt-level "z", stripped; panics
 # still unwind, since every C entry point turns a panic into an error. kiln-runtime alone is
@@ -31,6 +40,7 @@
 #                            about 20 KB smaller, but the library then loads only with glibc
 #                            2.36 or later (musl 1.2.4), so it is not the default
 #   KILN_RUNTIME_BUDGET      budget in bytes (600000)
+#   KILN_RUNTIME_CEILING     with --check, fail only above this many bytes (unset: the budget)
 #   CARGO_TARGET_DIR         as for cargo (target)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,6 +56,7 @@ for arg in "$@"; do
 done
 
 BUDGET="${KILN_RUNTIME_BUDGET:-600000}"
+CEILING="${KILN_RUNTIME_CEILING:-$BUDGET}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 LIB="$TARGET_DIR/deploy/libkiln_runtime.so"
 
@@ -90,6 +101,12 @@ if ((size <= BUDGET)); then
   echo "runtime_size: $size bytes ($((size / 1024)) KiB), within the budget of $BUDGET bytes"
 else
   echo "runtime_size: $size bytes ($((size / 1024)) KiB), OVER the budget of $BUDGET bytes by $((size - BUDGET))"
-  ((CHECK)) && exit 1
+  if ((CHECK)); then
+    if ((size > CEILING)); then
+      echo "runtime_size: $size bytes is also over the ceiling of $CEILING bytes: the library grew" >&2
+      exit 1
+    fi
+    ((CEILING != BUDGET)) && echo "runtime_size: within the interim ceiling of $CEILING bytes"
+  fi
 fi
 exit 0

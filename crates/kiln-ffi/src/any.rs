@@ -61,7 +61,8 @@ impl<'a> AnyView<'a> {
         if n <= 0 || args.is_null() {
             &[]
         } else {
-            std::slice::from_raw_parts(args as *const AnyView<'a>, n as usize)
+            // SAFETY: the caller guarantees `n` live values; AnyView is a transparent RawAny.
+            unsafe { std::slice::from_raw_parts(args as *const AnyView<'a>, n as usize) }
         }
     }
 
@@ -291,7 +292,8 @@ impl Any {
     /// # Safety
     /// `obj` must be a live object and the caller gives up one reference.
     pub unsafe fn from_object_raw(obj: NonNull<ObjectHeader>) -> Any {
-        let index = (*obj.as_ptr()).type_index;
+        // SAFETY: the caller guarantees a live object.
+        let index = unsafe { (*obj.as_ptr()).type_index };
         Any(RawAny {
             type_index: index,
             small_len: 0,
@@ -588,9 +590,10 @@ impl TryFromAny for bool {
 impl TryFromAny for f64 {
     #[inline]
     fn try_from_view(v: &AnyView<'_>) -> Option<Self> {
-        // SAFETY: each arm reads the member its type index selects.
         match v.0.type_index {
+            // SAFETY: each arm reads the member its type index selects.
             ti::FLOAT => Some(unsafe { v.0.value.v_float64 }),
+            // SAFETY: as above.
             ti::INT | ti::BOOL => Some(unsafe { v.0.value.v_int64 } as f64),
             _ => None,
         }
@@ -696,6 +699,7 @@ impl TryFromAny for *mut DLTensor {
             // SAFETY: pointers keep their value in v_ptr; tensor objects keep their DLTensor
             // right after the header.
             ti::DL_TENSOR_PTR => Some(unsafe { v.0.value.v_ptr } as *mut DLTensor),
+            // SAFETY: as above; the add stays inside the tensor object.
             ti::TENSOR => Some(unsafe { (v.0.value.v_obj as *mut u8).add(24) } as *mut DLTensor),
             _ => None,
         }
@@ -737,6 +741,7 @@ impl<T: TryFromAny> TryFromAny for Option<T> {
 // SAFETY: objects have atomic reference counts and are shared across threads by design (as in
 // TVM-FFI); plain values are data. Opaque pointers are the caller's responsibility, as in C.
 unsafe impl Send for Any {}
+// SAFETY: as for Send.
 unsafe impl Sync for Any {}
 
 #[cfg(test)]

@@ -12,15 +12,23 @@ use std::fmt;
 /// ABI cell of an array object.
 #[repr(C)]
 pub struct ArrayObj {
+    /// The elements, owned references.
     pub data: *mut RawAny,
+    /// Number of elements.
     pub size: i64,
+    /// Number of slots allocated in `data`.
     pub capacity: i64,
+    /// Frees `data` when set; None in the arrays Kiln makes (it frees their buffers itself).
     pub data_deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
+// SAFETY: `data` holds owned Any values (Send + Sync), and an array does not change after it is
+// made.
 unsafe impl Send for ArrayObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for ArrayObj {}
 
+// SAFETY: #[repr(C)] with TVM-FFI's sequence cell layout for ffi.Array.
 unsafe impl ObjectType for ArrayObj {
     const TYPE_KEY: &'static str = "ffi.Array";
     fn type_index() -> i32 {

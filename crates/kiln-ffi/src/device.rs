@@ -5,12 +5,19 @@ use std::fmt;
 
 /// DLPack device types.
 pub mod device_type {
+    /// The host CPU.
     pub const CPU: i32 = 1;
+    /// An NVIDIA GPU.
     pub const CUDA: i32 = 2;
+    /// Page-locked host memory that CUDA devices can read.
     pub const CUDA_HOST: i32 = 3;
+    /// An OpenCL device.
     pub const OPENCL: i32 = 4;
+    /// A Vulkan device.
     pub const VULKAN: i32 = 7;
+    /// An Apple Metal device.
     pub const METAL: i32 = 8;
+    /// An AMD GPU (ROCm).
     pub const ROCM: i32 = 10;
 }
 
@@ -31,9 +38,11 @@ impl Device {
     pub const fn cpu(id: i32) -> Self {
         Self::new(device_type::CPU, id)
     }
+    /// The device type ([`device_type`]).
     pub fn device_type(self) -> i32 {
         self.0.device_type
     }
+    /// The device number within its type.
     pub fn device_id(self) -> i32 {
         self.0.device_id
     }

@@ -11,12 +11,19 @@ use std::str::FromStr;
 
 /// DLPack type codes.
 pub mod code {
+    /// Signed integer.
     pub const INT: u8 = 0;
+    /// Unsigned integer.
     pub const UINT: u8 = 1;
+    /// IEEE float.
     pub const FLOAT: u8 = 2;
+    /// Opaque handle (a pointer).
     pub const OPAQUE_HANDLE: u8 = 3;
+    /// bfloat16.
     pub const BFLOAT: u8 = 4;
+    /// Complex float.
     pub const COMPLEX: u8 = 5;
+    /// Boolean.
     pub const BOOL: u8 = 6;
     /// 8-bit float, 4 exponent bits (bias 7), 3 mantissa bits, no infinity, NaN `S.1111.111`.
     pub const FLOAT8_E4M3FN: u8 = 10;
@@ -55,33 +62,43 @@ impl DataType {
     pub const fn new(code: u8, bits: u8, lanes: u16) -> Self {
         DataType(DLDataType { code, bits, lanes })
     }
+    /// A scalar signed integer of `bits` bits.
     pub const fn int(bits: u8) -> Self {
         Self::new(code::INT, bits, 1)
     }
+    /// A scalar unsigned integer of `bits` bits.
     pub const fn uint(bits: u8) -> Self {
         Self::new(code::UINT, bits, 1)
     }
+    /// A scalar float of `bits` bits.
     pub const fn float(bits: u8) -> Self {
         Self::new(code::FLOAT, bits, 1)
     }
+    /// Scalar bfloat16.
     pub const fn bfloat16() -> Self {
         Self::new(code::BFLOAT, 16, 1)
     }
+    /// Scalar boolean (`bool`, 8 bits).
     pub const fn bool() -> Self {
         Self::new(code::BOOL, 8, 1)
     }
+    /// An opaque handle (64-bit pointer).
     pub const fn handle() -> Self {
         Self::new(code::OPAQUE_HANDLE, 64, 1)
     }
+    /// `void`: the type of expressions without a value (a handle with 0 bits and 0 lanes).
     pub const fn void() -> Self {
         Self::new(code::OPAQUE_HANDLE, 0, 0)
     }
+    /// The type code ([`code`]).
     pub fn code(self) -> u8 {
         self.0.code
     }
+    /// Bits per lane.
     pub fn bits(self) -> u8 {
         self.0.bits
     }
+    /// Number of lanes.
     pub fn lanes(self) -> u16 {
         self.0.lanes
     }

@@ -12,18 +12,29 @@ use std::ptr::NonNull;
 /// `TVMFFIErrorCell`: the ABI-visible part of an error object.
 #[repr(C)]
 pub struct ErrorObj {
+    /// The error kind, e.g. `ValueError`.
     pub kind: ByteArray,
+    /// The message.
     pub message: ByteArray,
+    /// The backtrace text (may be empty).
     pub backtrace: ByteArray,
+    /// Replaces or extends the backtrace; set by the error's creator.
     pub update_backtrace:
         Option<unsafe extern "C" fn(obj: *mut c_void, backtrace: *const ByteArray, mode: i32)>,
+    /// The error that caused this one, or NULL.
     pub cause_chain: *mut ObjectHeader,
+    /// Extra context object, or NULL.
     pub extra_context: *mut ObjectHeader,
 }
 
+// SAFETY: the byte arrays point into buffers the error object owns, and the cause and context are
+// reference-counted objects; as in TVM-FFI, errors move and are shared between threads (the
+// backtrace is updated by the code that raises the error).
 unsafe impl Send for ErrorObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for ErrorObj {}
 
+// SAFETY: #[repr(C)] with the layout of TVMFFIErrorCell for ffi.Error.
 unsafe impl ObjectType for ErrorObj {
     const TYPE_KEY: &'static str = "ffi.Error";
     fn type_index() -> i32 {
@@ -57,9 +68,14 @@ pub const BACKTRACE_REPLACE: i32 = 0;
 pub const BACKTRACE_APPEND: i32 = 1;
 
 unsafe extern "C" fn update_backtrace(obj: *mut c_void, backtrace: *const ByteArray, mode: i32) {
-    let owned =
-        &mut *((obj as *mut u8).add(std::mem::size_of::<ObjectHeader>()) as *mut OwnedError);
-    let text = (*backtrace).as_slice();
+    // SAFETY: this entry is only installed on Kiln's error objects, whose payload is an
+    // OwnedError; the caller passes a valid byte array.
+    let (owned, text) = unsafe {
+        (
+            &mut *((obj as *mut u8).add(std::mem::size_of::<ObjectHeader>()) as *mut OwnedError),
+            (*backtrace).as_slice(),
+        )
+    };
     if mode == BACKTRACE_APPEND {
         owned.backtrace.extend_from_slice(text);
     } else {
@@ -256,7 +272,8 @@ pub fn set_raised(err: Error) {
 pub unsafe fn set_raised_raw(obj: NonNull<ObjectHeader>) {
     let old = RAISED.with(|slot| slot.replace(Some(obj)));
     if let Some(old) = old {
-        dec_ref(old);
+        // SAFETY: the slot owned one reference to the error it held.
+        unsafe { dec_ref(old) };
     }
 }
 
@@ -269,9 +286,9 @@ pub fn take_raised_raw() -> Option<NonNull<ObjectHeader>> {
 /// gives a `RuntimeError` that says so.
 pub fn take_raised(context: &str) -> Error {
     match take_raised_raw() {
-        // SAFETY: the slot held an owned reference; error objects always have the error layout
-        // (non-error objects are wrapped below).
         Some(obj) => {
+            // SAFETY: the slot held an owned reference; error objects always have the error
+            // layout (non-error objects are wrapped below).
             let obj = unsafe { ObjectRef::<crate::object::Object>::from_raw(obj) };
             match obj.downcast::<ErrorObj>() {
                 Ok(e) => Error(e),

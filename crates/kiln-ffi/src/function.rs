@@ -15,14 +15,19 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// ABI cell of a function object.
 #[repr(C)]
 pub struct FunctionObj {
+    /// The entry point: `(self, args, num_args, result) -> 0 or -1` with the error raised.
     pub safe_call: SafeCall,
     /// Unused by Kiln (TVM-FFI keeps a C++ entry here); NULL in Kiln's functions.
     pub cpp_call: *mut c_void,
 }
 
+// SAFETY: a function object may be called from any thread (TVM-FFI's contract for functions, which
+// Kiln's own closures meet by being Send + Sync).
 unsafe impl Send for FunctionObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for FunctionObj {}
 
+// SAFETY: #[repr(C)] with the layout of TVM-FFI's function cell for ffi.Function.
 unsafe impl ObjectType for FunctionObj {
     const TYPE_KEY: &'static str = "ffi.Function";
     fn type_index() -> i32 {
@@ -79,7 +84,10 @@ struct CFunction {
     deleter: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
+// SAFETY: the C creator hands over a context its call and deleter may use from any thread, as
+// TVMFFIFunctionCreate requires.
 unsafe impl Send for CFunction {}
+// SAFETY: as for Send.
 unsafe impl Sync for CFunction {}
 
 impl Drop for CFunction {
@@ -99,11 +107,16 @@ unsafe extern "C" fn rust_function_call(
 ) -> i32 {
     // SAFETY: this entry is only installed on RustFunction objects; the caller passes `n` live
     // arguments and a result slot.
-    let f = &*((handle as *const u8).add(24) as *const RustFunction);
-    let args = AnyView::slice_from_raw(args, n);
+    let (f, args) = unsafe {
+        (
+            &*((handle as *const u8).add(24) as *const RustFunction),
+            AnyView::slice_from_raw(args, n),
+        )
+    };
     ffi_guard(|| {
         let out = f.body.call(args)?;
-        *result = out.into_raw();
+        // SAFETY: the caller passes a writable result slot.
+        unsafe { *result = out.into_raw() };
         Ok(())
     })
 }
@@ -115,8 +128,10 @@ unsafe extern "C" fn c_function_call(
     result: *mut RawAny,
 ) -> i32 {
     // SAFETY: this entry is only installed on CFunction objects.
-    let f = &*((handle as *const u8).add(24) as *const CFunction);
-    (f.call)(f.context, args, n, result)
+    unsafe {
+        let f = &*((handle as *const u8).add(24) as *const CFunction);
+        (f.call)(f.context, args, n, result)
+    }
 }
 
 /// A reference to a function object.

@@ -18,6 +18,8 @@ pub struct MapObj {
     index: HashMap<AnyKey, usize>,
 }
 
+// SAFETY: the payload layout is Kiln's own (see the module documentation): only Kiln code reads
+// it, C and Python go through the ffi.Map* functions.
 unsafe impl ObjectType for MapObj {
     const TYPE_KEY: &'static str = "ffi.Map";
     fn type_index() -> i32 {

@@ -36,6 +36,7 @@ pub struct Object {
     _private: [u8; 0],
 }
 
+// SAFETY: a zero-sized payload: every object is at least a header.
 unsafe impl ObjectType for Object {
     const TYPE_KEY: &'static str = "ffi.Object";
     fn type_index() -> i32 {
@@ -46,7 +47,9 @@ unsafe impl ObjectType for Object {
 /// An object as Kiln allocates it: header, then payload.
 #[repr(C)]
 pub struct ObjBox<T> {
+    /// The ABI header (reference counts, type index, deleter).
     pub header: ObjectHeader,
+    /// The object's fields.
     pub payload: T,
 }
 
@@ -70,10 +73,13 @@ pub fn live_object_count() -> i64 {
 unsafe extern "C" fn obj_box_deleter<T>(obj: *mut c_void, flags: i32) {
     let boxed = obj as *mut ObjBox<T>;
     if flags & DELETER_FLAG_STRONG != 0 {
-        std::ptr::drop_in_place(&mut (*boxed).payload);
+        // SAFETY: Kiln installs this deleter only on ObjBox<T> allocations, and the ABI calls it
+        // with the strong flag once, when the last strong reference goes.
+        unsafe { std::ptr::drop_in_place(&mut (*boxed).payload) };
     }
     if flags & DELETER_FLAG_WEAK != 0 {
-        std::alloc::dealloc(boxed as *mut u8, std::alloc::Layout::new::<ObjBox<T>>());
+        // SAFETY: as above; the weak flag comes once, last, when no reference is left.
+        unsafe { std::alloc::dealloc(boxed as *mut u8, std::alloc::Layout::new::<ObjBox<T>>()) };
         #[cfg(feature = "count-objects")]
         LIVE_OBJECTS.fetch_sub(1, Ordering::SeqCst);
     }
@@ -111,7 +117,8 @@ pub(crate) fn alloc_object<T>(index: i32, value: T) -> NonNull<ObjectHeader> {
 /// `obj` must point to a live object.
 #[inline]
 pub unsafe fn inc_ref(obj: NonNull<ObjectHeader>) {
-    (*obj.as_ptr())
+    // SAFETY: the caller guarantees a live object.
+    unsafe { &*obj.as_ptr() }
         .ref_count
         .fetch_add(REF_STRONG_ONE, Ordering::Relaxed);
 }
@@ -122,25 +129,29 @@ pub unsafe fn inc_ref(obj: NonNull<ObjectHeader>) {
 /// `obj` must point to a live object on which the caller owns one strong reference.
 #[inline]
 pub unsafe fn dec_ref(obj: NonNull<ObjectHeader>) {
-    let header = &*obj.as_ptr();
+    // SAFETY: the caller guarantees a live object (alive until its deleter runs below).
+    let header = unsafe { &*obj.as_ptr() };
     let before = header
         .ref_count
         .fetch_sub(REF_STRONG_ONE, Ordering::Release);
     if before == REF_BOTH_ONE {
         fence(Ordering::Acquire);
         if let Some(deleter) = header.deleter {
-            deleter(obj.as_ptr() as *mut c_void, DELETER_FLAG_BOTH);
+            // SAFETY: the caller's was the last reference of either kind: free everything.
+            unsafe { deleter(obj.as_ptr() as *mut c_void, DELETER_FLAG_BOTH) };
         }
     } else if before & 0xffff_ffff == REF_STRONG_ONE {
         // Last strong reference but weak ones remain: drop the contents now, the memory later.
         fence(Ordering::Acquire);
         if let Some(deleter) = header.deleter {
-            deleter(obj.as_ptr() as *mut c_void, DELETER_FLAG_STRONG);
+            // SAFETY: the last strong reference is gone; weak ones keep the memory.
+            unsafe { deleter(obj.as_ptr() as *mut c_void, DELETER_FLAG_STRONG) };
         }
         if header.ref_count.fetch_sub(REF_WEAK_ONE, Ordering::Release) == REF_WEAK_ONE {
             fence(Ordering::Acquire);
             if let Some(deleter) = header.deleter {
-                deleter(obj.as_ptr() as *mut c_void, DELETER_FLAG_WEAK);
+                // SAFETY: the strong owners' weak reference was the last one: free the memory.
+                unsafe { deleter(obj.as_ptr() as *mut c_void, DELETER_FLAG_WEAK) };
             }
         }
     }
@@ -151,7 +162,8 @@ pub unsafe fn dec_ref(obj: NonNull<ObjectHeader>) {
 /// # Safety
 /// `obj` must point to a live object.
 pub unsafe fn strong_count(obj: NonNull<ObjectHeader>) -> u32 {
-    ((*obj.as_ptr()).ref_count.load(Ordering::Relaxed) & 0xffff_ffff) as u32
+    // SAFETY: the caller guarantees a live object.
+    (unsafe { &*obj.as_ptr() }.ref_count.load(Ordering::Relaxed) & 0xffff_ffff) as u32
 }
 
 /// A strong, reference-counted pointer to an FFI object whose payload is `T`.
@@ -162,6 +174,7 @@ pub struct ObjectRef<T: ObjectType> {
 
 // SAFETY: object counts are atomic and payloads are `Send + Sync` (ObjectType bound).
 unsafe impl<T: ObjectType> Send for ObjectRef<T> {}
+// SAFETY: as for Send.
 unsafe impl<T: ObjectType> Sync for ObjectRef<T> {}
 
 impl<T: ObjectType> ObjectRef<T> {
@@ -199,7 +212,8 @@ impl<T: ObjectType> ObjectRef<T> {
     /// `ptr` must be a live object whose layout extends `T`.
     #[inline]
     pub unsafe fn from_borrowed(ptr: NonNull<ObjectHeader>) -> Self {
-        inc_ref(ptr);
+        // SAFETY: the caller guarantees a live object.
+        unsafe { inc_ref(ptr) };
         ObjectRef {
             ptr,
             _marker: PhantomData,

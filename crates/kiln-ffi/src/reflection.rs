@@ -42,12 +42,17 @@ impl<T: Clone + Into<Any> + TryFromAny> FieldValue for T {
 /// One reflected field.
 #[derive(Clone)]
 pub struct FieldDesc {
+    /// The field's name.
     pub name: &'static str,
     /// Byte offset from the start of the object (header included), as the C field info has it.
     pub offset: usize,
+    /// Size of the field in bytes.
     pub size: usize,
+    /// Alignment of the field in bytes.
     pub align: usize,
+    /// The static type index of the field's type ([`crate::abi::type_index::ANY`] when not fixed).
     pub static_type_index: i32,
+    /// The field's type, as printed in errors.
     pub type_name: fn() -> String,
     /// Reads the field at a given address.
     pub get: unsafe fn(*const u8) -> Any,
@@ -56,12 +61,15 @@ pub struct FieldDesc {
 }
 
 unsafe fn get_field<F: FieldValue>(ptr: *const u8) -> Any {
-    (*(ptr as *const F)).to_field_any()
+    // SAFETY: `get` is installed for a field of type F, called with that field's address.
+    unsafe { (*(ptr as *const F)).to_field_any() }
 }
 
 unsafe extern "C" fn c_get_field<F: FieldValue>(field: *mut c_void, result: *mut RawAny) -> i32 {
     ffi_guard(|| {
-        *result = get_field::<F>(field as *const u8).into_raw();
+        // SAFETY: the C getter is installed for a field of type F; the caller passes its address
+        // and a writable result slot.
+        unsafe { *result = get_field::<F>(field as *const u8).into_raw() };
         Ok(())
     })
 }
@@ -135,7 +143,9 @@ impl FieldValues {
 
 /// A type declared for reflection; `#[derive(Object)]` submits one per type.
 pub struct TypeDesc {
+    /// The type key, e.g. `kiln.testing.Node`.
     pub key: &'static str,
+    /// The parent's type key (`ffi.Object` for direct children).
     pub parent_key: &'static str,
     /// The type's own fields (the parent's come first at registration).
     pub fields: fn() -> Vec<FieldDesc>,
@@ -220,20 +230,26 @@ fn repr_depth(v: &AnyView<'_>, depth: usize) -> String {
         return format!("b{}", quote(b));
     }
     let raw = v.raw();
-    // SAFETY: each arm reads the union member its type index selects.
+    // Each arm reads the union member its type index selects.
     match raw.type_index {
         ti::NONE => "None".into(),
+        // SAFETY: an int keeps v_int64.
         ti::INT => unsafe { raw.value.v_int64 }.to_string(),
+        // SAFETY: a bool keeps v_int64.
         ti::BOOL => if unsafe { raw.value.v_int64 } != 0 {
             "True"
         } else {
             "False"
         }
         .into(),
+        // SAFETY: a float keeps v_float64.
         ti::FLOAT => crate::float_repr::debug_f64(unsafe { raw.value.v_float64 }),
+        // SAFETY: a data type keeps v_dtype.
         ti::DATA_TYPE => format!("{}", crate::DataType(unsafe { raw.value.v_dtype })),
+        // SAFETY: a device keeps v_device.
         ti::DEVICE => format!("{}", crate::Device(unsafe { raw.value.v_device })),
         ti::OPAQUE_PTR | ti::DL_TENSOR_PTR => {
+            // SAFETY: pointers keep v_ptr.
             format!("<{} {:p}>", v.type_name(), unsafe { raw.value.v_ptr })
         }
         ti::ARRAY => {

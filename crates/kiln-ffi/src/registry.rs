@@ -11,7 +11,9 @@ use std::sync::{OnceLock, RwLock};
 
 /// A function registered at start-up (see [`register_global!`](crate::register_global)).
 pub struct GlobalRegistration {
+    /// The global name the function is registered under.
     pub name: &'static str,
+    /// Makes the function object, when the registry is first read.
     pub make: fn() -> Function,
 }
 

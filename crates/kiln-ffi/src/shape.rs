@@ -8,13 +8,18 @@ use std::fmt;
 /// ABI cell of a shape object.
 #[repr(C)]
 pub struct ShapeObj {
+    /// The extents.
     pub data: *const i64,
+    /// Number of extents.
     pub size: usize,
 }
 
+// SAFETY: `data` points to extents that live as long as the object and never change.
 unsafe impl Send for ShapeObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for ShapeObj {}
 
+// SAFETY: #[repr(C)] with the layout of TVM-FFI's shape cell (data, size) for ffi.Shape.
 unsafe impl ObjectType for ShapeObj {
     const TYPE_KEY: &'static str = "ffi.Shape";
     fn type_index() -> i32 {

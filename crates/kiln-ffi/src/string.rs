@@ -13,13 +13,18 @@ macro_rules! byte_buffer_object {
         /// ABI cell of the object: pointer and length of the bytes.
         #[repr(C)]
         pub struct $obj {
+            /// Start of the bytes.
             pub data: *const u8,
+            /// Number of bytes.
             pub size: usize,
         }
 
+        // SAFETY: `data` points to bytes that live as long as the object and never change.
         unsafe impl Send for $obj {}
+        // SAFETY: as for Send.
         unsafe impl Sync for $obj {}
 
+        // SAFETY: #[repr(C)] with the layout of TVM-FFI's byte cell (data, size) for its type.
         unsafe impl ObjectType for $obj {
             const TYPE_KEY: &'static str = $key;
             fn type_index() -> i32 {

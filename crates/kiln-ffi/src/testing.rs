@@ -44,9 +44,13 @@ register_global!("testing.test_raise_error", |kind: String,
 #[object(type_key = "kiln.testing.Node")]
 #[repr(C)]
 pub struct NodeObj {
+    /// A name.
     pub name: String,
+    /// An integer value.
     pub value: i64,
+    /// A float value.
     pub scale: f64,
+    /// Child nodes.
     pub children: Array,
 }
 
@@ -68,7 +72,9 @@ register_global!(
 #[repr(C)]
 pub struct TaggedNodeObj {
     #[object(base)]
+    /// The parent part.
     pub base: NodeObj,
+    /// An optional tag.
     pub tag: Option<String>,
 }
 

@@ -14,37 +14,60 @@ use std::sync::{OnceLock, RwLock};
 /// `TVMFFIFieldInfo`: one reflected field as C sees it.
 #[repr(C)]
 pub struct FieldInfoC {
+    /// The field's name.
     pub name: ByteArray,
+    /// Its documentation (empty in Kiln).
     pub doc: ByteArray,
+    /// Metadata as JSON (empty in Kiln).
     pub metadata: ByteArray,
+    /// Field flags (0 in Kiln: read-only, no default).
     pub flags: i64,
+    /// Size of the field in bytes.
     pub size: i64,
+    /// Alignment in bytes.
     pub alignment: i64,
+    /// Byte offset from the start of the object (header included).
     pub offset: i64,
+    /// Reads the field at a given address into an owned value.
     pub getter: Option<unsafe extern "C" fn(field: *mut c_void, result: *mut RawAny) -> i32>,
+    /// Writes the field; NULL in Kiln (fields are read-only through C).
     pub setter: *mut c_void,
+    /// Default value or factory; None in Kiln.
     pub default_value_or_factory: RawAny,
+    /// The static type index of the field's type.
     pub field_static_type_index: i32,
 }
 
 /// `TVMFFITypeInfo`: a registered type as C sees it.
 #[repr(C)]
 pub struct TypeInfoC {
+    /// The type index.
     pub type_index: i32,
+    /// Number of ancestors.
     pub type_depth: i32,
+    /// The type key.
     pub type_key: ByteArray,
+    /// `type_depth` ancestors, from the root down to the parent.
     pub type_ancestors: *const *const TypeInfoC,
+    /// Hash of the type key.
     pub type_key_hash: u64,
+    /// Number of entries in `fields`.
     pub num_fields: i32,
+    /// Number of methods (0 in Kiln).
     pub num_methods: i32,
+    /// `num_fields` fields, the parents' first.
     pub fields: *const FieldInfoC,
+    /// Methods; NULL in Kiln.
     pub methods: *const c_void,
+    /// Extra type metadata; NULL in Kiln.
     pub metadata: *const c_void,
 }
 
 /// Everything known about one registered type.
 pub struct TypeEntry {
+    /// The type index.
     pub index: i32,
+    /// The type key.
     pub key: &'static str,
     /// Ancestors from the root (`ffi.Object`) down to the direct parent.
     pub ancestors: Vec<i32>,
@@ -52,11 +75,13 @@ pub struct TypeEntry {
     pub fields: Vec<FieldDesc>,
     /// Builds an object of this type from field values, when the type supports it.
     pub desc: Option<&'static TypeDesc>,
+    /// The same type as C sees it (what `TVMFFIGetTypeInfo` returns).
     pub c_info: TypeInfoC,
 }
 
 // SAFETY: the raw pointers inside point to leaked, immutable data.
 unsafe impl Send for TypeEntry {}
+// SAFETY: as for Send.
 unsafe impl Sync for TypeEntry {}
 
 struct Registry {

@@ -499,10 +499,12 @@ unsafe extern "C" fn trampoline<F>(
 where
     F: Fn(&TaskContext<'_>) -> Result<()> + Sync,
 {
-    let f = &*(cdata as *const F);
+    // SAFETY: parallel_launch passes its `&F` as cdata and keeps it alive until every task is
+    // done; `penv` is the launch's live env.
+    let (f, num_task) = unsafe { (&*(cdata as *const F), (*penv).num_task as usize) };
     let ctx = TaskContext {
         task_id: task_id as usize,
-        num_task: (*penv).num_task as usize,
+        num_task,
         env: penv,
         _env: PhantomData,
     };
@@ -550,10 +552,12 @@ where
 /// # Safety
 /// `penv` must be NULL or the env a running launch passed to this task.
 pub unsafe fn barrier(penv: *mut ParallelGroupEnv) -> Result<()> {
-    let env = penv.as_ref().ok_or_else(|| {
+    // SAFETY: the caller guarantees NULL or a running launch's env.
+    let env = unsafe { penv.as_ref() }.ok_or_else(|| {
         Error::value_error("TVMBackendParallelBarrier: the parallel group env is NULL")
     })?;
-    let b = (env.sync_handle as *const Barrier).as_ref();
+    // SAFETY: a Kiln launch's env holds NULL or its live Barrier (the magic is checked below).
+    let b = unsafe { (env.sync_handle as *const Barrier).as_ref() };
     match b {
         Some(b) if b.magic == BARRIER_MAGIC => b.wait(),
         _ => Err(Error::value_error(
@@ -577,7 +581,8 @@ pub unsafe extern "C" fn TVMBackendParallelLaunch(
         let f = flambda.ok_or_else(|| {
             Error::value_error("TVMBackendParallelLaunch: the task function is NULL")
         })?;
-        launch_raw(f, cdata, num_task)
+        // SAFETY: the caller's contract is launch_raw's.
+        unsafe { launch_raw(f, cdata, num_task) }
     })
 }
 
@@ -591,7 +596,8 @@ pub unsafe extern "C" fn TVMBackendParallelBarrier(
     _task_id: c_int,
     penv: *mut ParallelGroupEnv,
 ) -> c_int {
-    ffi_guard(|| barrier(penv))
+    // SAFETY: the caller's contract is barrier's.
+    ffi_guard(|| unsafe { barrier(penv) })
 }
 
 register_global!("runtime.SetNumThreads", |n: i64| -> Result<()> {

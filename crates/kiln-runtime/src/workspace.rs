@@ -156,7 +156,8 @@ pub unsafe fn free_workspace(dev: Device, ptr: *mut c_void) -> Result<()> {
     if dev.device_type() == device_type::CPU {
         return cpu_free(dev, ptr);
     }
-    device_api(dev)?.free_workspace(dev, ptr)
+    // SAFETY: the caller guarantees `ptr` came from this device's alloc_workspace.
+    unsafe { device_api(dev)?.free_workspace(dev, ptr) }
 }
 
 /// Statistics of this thread's CPU workspace pool.
@@ -228,7 +229,8 @@ pub unsafe extern "C" fn TVMBackendFreeWorkspace(
                 "TVMBackendFreeWorkspace: the pointer is NULL",
             ));
         }
-        free_workspace(Device::new(device_type, device_id), ptr)
+        // SAFETY: the caller's contract is free_workspace's.
+        unsafe { free_workspace(Device::new(device_type, device_id), ptr) }
     })
 }
 

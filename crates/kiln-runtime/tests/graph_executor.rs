@@ -128,6 +128,8 @@ fn zero_copy_inputs_and_outputs() {
         e.message()
     );
     let raw = Tensor::from_slice(&[0f32; 40], &[40]).unwrap();
+    // SAFETY: `raw` holds 40 floats, enough for the 4x8 view 4 bytes in, and outlives `unaligned`;
+    // the view copies its shape.
     let unaligned = unsafe {
         let mut dl = *raw.dl_tensor();
         dl.byte_offset = 4;

@@ -206,11 +206,13 @@ impl DeviceApi for FakeDevice {
     }
     unsafe fn free_data_space(&self, _: Device, p: *mut c_void) -> Result<()> {
         self.frees.fetch_add(1, Ordering::SeqCst);
-        cpu::free_aligned(p)
+        // SAFETY: the DeviceApi contract: `p` came from alloc_data_space, i.e. alloc_aligned.
+        unsafe { cpu::free_aligned(p) }
     }
     unsafe fn copy_data_from_to(&self, f: &DLTensor, t: &DLTensor, _: StreamHandle) -> Result<()> {
         self.copies.fetch_add(1, Ordering::SeqCst);
-        cpu::copy_host(f, t)
+        // SAFETY: the DeviceApi contract: both tensors describe live host memory.
+        unsafe { cpu::copy_host(f, t) }
     }
     unsafe fn stream_sync(&self, _: Device, _: StreamHandle) -> Result<()> {
         Ok(())
@@ -271,14 +273,20 @@ struct Produced {
 }
 
 unsafe extern "C" fn legacy_deleter(m: *mut DLManagedTensor) {
-    drop(Box::from_raw((*m).manager_ctx as *mut Produced));
-    drop(Box::from_raw(m));
+    // SAFETY: `m` and its context were boxed by the producer, and the consumer deletes once.
+    unsafe {
+        drop(Box::from_raw((*m).manager_ctx as *mut Produced));
+        drop(Box::from_raw(m));
+    }
     PRODUCER_DELETES.fetch_add(1, Ordering::SeqCst);
 }
 
 unsafe extern "C" fn versioned_deleter(m: *mut DLManagedTensorVersioned) {
-    drop(Box::from_raw((*m).manager_ctx as *mut Produced));
-    drop(Box::from_raw(m));
+    // SAFETY: `m` and its context were boxed by the producer, and the consumer deletes once.
+    unsafe {
+        drop(Box::from_raw((*m).manager_ctx as *mut Produced));
+        drop(Box::from_raw(m));
+    }
     PRODUCER_DELETES.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -372,8 +380,8 @@ fn dlpack_import_errors_leave_ownership_with_the_caller() {
     let before = PRODUCER_DELETES.load(Ordering::SeqCst);
     let mut out = std::ptr::null_mut();
     let m = produce_versioned(&[1.0; 4], 2);
-    // SAFETY: a valid managed tensor with an unsupported major version.
     assert_eq!(
+        // SAFETY: a valid managed tensor with an unsupported major version.
         unsafe { TVMFFITensorFromDLPackVersioned(m, 0, 0, &mut out) },
         -1
     );

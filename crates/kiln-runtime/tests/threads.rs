@@ -34,8 +34,8 @@ unsafe extern "C" fn sum_squares(
     penv: *mut ParallelGroupEnv,
     cdata: *mut c_void,
 ) -> c_int {
-    let job = &*(cdata as *const SumJob);
-    let n = (*penv).num_task as usize;
+    // SAFETY: the launch below passes a SumJob that outlives it, and a live group env.
+    let (job, n) = unsafe { (&*(cdata as *const SumJob), (*penv).num_task as usize) };
     job.tasks_seen.store(n, Ordering::Relaxed);
     let len = job.data.len();
     let (lo, hi) = (len * task as usize / n, len * (task as usize + 1) / n);
@@ -125,12 +125,14 @@ fn barrier_through_the_c_entry() {
         penv: *mut ParallelGroupEnv,
         cdata: *mut c_void,
     ) -> c_int {
-        let p = &*(cdata as *const Phases);
+        // SAFETY: the launch passes a Phases that outlives it, and a live group env.
+        let (p, num_task) = unsafe { (&*(cdata as *const Phases), (*penv).num_task as usize) };
         p.count.fetch_add(1, Ordering::SeqCst);
-        if TVMBackendParallelBarrier(task, penv) != 0 {
+        // SAFETY: task and penv are this task's own, as the pool passed them.
+        if unsafe { TVMBackendParallelBarrier(task, penv) } != 0 {
             return -1;
         }
-        if p.count.load(Ordering::SeqCst) == (*penv).num_task as usize {
+        if p.count.load(Ordering::SeqCst) == num_task {
             p.after.fetch_add(1, Ordering::SeqCst);
         }
         0
@@ -143,8 +145,8 @@ fn barrier_through_the_c_entry() {
     let rc = unsafe { TVMBackendParallelLaunch(Some(body), &p as *const Phases as *mut c_void, 5) };
     assert_eq!(rc, 0);
     assert_eq!(p.after.load(Ordering::SeqCst), 5);
-    // SAFETY: a NULL env is rejected.
     assert_eq!(
+        // SAFETY: a NULL env is rejected.
         unsafe { TVMBackendParallelBarrier(0, std::ptr::null_mut()) },
         -1
     );
@@ -201,8 +203,8 @@ fn task_errors_come_back_and_release_the_barrier() {
     unsafe extern "C" fn fail(_: c_int, _: *mut ParallelGroupEnv, _: *mut c_void) -> c_int {
         -1
     }
-    // SAFETY: fail ignores its arguments.
     assert_eq!(
+        // SAFETY: fail ignores its arguments.
         unsafe { TVMBackendParallelLaunch(Some(fail), std::ptr::null_mut(), 2) },
         -1
     );

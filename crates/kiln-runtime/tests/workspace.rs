@@ -79,8 +79,8 @@ fn bad_frees_and_sizes_are_errors() {
     assert!(p.is_null());
     let e = kiln_ffi::error::take_raised("test");
     assert!(e.message().contains("device type 77:3"), "{e}");
-    // SAFETY: an unknown device fails before the pointer is used.
     assert_eq!(
+        // SAFETY: an unknown device fails before the pointer is used.
         unsafe { TVMBackendFreeWorkspace(77, 0, x.as_mut_ptr() as *mut c_void) },
         -1
     );

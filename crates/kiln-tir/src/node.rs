@@ -322,7 +322,8 @@ impl fmt::Debug for IrString {
 /// `T` or a `#[repr(C)]` descendant whose first field is `T`).
 #[inline]
 pub(crate) unsafe fn payload<T, U: ObjectType>(r: &ObjectRef<U>) -> &T {
-    &*(r.payload_ptr() as *const T)
+    // SAFETY: the caller guarantees the payload starts with a `T`; it lives as long as `r`.
+    unsafe { &*(r.payload_ptr() as *const T) }
 }
 
 /// Re-views a reference to a child type as one to its parent.
@@ -331,7 +332,8 @@ pub(crate) unsafe fn payload<T, U: ObjectType>(r: &ObjectRef<U>) -> &T {
 /// `C`'s layout must start with `P` (`#[repr(C)]`, `P` as first field, transitively).
 #[inline]
 pub(crate) unsafe fn upcast_ref<P: ObjectType, C: ObjectType>(r: ObjectRef<C>) -> ObjectRef<P> {
-    ObjectRef::from_raw(r.into_raw())
+    // SAFETY: into_raw hands over `r`'s reference; the caller guarantees `C` starts with `P`.
+    unsafe { ObjectRef::from_raw(r.into_raw()) }
 }
 
 /// A lookup table from type index to a small tag, built once after all IR types are registered.

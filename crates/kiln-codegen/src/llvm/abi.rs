@@ -226,7 +226,7 @@ impl<'ctx> FfiAbi<'ctx> {
         index: IntValue<'ctx>,
         field: AnyField,
     ) -> Result<PointerValue<'ctx>> {
-        // SAFETY (for LLVM): in-bounds GEPs into an array of `TVMFFIAny` the caller provides.
+        // SAFETY: (inbounds is a promise to LLVM) in-bounds GEPs into an array of `TVMFFIAny` the caller provides.
         unsafe {
             let elem = b
                 .build_in_bounds_gep(self.any, array, &[index], "any")
@@ -295,7 +295,7 @@ impl<'ctx> FfiAbi<'ctx> {
         tensor: PointerValue<'ctx>,
         field: DlTensorField,
     ) -> Result<PointerValue<'ctx>> {
-        // SAFETY (for LLVM): a constant in-bounds byte offset into a 48-byte DLTensor.
+        // SAFETY: (inbounds is a promise to LLVM) a constant in-bounds byte offset into a 48-byte DLTensor.
         unsafe {
             b.build_in_bounds_gep(
                 self.i8,
@@ -336,7 +336,7 @@ impl<'ctx> FfiAbi<'ctx> {
         b: &Builder<'ctx>,
         object: PointerValue<'ctx>,
     ) -> Result<PointerValue<'ctx>> {
-        // SAFETY (for LLVM): a tensor object is a header followed by its DLTensor.
+        // SAFETY: (inbounds is a promise to LLVM) a tensor object is a header followed by its DLTensor.
         unsafe {
             b.build_in_bounds_gep(
                 self.i8,

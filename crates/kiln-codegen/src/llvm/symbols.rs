@@ -307,7 +307,7 @@ pub fn build_set_raised<'ctx>(
     let array_ty = abi.ptr.array_type(parts.len().max(1) as u32);
     let array = b.build_alloca(array_ty, "err.parts").map_err(llvm_error)?;
     for (i, part) in parts.iter().enumerate() {
-        // SAFETY (for LLVM): index i of an array of parts.len() pointers.
+        // SAFETY: (inbounds is a promise to LLVM) index i of an array of parts.len() pointers.
         let slot = unsafe {
             b.build_in_bounds_gep(
                 array_ty,

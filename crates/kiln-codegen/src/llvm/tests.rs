@@ -46,9 +46,11 @@ fn add_loop<'ctx>(t: &LlvmTarget, ctx: &'ctx Context, name: &str) -> Module<'ctx
     b.position_at_end(body);
     let i = b.build_phi(i64t, "i").unwrap();
     let iv = i.as_basic_value().into_int_value();
+    // SAFETY: the loop runs i over 0..n, in bounds of both n-element buffers.
     let src = unsafe { b.build_in_bounds_gep(f32t, b_, &[iv], "src").unwrap() };
     let x = b.build_load(f32t, src, "x").unwrap().into_float_value();
     let y = b.build_float_add(x, f32t.const_float(1.0), "y").unwrap();
+    // SAFETY: as for `src`.
     let dst = unsafe { b.build_in_bounds_gep(f32t, a, &[iv], "dst").unwrap() };
     b.build_store(dst, y).unwrap();
     let next = b

@@ -406,12 +406,14 @@ impl Drop for Connection {
 /// `dl` must describe a live tensor.
 pub unsafe fn wire_tensor(dl: &DLTensor) -> Result<WireValue> {
     let shape: Vec<i64> = if dl.ndim > 0 {
-        std::slice::from_raw_parts(dl.shape, dl.ndim as usize).to_vec()
+        // SAFETY: the caller guarantees a live tensor, whose shape holds ndim extents.
+        unsafe { std::slice::from_raw_parts(dl.shape, dl.ndim as usize) }.to_vec()
     } else {
         Vec::new()
     };
     if !dl.strides.is_null() && dl.ndim > 0 {
-        let strides = std::slice::from_raw_parts(dl.strides, dl.ndim as usize);
+        // SAFETY: non-null strides of a live tensor hold ndim entries.
+        let strides = unsafe { std::slice::from_raw_parts(dl.strides, dl.ndim as usize) };
         let mut expect = 1i64;
         for (s, d) in strides.iter().zip(&shape).rev() {
             if *d != 1 && *s != expect {

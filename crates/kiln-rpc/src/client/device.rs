@@ -94,8 +94,11 @@ unsafe fn host_bytes<'a>(dl: &DLTensor) -> Result<&'a mut [u8]> {
     if n == 0 {
         return Ok(&mut []);
     }
-    let p = (dl.data as *mut u8).add(dl.byte_offset as usize);
-    Ok(std::slice::from_raw_parts_mut(p, n))
+    // SAFETY: the caller guarantees live, compact host memory: n bytes from the byte offset.
+    Ok(unsafe {
+        let p = (dl.data as *mut u8).add(dl.byte_offset as usize);
+        std::slice::from_raw_parts_mut(p, n)
+    })
 }
 
 /// The device API of remote devices.
@@ -184,10 +187,12 @@ impl DeviceApi for RpcDeviceApi {
                 Ok(())
             }
             (Some(_), None) if is_host(td) => {
-                session_of(fd)?.copy_from_remote(&wire(from)?, host_bytes(to)?)
+                // SAFETY: the DeviceApi contract: `to` describes live memory, here on the host.
+                session_of(fd)?.copy_from_remote(&wire(from)?, unsafe { host_bytes(to)? })
             }
             (None, Some(_)) if is_host(fd) => {
-                session_of(td)?.copy_to_remote(&wire(to)?, host_bytes(from)?)
+                // SAFETY: the DeviceApi contract: `from` describes live memory, here on the host.
+                session_of(td)?.copy_to_remote(&wire(to)?, unsafe { host_bytes(from)? })
             }
             _ => Err(Error::value_error(format!(
                 "cannot copy from {fd} to {td}: copies go between a remote device and the host, \

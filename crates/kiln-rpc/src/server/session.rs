@@ -518,8 +518,8 @@ fn dl_tensor(t: &WireTensor, shape: &mut [i64]) -> DLTensor {
 /// A plain (non-object) value on the wire.
 pub(crate) fn to_wire_pod(v: &Any) -> Result<WireValue> {
     let view = v.view();
-    // SAFETY: each arm reads the union member its type index selects.
     let raw = view.raw();
+    // SAFETY: each arm reads the union member its type index selects.
     Ok(unsafe {
         match view.type_index() {
             ti::NONE => WireValue::None,

@@ -66,12 +66,16 @@ pub unsafe fn free_aligned(ptr: *mut c_void) -> Result<()> {
         )));
     }
     let data = ptr as *mut u8;
-    let header = data.sub(HEADER) as *const usize;
-    let (size, align) = (header.read(), header.add(1).read());
-    std::alloc::dealloc(
-        data.sub(align),
-        Layout::from_size_align_unchecked(size, align),
-    );
+    // SAFETY: the caller guarantees `ptr` came from alloc_aligned, which stored the allocation's
+    // size and alignment in the HEADER bytes before it and placed it `align` bytes in.
+    unsafe {
+        let header = data.sub(HEADER) as *const usize;
+        let (size, align) = (header.read(), header.add(1).read());
+        std::alloc::dealloc(
+            data.sub(align),
+            Layout::from_size_align_unchecked(size, align),
+        );
+    }
     Ok(())
 }
 
@@ -105,17 +109,24 @@ fn host_check(t: &DLTensor, side: &str) -> Result<()> {
 /// # Safety
 /// Both tensors must describe valid host memory with equal shapes and dtypes.
 pub unsafe fn copy_host(from: &DLTensor, to: &DLTensor) -> Result<()> {
-    let (shape, from_strides) = dims(from);
-    let (_, to_strides) = dims(to);
+    // SAFETY: the caller guarantees both tensors are valid.
+    let (shape, from_strides) = unsafe { dims(from) };
+    // SAFETY: as above.
+    let (_, to_strides) = unsafe { dims(to) };
     let numel = checked_numel(shape)?;
     if numel == 0 {
         return Ok(());
     }
     let dtype = DataType(from.dtype);
-    let src = (from.data as *const u8).add(from.byte_offset as usize);
-    let dst = (to.data as *mut u8).add(to.byte_offset as usize);
+    // SAFETY: the byte offsets of valid tensors stay inside their allocations.
+    let src = unsafe { (from.data as *const u8).add(from.byte_offset as usize) };
+    // SAFETY: as above.
+    let dst = unsafe { (to.data as *mut u8).add(to.byte_offset as usize) };
     if is_contiguous(shape, from_strides) && is_contiguous(shape, to_strides) {
-        std::ptr::copy(src, dst, checked_nbytes(numel, dtype)?);
+        let nbytes = checked_nbytes(numel, dtype)?;
+        // SAFETY: both compact tensors hold `nbytes` bytes from their offsets (equal shapes and
+        // dtypes); `copy` allows overlap.
+        unsafe { std::ptr::copy(src, dst, nbytes) };
         return Ok(());
     }
     let elem = dtype.bytes() as isize;
@@ -133,16 +144,20 @@ pub unsafe fn copy_host(from: &DLTensor, to: &DLTensor) -> Result<()> {
             fo += index[d] as isize * fs[d] as isize;
             to_off += index[d] as isize * ts[d] as isize;
         }
-        let (s, t) = (src.offset(fo * elem), dst.offset(to_off * elem));
-        if fi == 1 && ti == 1 {
-            std::ptr::copy(s, t, (inner * elem) as usize);
-        } else {
-            for k in 0..inner {
-                std::ptr::copy(
-                    s.offset(k * fi * elem),
-                    t.offset(k * ti * elem),
-                    elem as usize,
-                );
+        // SAFETY: `index` stays inside the shape, so every row start and element the strides
+        // reach lies inside each valid tensor's memory.
+        unsafe {
+            let (s, t) = (src.offset(fo * elem), dst.offset(to_off * elem));
+            if fi == 1 && ti == 1 {
+                std::ptr::copy(s, t, (inner * elem) as usize);
+            } else {
+                for k in 0..inner {
+                    std::ptr::copy(
+                        s.offset(k * fi * elem),
+                        t.offset(k * ti * elem),
+                        elem as usize,
+                    );
+                }
             }
         }
         // Next row: increment the outer index like an odometer.
@@ -194,7 +209,8 @@ impl DeviceApi for CpuDeviceApi {
     }
 
     unsafe fn free_data_space(&self, _dev: Device, ptr: *mut c_void) -> Result<()> {
-        free_aligned(ptr)
+        // SAFETY: the DeviceApi contract: `ptr` came from alloc_data_space, i.e. alloc_aligned.
+        unsafe { free_aligned(ptr) }
     }
 
     unsafe fn copy_data_from_to(
@@ -205,7 +221,9 @@ impl DeviceApi for CpuDeviceApi {
     ) -> Result<()> {
         host_check(from, "from")?;
         host_check(to, "to")?;
-        copy_host(from, to)
+        // SAFETY: the DeviceApi contract (valid tensors, equal shapes and dtypes); both are on
+        // the host, as just checked.
+        unsafe { copy_host(from, to) }
     }
 
     unsafe fn stream_sync(&self, _dev: Device, _stream: StreamHandle) -> Result<()> {

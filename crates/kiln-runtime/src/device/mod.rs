@@ -171,7 +171,9 @@ pub trait DeviceApi: Send + Sync {
     /// # Safety
     /// `ptr` must come from `alloc_workspace` for `dev` and not be freed yet.
     unsafe fn free_workspace(&self, dev: Device, ptr: *mut c_void) -> Result<()> {
-        self.free_data_space(dev, ptr)
+        // SAFETY: the default alloc_workspace allocates with alloc_data_space, and the caller
+        // guarantees `ptr` came from it.
+        unsafe { self.free_data_space(dev, ptr) }
     }
 }
 
@@ -320,7 +322,9 @@ pub unsafe fn copy_between(from: &DLTensor, to: &DLTensor, stream: StreamHandle)
             )))
         }
     };
-    api.copy_data_from_to(from, to, stream)
+    // SAFETY: this function's own contract is copy_data_from_to's, and `api` is the one that
+    // serves the non-host side (or the CPU's, when both are on the host).
+    unsafe { api.copy_data_from_to(from, to, stream) }
 }
 
 register_global!("runtime.DeviceExists", |dev: Device| device_exists(dev));
@@ -394,7 +398,8 @@ mod tests {
             cpu::CPU.alloc_data_space(dev, n, a, t)
         }
         unsafe fn free_data_space(&self, dev: Device, p: *mut c_void) -> Result<()> {
-            cpu::CPU.free_data_space(dev, p)
+            // SAFETY: the caller's contract, passed on; memory came from the CPU API.
+            unsafe { cpu::CPU.free_data_space(dev, p) }
         }
         unsafe fn copy_data_from_to(
             &self,

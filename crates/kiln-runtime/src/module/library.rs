@@ -57,6 +57,7 @@ pub struct DsoLibrary {
 
 // SAFETY: a dlopen handle may be used from any thread; the cache is behind a mutex.
 unsafe impl Send for DsoLibrary {}
+// SAFETY: as for Send.
 unsafe impl Sync for DsoLibrary {}
 
 /// Libraries currently open, by dlopen handle: opening one file twice gives one handle (and one
@@ -195,6 +196,7 @@ impl Drop for DsoLibrary {
         // SAFETY: Dl_info is plain data (all-zero is valid); dladdr only reads the loader's
         // tables.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; dladdr accepts any address and writes only to `info`.
         if self.probe != 0 && unsafe { libc::dladdr(self.probe as *const c_void, &mut info) } != 0 {
             std::mem::forget(resolved);
         }
@@ -215,12 +217,16 @@ unsafe extern "C" fn call_library_function(
 ) -> i32 {
     // SAFETY: the context is the LibraryFunction this function object was created with; compiled
     // entry points expect `self = NULL`.
-    let f = &*(ctx as *const LibraryFunction);
-    (f.entry)(std::ptr::null_mut(), args, num_args, result)
+    unsafe {
+        let f = &*(ctx as *const LibraryFunction);
+        (f.entry)(std::ptr::null_mut(), args, num_args, result)
+    }
 }
 
 unsafe extern "C" fn drop_library_function(ctx: *mut c_void) {
-    drop(Box::from_raw(ctx as *mut LibraryFunction));
+    // SAFETY: the context was boxed when the function object was made, and is dropped once, with
+    // the object.
+    drop(unsafe { Box::from_raw(ctx as *mut LibraryFunction) });
 }
 
 /// The module node of a loaded shared library (kind `library`).
@@ -538,13 +544,17 @@ pub unsafe extern "C" fn TVMFFIEnvModLookupFromImports(
                 "TVMFFIEnvModLookupFromImports: func_name and out must not be NULL",
             ));
         }
-        let name = CStr::from_ptr(func_name).to_string_lossy();
+        // SAFETY: the caller passes a NUL-terminated name (checked non-NULL above).
+        let name = unsafe { CStr::from_ptr(func_name) }.to_string_lossy();
         let f = if library_ctx.is_null() {
             global_lookup(&name)?
         } else {
-            Module::from_borrowed_ptr(library_ctx)?.lookup_from_imports(&name)?
+            // SAFETY: a non-NULL library context is the module object the library was loaded
+            // into; from_borrowed_ptr checks that it is a Kiln module.
+            unsafe { Module::from_borrowed_ptr(library_ctx) }?.lookup_from_imports(&name)?
         };
-        *out = f.0.as_ptr().as_ptr() as *mut c_void;
+        // SAFETY: `out` is non-NULL (checked above) and the caller's to write.
+        unsafe { *out = f.0.as_ptr().as_ptr() as *mut c_void };
         Ok(())
     })
 }

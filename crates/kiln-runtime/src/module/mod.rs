@@ -127,6 +127,9 @@ pub struct ModuleObj {
     import_cache: Arc<Mutex<HashMap<String, Function>>>,
 }
 
+// SAFETY: ModuleObj is the payload of Kiln's ffi.Module objects; a module made by another
+// runtime (same type index, another layout) is refused by Module::from_borrowed_ptr, which checks
+// the deleter before viewing an object as a ModuleObj.
 unsafe impl ObjectType for ModuleObj {
     const TYPE_KEY: &'static str = "ffi.Module";
     fn type_index() -> i32 {
@@ -172,7 +175,8 @@ impl Module {
     pub unsafe fn from_borrowed_ptr(ptr: *mut std::ffi::c_void) -> Result<Module> {
         let ptr = std::ptr::NonNull::new(ptr as *mut kiln_ffi::abi::ObjectHeader)
             .ok_or_else(|| Error::value_error("module handle is NULL"))?;
-        let header = &*ptr.as_ptr();
+        // SAFETY: the caller guarantees a live object, which starts with its header.
+        let header = unsafe { &*ptr.as_ptr() };
         if header.type_index != type_index::MODULE {
             return Err(Error::type_error(format!(
                 "expected an ffi.Module but got an object of type {}",
@@ -184,7 +188,8 @@ impl Module {
                 "this ffi.Module was made by another runtime; Kiln cannot use it",
             ));
         }
-        Ok(Module(ObjectRef::from_borrowed(ptr)))
+        // SAFETY: a live Kiln module object (checked above); from_borrowed takes a new reference.
+        Ok(Module(unsafe { ObjectRef::from_borrowed(ptr) }))
     }
 
     /// The module kind.

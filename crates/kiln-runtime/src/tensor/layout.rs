@@ -89,8 +89,11 @@ pub unsafe fn dims<'a>(t: &DLTensor) -> (&'a [i64], Option<&'a [i64]>) {
     if n == 0 || t.shape.is_null() {
         return (&[], None);
     }
-    let shape = std::slice::from_raw_parts(t.shape, n);
-    let strides = (!t.strides.is_null()).then(|| std::slice::from_raw_parts(t.strides, n));
+    // SAFETY: the caller guarantees `n` shape values (and strides, when not NULL) alive for 'a.
+    let shape = unsafe { std::slice::from_raw_parts(t.shape, n) };
+    // SAFETY: as above.
+    let strides =
+        (!t.strides.is_null()).then(|| unsafe { std::slice::from_raw_parts(t.strides, n) });
     (shape, strides)
 }
 
@@ -114,7 +117,9 @@ pub unsafe fn validate(t: &DLTensor, what: &str) -> Result<usize> {
             "{what}: shape is NULL for a tensor with {ndim} dimensions"
         )));
     }
-    let (shape, _) = dims(t);
+    // SAFETY: ndim is in range and shape non-NULL (checked above); the caller guarantees the
+    // values are readable.
+    let (shape, _) = unsafe { dims(t) };
     let numel = checked_numel(shape).map_err(|e| e.context(what))?;
     let nbytes = checked_nbytes(numel, DataType(t.dtype)).map_err(|e| e.context(what))?;
     if nbytes > 0 && t.data.is_null() {

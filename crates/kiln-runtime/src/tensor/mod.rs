@@ -9,6 +9,8 @@
 //! Kiln always fills `strides` (compact strides for the tensors it allocates), as TVM-FFI does.
 //! Every size computation is checked: a shape whose byte size overflows is a `ValueError`.
 
+// Its unsafe fns' bodies do not have their own unsafe blocks yet.
+#[allow(unsafe_op_in_unsafe_fn)]
 pub mod dlpack;
 pub mod element;
 mod globals;
@@ -35,6 +37,7 @@ pub struct TensorObj {
 // SAFETY: the DLTensor describes memory; sharing the description between threads is what the
 // ABI does (data races on the memory itself are the users' business, as in C).
 unsafe impl Send for TensorObj {}
+// SAFETY: as for Send.
 unsafe impl Sync for TensorObj {}
 
 // SAFETY: the layout is the ABI's (the DLTensor right after the header) for type index 70.
@@ -81,6 +84,7 @@ struct OwnedTensor {
 
 // SAFETY: as for TensorObj; the storage is only touched when the object is freed.
 unsafe impl Send for OwnedTensor {}
+// SAFETY: as for Send.
 unsafe impl Sync for OwnedTensor {}
 
 // SAFETY: starts with the TensorObj cell; objects are tagged with the tensor type index.
@@ -220,11 +224,13 @@ impl Tensor {
     /// `ptr` must point to a valid DLTensor whose data outlives every use of the view (typically:
     /// the view does not outlive the call that received the `DLTensor*`).
     pub unsafe fn from_dltensor_borrowed(ptr: *const DLTensor) -> Result<Tensor> {
-        let dl = ptr
-            .as_ref()
+        // SAFETY: the caller guarantees a NULL or valid pointer.
+        let dl = unsafe { ptr.as_ref() }
             .ok_or_else(|| Error::value_error("the DLTensor pointer is NULL"))?;
-        layout::validate(dl, "DLTensor argument")?;
-        let (shape, strides) = dims(dl);
+        // SAFETY: a valid DLTensor's shape and strides hold ndim values.
+        unsafe { layout::validate(dl, "DLTensor argument") }?;
+        // SAFETY: as above; assemble copies them before `dl` may go away.
+        let (shape, strides) = unsafe { dims(dl) };
         Ok(Self::assemble(dl, shape, strides, Storage::Borrowed))
     }
 
@@ -505,7 +511,9 @@ impl Tensor {
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn as_mut_slice<T: Element>(&self) -> Result<&mut [T]> {
         let p = self.host_elements::<T>("as_mut_slice")?;
-        Ok(std::slice::from_raw_parts_mut(p, self.numel()))
+        // SAFETY: host_elements checked a contiguous host tensor of T with numel elements; the
+        // caller guarantees no other access while the slice lives.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p, self.numel()) })
     }
 
     /// True when both handles refer to the same object.
@@ -565,6 +573,7 @@ impl Tensor {
                 // SAFETY: DLTensor* values keep the pointer in v_ptr; the caller keeps the
                 // tensor alive for the call (the ABI's contract for borrowed arguments).
                 let p = unsafe { v.raw().value.v_ptr } as *const DLTensor;
+                // SAFETY: as above: a DLTensor the caller keeps valid for the call.
                 unsafe { Tensor::from_dltensor_borrowed(p) }.ok()
             }
             _ => None,

@@ -556,7 +556,9 @@ impl Var {
     /// # Safety
     /// `e` must be a `tir.Var` or `tir.SizeVar`.
     pub(crate) unsafe fn from_expr_unchecked(e: &PrimExpr) -> Var {
-        Var(ObjectRef::from_borrowed(e.object().as_ptr()))
+        // SAFETY: the caller guarantees `e` is a Var or SizeVar, whose payloads start with VarObj;
+        // from_borrowed takes a new reference, so `e` keeps its own.
+        Var(unsafe { ObjectRef::from_borrowed(e.object().as_ptr()) })
     }
 
     /// The printing name.

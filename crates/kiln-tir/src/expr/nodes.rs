@@ -188,20 +188,28 @@ pub struct CallObj {
     pub args: NodeList<PrimExpr>,
 }
 
-// SAFETY: every type below is #[repr(C)] with a PrimExprObj-rooted parent as first field.
-unsafe impl ExprNode for IntImmObj {}
-unsafe impl ExprNode for FloatImmObj {}
-unsafe impl ExprNode for StringImmObj {}
-unsafe impl ExprNode for VarObj {}
-unsafe impl ExprNode for SizeVarObj {}
-unsafe impl ExprNode for NotObj {}
-unsafe impl ExprNode for CastObj {}
-unsafe impl ExprNode for SelectObj {}
-unsafe impl ExprNode for LetObj {}
-unsafe impl ExprNode for BufferLoadObj {}
-unsafe impl ExprNode for RampObj {}
-unsafe impl ExprNode for BroadcastObj {}
-unsafe impl ExprNode for CallObj {}
+/// Marks node types whose payload starts with a `PrimExprObj`.
+macro_rules! expr_nodes {
+    ($($obj:ty),* $(,)?) => {$(
+        // SAFETY: every type listed is #[repr(C)] with a PrimExprObj-rooted parent as first field.
+        unsafe impl ExprNode for $obj {}
+    )*};
+}
+expr_nodes!(
+    IntImmObj,
+    FloatImmObj,
+    StringImmObj,
+    VarObj,
+    SizeVarObj,
+    NotObj,
+    CastObj,
+    SelectObj,
+    LetObj,
+    BufferLoadObj,
+    RampObj,
+    BroadcastObj,
+    CallObj,
+);
 
 macro_rules! binary_nodes {
     ($($op:ident => $obj:ident, $key:tt, $sym:tt, $doc:tt;)*) => {
@@ -261,7 +269,8 @@ macro_rules! binary_nodes {
             pub(crate) unsafe fn operands(self, e: &PrimExpr) -> (&PrimExpr, &PrimExpr) {
                 match self {
                     $(BinOp::$op => {
-                        let n: &$obj = crate::node::payload(e.object());
+                        // SAFETY: the caller guarantees `e` is a node of this operator's type.
+                        let n: &$obj = unsafe { crate::node::payload(e.object()) };
                         (&n.a, &n.b)
                     })*
                 }

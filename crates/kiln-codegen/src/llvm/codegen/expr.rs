@@ -602,7 +602,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             off = on_int!(off, eov, |x, y| self.b.build_int_nsw_add(x, y, "off"))?;
         }
         let elem = self.memory_type(buffer.dtype())?;
-        // SAFETY (for LLVM): an in-bounds element of the buffer.
+        // SAFETY: (inbounds is a promise to LLVM) an in-bounds element of the buffer.
         unsafe {
             self.b
                 .build_in_bounds_gep(elem, data, &[off.into_int_value()], "elem")

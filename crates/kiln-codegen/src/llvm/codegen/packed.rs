@@ -106,7 +106,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                 let base = if index.is_const() && index.get_zero_extended_constant() == Some(0) {
                     handle
                 } else {
-                    // SAFETY (for LLVM): element `index` of an array of DLTensors.
+                    // SAFETY: (inbounds is a promise to LLVM) element `index` of an array of DLTensors.
                     unsafe {
                         self.b
                             .build_in_bounds_gep(self.abi.dl_tensor, handle, &[index], "dl")
