@@ -30,8 +30,10 @@ fn null_arg(name: &str) -> Error {
 /// # Safety
 /// `p` must be NULL or point to a valid byte array.
 unsafe fn text_arg<'a>(p: *const ByteArray, name: &str) -> Result<&'a str> {
-    let arr = p.as_ref().ok_or_else(|| null_arg(name))?;
-    std::str::from_utf8(arr.as_slice())
+    // SAFETY: the caller guarantees NULL or a valid byte array.
+    let arr = unsafe { p.as_ref() }.ok_or_else(|| null_arg(name))?;
+    // SAFETY: as above.
+    std::str::from_utf8(unsafe { arr.as_slice() })
         .map_err(|_| Error::value_error(format!("argument `{name}` is not UTF-8")))
 }
 
@@ -39,14 +41,16 @@ unsafe fn cstr_lossy(p: *const c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
-        CStr::from_ptr(p).to_string_lossy().into_owned()
+        // SAFETY: C callers pass NULL or a NUL-terminated string (the ABI's contract).
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 }
 
 /// Writes the ABI version.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIGetVersion(out: *mut Version) {
-    if let Some(out) = out.as_mut() {
+    // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+    if let Some(out) = unsafe { out.as_mut() } {
         *out = Version {
             major: FFI_VERSION.0,
             minor: FFI_VERSION.1,
@@ -60,7 +64,8 @@ pub unsafe extern "C" fn TVMFFIGetVersion(out: *mut Version) {
 pub unsafe extern "C" fn TVMFFIObjectIncRef(obj: *mut c_void) -> c_int {
     match NonNull::new(obj as *mut ObjectHeader) {
         Some(o) => {
-            inc_ref(o);
+            // SAFETY: C callers pass a live object (the ABI's contract).
+            unsafe { inc_ref(o) };
             0
         }
         None => ffi_guard(|| Err(null_arg("obj"))),
@@ -72,7 +77,8 @@ pub unsafe extern "C" fn TVMFFIObjectIncRef(obj: *mut c_void) -> c_int {
 pub unsafe extern "C" fn TVMFFIObjectDecRef(obj: *mut c_void) -> c_int {
     if let Some(o) = NonNull::new(obj as *mut ObjectHeader) {
         ffi_guard(|| {
-            dec_ref(o);
+            // SAFETY: C callers pass a live object and give up one reference (the ABI's contract).
+            unsafe { dec_ref(o) };
             Ok(())
         })
     } else {
@@ -117,7 +123,8 @@ pub unsafe extern "C" fn TVMFFIObjectCreateOpaque(
     out: *mut *mut c_void,
 ) -> c_int {
     ffi_guard(|| {
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         let obj: ObjectRef<OpaqueObj> =
             ObjectRef::new_with_index(type_index, OpaqueObj { handle, deleter });
         *out = obj.into_raw().as_ptr() as *mut c_void;
@@ -129,8 +136,10 @@ pub unsafe extern "C" fn TVMFFIObjectCreateOpaque(
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFITypeKeyToIndex(type_key: *const ByteArray, out: *mut i32) -> c_int {
     ffi_guard(|| {
-        let key = text_arg(type_key, "type_key")?;
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: C callers pass NULL or a valid byte array (the ABI's contract).
+        let key = unsafe { text_arg(type_key, "type_key") }?;
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         *out = type_registry::index_of_key(key)
             .ok_or_else(|| Error::key_error(format!("unknown type key `{key}`")))?;
         Ok(())
@@ -149,8 +158,9 @@ pub unsafe extern "C" fn TVMFFITypeGetOrAllocIndex(
 ) -> i32 {
     let mut index = -1;
     let rc = ffi_guard(|| {
-        index =
-            type_registry::get_or_alloc_index(text_arg(type_key, "type_key")?, parent_type_index)?;
+        // SAFETY: C callers pass NULL or a valid byte array (the ABI's contract).
+        let key = unsafe { text_arg(type_key, "type_key") }?;
+        index = type_registry::get_or_alloc_index(key, parent_type_index)?;
         Ok(())
     });
     if rc == 0 {
@@ -181,9 +191,12 @@ pub unsafe extern "C" fn TVMFFIFunctionCreate(
     out: *mut *mut c_void,
 ) -> c_int {
     ffi_guard(|| {
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         let call = safe_call.ok_or_else(|| null_arg("safe_call"))?;
-        *out = Function::from_c(context, call, deleter)
+        // SAFETY: TVMFFIFunctionCreate's contract is from_c's: a safe-call entry, and a context
+        // valid until its deleter runs.
+        *out = unsafe { Function::from_c(context, call, deleter) }
             .0
             .into_raw()
             .as_ptr() as *mut c_void;
@@ -198,8 +211,10 @@ pub unsafe extern "C" fn TVMFFIFunctionGetGlobal(
     out: *mut *mut c_void,
 ) -> c_int {
     ffi_guard(|| {
-        let name = text_arg(name, "name")?;
-        let out = out.as_mut().ok_or_else(|| null_arg("out"))?;
+        // SAFETY: C callers pass NULL or a valid byte array (the ABI's contract).
+        let name = unsafe { text_arg(name, "name") }?;
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        let out = unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))?;
         *out = match registry::get(name) {
             Some(f) => f.0.into_raw().as_ptr() as *mut c_void,
             None => std::ptr::null_mut(),
@@ -216,9 +231,11 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobal(
     allow_override: c_int,
 ) -> c_int {
     ffi_guard(|| {
-        let name = text_arg(name, "name")?;
+        // SAFETY: C callers pass NULL or a valid byte array (the ABI's contract).
+        let name = unsafe { text_arg(name, "name") }?;
         let obj = NonNull::new(f as *mut ObjectHeader).ok_or_else(|| null_arg("f"))?;
-        let obj = ObjectRef::<crate::object::Object>::from_borrowed(obj);
+        // SAFETY: C callers pass a live object (the ABI's contract).
+        let obj = unsafe { ObjectRef::<crate::object::Object>::from_borrowed(obj) };
         let func = obj
             .downcast::<crate::function::FunctionObj>()
             .map_err(|o| {
@@ -242,10 +259,13 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     if func.is_null() {
         return ffi_guard(|| Err(null_arg("func")));
     }
-    // SAFETY: a function object starts with the header, then the safe-call entry.
-    let cell = &*((func as *const u8).add(std::mem::size_of::<ObjectHeader>())
-        as *const crate::function::FunctionObj);
-    (cell.safe_call)(func, args, num_args, result)
+    // SAFETY: C callers pass a live function object (the ABI's contract), which starts with the
+    // header, then the safe-call entry; the entry gets the caller's arguments as they came.
+    unsafe {
+        let cell = &*((func as *const u8).add(std::mem::size_of::<ObjectHeader>())
+            as *const crate::function::FunctionObj);
+        (cell.safe_call)(func, args, num_args, result)
+    }
 }
 
 /// Copies a borrowed value into an owned one (objects gain a reference, C strings are copied).
@@ -255,8 +275,12 @@ pub unsafe extern "C" fn TVMFFIAnyViewToOwnedAny(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let view = AnyView::from_raw(*any_view.as_ref().ok_or_else(|| null_arg("any_view"))?);
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = view.to_owned().into_raw();
+        // SAFETY: C callers pass NULL or a valid value (the ABI's contract).
+        let raw = *unsafe { any_view.as_ref() }.ok_or_else(|| null_arg("any_view"))?;
+        // SAFETY: as above: the value is valid for this call.
+        let view = unsafe { AnyView::from_raw(raw) };
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? = view.to_owned().into_raw();
         Ok(())
     })
 }
@@ -268,8 +292,13 @@ pub unsafe extern "C" fn TVMFFIStringFromByteArray(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let bytes = input.as_ref().ok_or_else(|| null_arg("input"))?.as_slice();
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = Any::from_str_bytes(bytes).into_raw();
+        // SAFETY: C callers pass NULL or a valid byte array (the ABI's contract).
+        let input = unsafe { input.as_ref() }.ok_or_else(|| null_arg("input"))?;
+        // SAFETY: a valid byte array's bytes are readable.
+        let bytes = unsafe { input.as_slice() };
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
+            Any::from_str_bytes(bytes).into_raw();
         Ok(())
     })
 }
@@ -281,8 +310,13 @@ pub unsafe extern "C" fn TVMFFIBytesFromByteArray(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let bytes = input.as_ref().ok_or_else(|| null_arg("input"))?.as_slice();
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = Any::from_bytes_slice(bytes).into_raw();
+        // SAFETY: C callers pass NULL or a valid byte array (the ABI's contract).
+        let input = unsafe { input.as_ref() }.ok_or_else(|| null_arg("input"))?;
+        // SAFETY: a valid byte array's bytes are readable.
+        let bytes = unsafe { input.as_slice() };
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
+            Any::from_bytes_slice(bytes).into_raw();
         Ok(())
     })
 }
@@ -294,8 +328,10 @@ pub unsafe extern "C" fn TVMFFIDataTypeFromString(
     out: *mut DLDataType,
 ) -> c_int {
     ffi_guard(|| {
-        let dt: DataType = text_arg(s, "str")?.parse()?;
-        *out.as_mut().ok_or_else(|| null_arg("out"))? = dt.0;
+        // SAFETY: C callers pass NULL or a valid byte array (the ABI's contract).
+        let dt: DataType = unsafe { text_arg(s, "str") }?.parse()?;
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? = dt.0;
         Ok(())
     })
 }
@@ -308,8 +344,10 @@ pub unsafe extern "C" fn TVMFFIDataTypeToString(
     out: *mut RawAny,
 ) -> c_int {
     ffi_guard(|| {
-        let dt = DataType(*dtype.as_ref().ok_or_else(|| null_arg("dtype"))?);
-        *out.as_mut().ok_or_else(|| null_arg("out"))? =
+        // SAFETY: C callers pass NULL or a valid data type (the ABI's contract).
+        let dt = DataType(*unsafe { dtype.as_ref() }.ok_or_else(|| null_arg("dtype"))?);
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
             Any::from(crate::Str::new(&dt.to_string())).into_raw();
         Ok(())
     })
@@ -323,14 +361,17 @@ pub unsafe extern "C" fn TVMFFIErrorCreate(
     backtrace: *const ByteArray,
     out: *mut *mut c_void,
 ) -> c_int {
-    TVMFFIErrorCreateWithCauseAndExtraContext(
-        kind,
-        message,
-        backtrace,
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-        out,
-    )
+    // SAFETY: the same contract, with no cause and no context.
+    unsafe {
+        TVMFFIErrorCreateWithCauseAndExtraContext(
+            kind,
+            message,
+            backtrace,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            out,
+        )
+    }
 }
 
 /// Makes an error object with a cause chain and extra context (both optional, borrowed).
@@ -345,22 +386,26 @@ pub unsafe extern "C" fn TVMFFIErrorCreateWithCauseAndExtraContext(
 ) -> c_int {
     ffi_guard(|| {
         let read = |p: *const ByteArray| {
-            p.as_ref()
-                .map(|a| String::from_utf8_lossy(a.as_slice()).into_owned())
+            // SAFETY: C callers pass NULL or valid byte arrays (the ABI's contract).
+            unsafe { p.as_ref() }
+                // SAFETY: as above.
+                .map(|a| String::from_utf8_lossy(unsafe { a.as_slice() }).into_owned())
                 .unwrap_or_default()
         };
         let err = Error::with_backtrace(&read(kind), &read(message), &read(backtrace));
         let cell = err.as_object().payload_ptr();
-        for (slot, handle) in [
-            (&mut (*cell).cause_chain, cause_chain),
-            (&mut (*cell).extra_context, extra_context),
-        ] {
+        // SAFETY: `cell` is the payload of the error just made, which nothing else sees yet.
+        let slots = unsafe { [&mut (*cell).cause_chain, &mut (*cell).extra_context] };
+        for (slot, handle) in slots.into_iter().zip([cause_chain, extra_context]) {
             if let Some(h) = NonNull::new(handle as *mut ObjectHeader) {
-                inc_ref(h);
+                // SAFETY: C callers pass NULL or live objects (borrowed: the error takes its own
+                // reference).
+                unsafe { inc_ref(h) };
                 *slot = h.as_ptr();
             }
         }
-        *out.as_mut().ok_or_else(|| null_arg("out"))? =
+        // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+        *unsafe { out.as_mut() }.ok_or_else(|| null_arg("out"))? =
             err.into_object().into_raw().as_ptr() as *mut c_void;
         Ok(())
     })
@@ -370,15 +415,20 @@ pub unsafe extern "C" fn TVMFFIErrorCreateWithCauseAndExtraContext(
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIErrorSetRaised(error: *mut c_void) {
     if let Some(e) = NonNull::new(error as *mut ObjectHeader) {
-        inc_ref(e);
-        set_raised_raw(e);
+        // SAFETY: C callers pass a live object (the ABI's contract); the slot gets the new
+        // reference.
+        unsafe {
+            inc_ref(e);
+            set_raised_raw(e);
+        }
     }
 }
 
 /// Raises an error made from a kind and a message.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStr(kind: *const c_char, message: *const c_char) {
-    ffi_guard_void(|| set_raised(Error::new(&cstr_lossy(kind), cstr_lossy(message))));
+    // SAFETY: C callers pass NULL or NUL-terminated strings (the ABI's contract).
+    ffi_guard_void(|| set_raised(unsafe { Error::new(&cstr_lossy(kind), cstr_lossy(message)) }));
 }
 
 /// Raises an error whose message is the concatenation of `num_parts` C strings (NULL parts are
@@ -393,10 +443,12 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
         let mut message = String::new();
         if !parts.is_null() {
             for i in 0..num_parts.max(0) as usize {
-                message.push_str(&cstr_lossy(*parts.add(i)));
+                // SAFETY: C callers pass `num_parts` parts, each NULL or NUL-terminated.
+                message.push_str(&unsafe { cstr_lossy(*parts.add(i)) });
             }
         }
-        set_raised(Error::new(&cstr_lossy(kind), message));
+        // SAFETY: as above, for the kind.
+        set_raised(Error::new(&unsafe { cstr_lossy(kind) }, message));
     });
 }
 
@@ -406,11 +458,13 @@ pub unsafe extern "C" fn TVMFFIErrorMoveFromRaised(result: *mut *mut c_void) {
     let taken = take_raised_raw()
         .map(|p| p.as_ptr() as *mut c_void)
         .unwrap_or(std::ptr::null_mut());
-    match result.as_mut() {
+    // SAFETY: C callers pass NULL or a pointer they let us write (the ABI's contract).
+    match unsafe { result.as_mut() } {
         Some(out) => *out = taken,
         None => {
             if let Some(p) = NonNull::new(taken as *mut ObjectHeader) {
-                dec_ref(p);
+                // SAFETY: the slot's reference, which nobody takes over.
+                unsafe { dec_ref(p) };
             }
         }
     }
@@ -445,7 +499,7 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
         return ffi_guard(|| Err(null_arg("handle_addr")));
     }
     // SAFETY: the slot is pointer-sized and aligned; other threads access it the same way.
-    let slot = &*(handle as *const AtomicPtr<c_void>);
+    let slot = unsafe { &*(handle as *const AtomicPtr<c_void>) };
     if !slot.load(Ordering::Acquire).is_null() {
         return 0;
     }
@@ -457,7 +511,8 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
         return ffi_guard(|| Err(null_arg("init_func")));
     };
     let mut result: *mut c_void = std::ptr::null_mut();
-    let rc = init(&mut result);
+    // SAFETY: the caller's init function, called as the ABI describes.
+    let rc = unsafe { init(&mut result) };
     if rc != 0 {
         return rc;
     }
@@ -481,14 +536,16 @@ pub unsafe extern "C" fn TVMFFIHandleDeinitOnce(
     if handle.is_null() {
         return ffi_guard(|| Err(null_arg("handle_addr")));
     }
-    let slot = &*(handle as *const AtomicPtr<c_void>);
+    // SAFETY: as in TVMFFIHandleInitOnce.
+    let slot = unsafe { &*(handle as *const AtomicPtr<c_void>) };
     let _guard = INIT_ONCE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let current = slot.load(Ordering::Acquire);
     if current.is_null() {
         return 0;
     }
     if let Some(deinit) = deinit {
-        let rc = deinit(current);
+        // SAFETY: the caller's deinit function, on the handle its init made.
+        let rc = unsafe { deinit(current) };
         if rc != 0 {
             return rc;
         }
