@@ -18,8 +18,6 @@ pub mod abi;
 pub mod any;
 pub mod array;
 mod builtins;
-// Its exported functions' bodies do not have their own unsafe blocks yet.
-#[allow(unsafe_op_in_unsafe_fn)]
 pub mod c_api;
 pub mod device;
 pub mod dtype;

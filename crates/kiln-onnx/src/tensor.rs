@@ -179,21 +179,34 @@ pub fn onnx_type_name(code: i32) -> String {
 /// convert them. The narrow types (float8, float4, int4, int2) are [`TensorData::Code`]: one
 /// code per byte, low bits, as in Kiln's runtime tensors (`kiln_ffi::narrow` decodes them).
 #[derive(Debug, Clone, PartialEq)]
-#[allow(missing_docs)]
 pub enum TensorData {
+    /// `float32` elements.
     F32(Vec<f32>),
+    /// `uint8` elements.
     U8(Vec<u8>),
+    /// `int8` elements.
     I8(Vec<i8>),
+    /// `uint16` elements.
     U16(Vec<u16>),
+    /// `int16` elements.
     I16(Vec<i16>),
+    /// `int32` elements.
     I32(Vec<i32>),
+    /// `int64` elements.
     I64(Vec<i64>),
+    /// `bool` elements.
     Bool(Vec<bool>),
+    /// `float16` elements as raw bit patterns.
     F16(Vec<u16>),
+    /// `float64` elements.
     F64(Vec<f64>),
+    /// `uint32` elements.
     U32(Vec<u32>),
+    /// `uint64` elements.
     U64(Vec<u64>),
+    /// `bfloat16` elements as raw bit patterns.
     BF16(Vec<u16>),
+    /// A narrow type (float8, float4, int4, int2): its dtype and one code per byte, low bits.
     Code(DataType, Vec<u8>),
 }
 

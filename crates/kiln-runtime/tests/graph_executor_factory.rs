@@ -1,6 +1,8 @@
 //! The graph executor factory: executors from `default(device)`, its other functions, its
 //! serialized form, and the whole path of seed 001 without TVM: C kernels compiled to an object
 //! file, a factory over them, `export_library` to one `.so`, `load_module`, run.
+// Factories from parts and export_library need the `compiler` feature.
+#![cfg(feature = "compiler")]
 
 mod graph_executor_support;
 mod module_support;

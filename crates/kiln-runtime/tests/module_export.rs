@@ -1,4 +1,6 @@
 //! `export_library` then `load_module`: the import tree and the payloads come back intact.
+// export_library needs the `compiler` feature.
+#![cfg(feature = "compiler")]
 
 mod module_support;
 

@@ -126,6 +126,8 @@ fn loading_one_file_twice_shares_the_library() {
     );
 }
 
+// Linking `.o` and `.tar` files at load time needs the `compiler` feature.
+#[cfg(feature = "compiler")]
 #[test]
 fn objects_and_archives_are_linked_on_load() {
     let dir = Scratch::new("link");
@@ -159,6 +161,8 @@ fn objects_and_archives_are_linked_on_load() {
     );
 }
 
+// Linking `.o` and `.tar` files at load time needs the `compiler` feature.
+#[cfg(feature = "compiler")]
 #[test]
 fn bad_files_give_errors_that_name_the_path() {
     let dir = Scratch::new("bad");

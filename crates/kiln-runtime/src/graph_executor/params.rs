@@ -193,13 +193,13 @@ impl<'a> ByteReader<'a> {
 }
 
 /// Appends `v` little-endian.
-#[cfg(any(feature = "compiler", test))]
+#[cfg(feature = "compiler")]
 pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
 /// Appends a string: u64 length and the bytes.
-#[cfg(any(feature = "compiler", test))]
+#[cfg(feature = "compiler")]
 pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
     put_u64(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
@@ -301,7 +301,8 @@ fn read_names(r: &mut ByteReader<'_>) -> Result<Vec<String>> {
     Ok(names)
 }
 
-#[cfg(test)]
+// The samples are written with save_params, which needs the `compiler` feature.
+#[cfg(all(test, feature = "compiler"))]
 mod tests {
     use super::*;
 
