@@ -230,6 +230,9 @@ class InferenceSession:
         self._inputs = [self._node_arg(v) for v in info["inputs"]]
         self._outputs = [self._node_arg(v) for v in info["outputs"]]
         self._input_by_name = {a.name: a for a in self._inputs}
+        self._output_index = {o.name: i for i, o in enumerate(self._outputs)}
+        self._all_outputs = list(range(len(self._outputs)))
+        self._np_dtypes: Optional[List[Any]] = None
         self._compiled: Dict[ShapeKey, _Compiled] = {}
         self._compile_lock = threading.Lock()
         self._target_key = self._target if isinstance(self._target, str) else list(self._target)
@@ -306,45 +309,53 @@ class InferenceSession:
         if not isinstance(input_feed, Mapping):
             raise TypeError(f"input_feed must be a dict of input name to array, got "
                             f"{type(input_feed).__name__}")
-        unknown = [k for k in input_feed if k not in self._input_by_name]
-        if unknown:
-            raise ValueError(
-                f"input_feed names {unknown}, which are not inputs of the model "
-                f"(inputs: {[a.name for a in self._inputs]})"
-            )
-        missing = [a.name for a in self._inputs if a.name not in input_feed]
-        if missing:
+        if len(input_feed) != len(self._inputs) or any(
+            a.name not in input_feed for a in self._inputs
+        ):
+            unknown = [k for k in input_feed if k not in self._input_by_name]
+            if unknown:
+                raise ValueError(
+                    f"input_feed names {unknown}, which are not inputs of the model "
+                    f"(inputs: {[a.name for a in self._inputs]})"
+                )
+            missing = [a.name for a in self._inputs if a.name not in input_feed]
             raise ValueError(f"missing input(s) {missing}: every model input must be fed")
-        names = [o.name for o in self._outputs] if output_names is None else list(output_names)
-        index = {o.name: i for i, o in enumerate(self._outputs)}
-        bad = [n for n in names if n not in index]
-        if bad:
-            raise ValueError(
-                f"{bad} are not outputs of the model (outputs: {list(index)})"
-            )
+        if output_names is None:
+            picks = self._all_outputs
+        else:
+            index = self._output_index
+            bad = [n for n in output_names if n not in index]
+            if bad:
+                raise ValueError(f"{bad} are not outputs of the model (outputs: {list(index)})")
+            picks = [index[n] for n in output_names]
 
-        arrays = {}
-        for arg in self._inputs:
+        if self._np_dtypes is None:
+            self._np_dtypes = [np.dtype(numpy_dtype(a.dtype)[0]) for a in self._inputs]
+        arrays = []
+        for arg, want in zip(self._inputs, self._np_dtypes):
             value = input_feed[arg.name]
-            want = numpy_dtype(arg.dtype)[0]
             if not hasattr(value, "dtype"):
                 value = np.asarray(value, dtype=want)
-            if np.dtype(value.dtype) != np.dtype(want):
+            if value.dtype != want:
                 raise TypeError(
                     f"input {arg.name!r}: expected dtype {arg.dtype} ({arg.type}), got "
                     f"{np.dtype(value.dtype).name}"
                 )
-            arrays[arg.name] = value
-        key = self._key({a.name: self._check_shape(a, tuple(arrays[a.name].shape))
-                         for a in self._inputs})
-        compiled = self._get_compiled(key)
+            arrays.append(value)
+        key = tuple((a.name, v.shape) for a, v in zip(self._inputs, arrays))
+        compiled = self._compiled.get(key)
+        if compiled is None:  # a new shape: checked against the declared one, then compiled
+            for a, v in zip(self._inputs, arrays):
+                self._check_shape(a, tuple(v.shape))
+            compiled = self._get_compiled(self._key(dict(key)))
         gm, outputs = compiled.acquire()
         try:
-            for name, value in arrays.items():
-                if name in compiled.used_inputs:
-                    gm.set_input(name, value)
+            used = compiled.used_inputs
+            for arg, value in zip(self._inputs, arrays):
+                if arg.name in used:
+                    gm.set_input(arg.name, value)
             gm.run()
-            return [outputs[index[n]].copy() for n in names]
+            return [outputs[i].copy() for i in picks]
         finally:
             compiled.release((gm, outputs))
 
