@@ -24,8 +24,6 @@ mod globals;
 pub mod library;
 pub mod loader;
 pub mod target_record;
-#[cfg(feature = "compiler")]
-mod toolchain;
 
 pub use context::context_slot_names;
 #[cfg(feature = "compiler")]
