@@ -11,6 +11,7 @@ pub use session::{held_device_bytes, ServerSession, SessionEnd};
 
 use crate::protocol::{DEFAULT_MAX_PACKET_BYTES, RPC_CODE_MISMATCH, RPC_CODE_SUCCESS, RPC_MAGIC};
 use crate::transport::{bind, key_bytes, read_i32, read_key, AcceptThread};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Error, Result};
 use kiln_runtime::toolchain::TempDir;
 use std::collections::VecDeque;
@@ -177,7 +178,7 @@ fn key_matches(shared: &Shared, client_key: &str) -> bool {
     if k == shared.config.key {
         return true;
     }
-    let keys = shared.match_keys.lock().unwrap_or_else(|e| e.into_inner());
+    let keys = shared.match_keys.lock().recover();
     keys.iter().any(|m| m == k)
 }
 
