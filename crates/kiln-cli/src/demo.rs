@@ -9,6 +9,7 @@
 use crate::compile::{build_library, human_size, CompileArgs};
 use crate::run::{create_executor, load_factory, lock, runtime_inputs, set_inputs};
 use kiln_ffi::{call, json, registry, Any, Array, Device, Error, Function, Result};
+use kiln_runtime::toolchain::TempDir;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -161,27 +162,6 @@ fn compile_and_run_matmul() -> Result<()> {
     Ok(())
 }
 
-/// Removes a directory (and what is in it) when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> std::result::Result<Self, String> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path = std::env::temp_dir().join(format!("kiln-demo-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path)
-            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        Ok(TempDir(path))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The largest absolute and relative errors of `got` against `want`, and whether every element
 /// is within `ATOL + RTOL * |want|`.
 pub fn compare(got: &[f64], want: &[f64]) -> (f64, f64, bool) {
@@ -221,10 +201,10 @@ fn compile_and_run_model(dir: &Path) -> std::result::Result<(), String> {
         "Kiln demo: the bundled model {} ({target})",
         model.display()
     );
-    let tmp = TempDir::new()?;
+    let tmp = TempDir::new("demo").map_err(|e| e.to_string())?;
     let args = CompileArgs {
         model,
-        output: tmp.0.join("deploy.so"),
+        output: tmp.path().join("deploy.so"),
         targets: vec![target.to_string()],
         input_shapes: Vec::new(),
         opt_level: 3,

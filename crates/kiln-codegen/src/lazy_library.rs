@@ -4,13 +4,17 @@
 
 use kiln_ffi::{Error, Function, Result};
 use kiln_runtime::module::{load_module, Module};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use kiln_runtime::toolchain::TempDir;
+use std::path::Path;
 use std::sync::OnceLock;
 
 /// A module's exported functions and its library, linked and loaded when first needed.
 pub(crate) struct LazyLibrary {
-    dir: PathBuf,
+    /// What the folder is named after (`llvm`, `c`).
+    kind: String,
+    /// The module's folder, created on first use and removed with the module (a loaded library
+    /// stays mapped after its file is removed).
+    dir: OnceLock<std::result::Result<TempDir, Error>>,
     file: String,
     functions: Vec<String>,
     loaded: OnceLock<std::result::Result<Module, Error>>,
@@ -20,18 +24,22 @@ impl LazyLibrary {
     /// A library to be written as `file` in a new folder named after `kind`, exporting
     /// `functions` (names without the `__tvm_ffi_` prefix).
     pub(crate) fn new(kind: &str, file: String, functions: Vec<String>) -> LazyLibrary {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "kiln-{kind}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
         LazyLibrary {
-            dir,
+            kind: kind.to_string(),
+            dir: OnceLock::new(),
             file,
             functions,
             loaded: OnceLock::new(),
         }
+    }
+
+    /// The module's folder, created on first use.
+    fn dir(&self) -> Result<&Path> {
+        self.dir
+            .get_or_init(|| TempDir::new(&self.kind))
+            .as_ref()
+            .map(TempDir::path)
+            .map_err(Clone::clone)
     }
 
     /// The exported function names.
@@ -48,10 +56,7 @@ impl LazyLibrary {
     pub(crate) fn loaded(&self, export: impl FnOnce(&Path) -> Result<()>) -> Result<&Module> {
         self.loaded
             .get_or_init(|| {
-                std::fs::create_dir_all(&self.dir).map_err(|e| {
-                    Error::runtime_error(format!("cannot create {}: {e}", self.dir.display()))
-                })?;
-                let so = self.dir.join(&self.file);
+                let so = self.dir()?.join(&self.file);
                 export(&so)?;
                 load_module(&so)
             })
@@ -75,24 +80,7 @@ impl LazyLibrary {
 
     /// Runs `f` with a fresh scratch folder inside the module's folder, removed afterwards.
     pub(crate) fn with_scratch<T>(&self, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
-        let dir = self.dir.join(format!(
-            "export-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::runtime_error(format!("cannot create {}: {e}", dir.display())))?;
-        let r = f(&dir);
-        let _ = std::fs::remove_dir_all(&dir);
-        r
-    }
-}
-
-impl Drop for LazyLibrary {
-    fn drop(&mut self) {
-        // A loaded library stays mapped after its file is removed.
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let scratch = TempDir::new_in(self.dir()?, "export")?;
+        f(scratch.path())
     }
 }

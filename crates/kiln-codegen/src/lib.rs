@@ -8,7 +8,7 @@
 //!   ([`llvm::abi`], [`llvm::symbols`]).
 //! - [`c`]: the `c` target: TIR to self-contained C compiled by `cc` ([`build_c`],
 //!   [`CSourceModule`]), for machines without LLVM.
-//! - [`link`]: `cc -shared -fPIC` linking, with the library blob as an LLVM-made object.
+//! - [`link`]: `cc -shared -fPIC` linking through the runtime's one toolchain.
 //! - [`variants`]: the target record every library carries, and code for several CPUs in one
 //!   library.
 //!

@@ -15,6 +15,7 @@ use crate::error::{
 use crate::function::Function;
 use crate::object::{dec_ref, inc_ref, ObjectRef, ObjectType};
 use crate::registry;
+use crate::sync::RecoverPoison;
 use crate::type_registry::{self, TypeInfoC};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::NonNull;
@@ -517,7 +518,7 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
     if !slot.load(Ordering::Acquire).is_null() {
         return 0;
     }
-    let _guard = INIT_ONCE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = INIT_ONCE_LOCK.lock().recover();
     if !slot.load(Ordering::Acquire).is_null() {
         return 0;
     }
@@ -553,7 +554,7 @@ pub unsafe extern "C" fn TVMFFIHandleDeinitOnce(
     // SAFETY: a non-null `handle` points to a pointer-sized, aligned slot that lives as long as
     // the caller uses it; other threads access it the same way, atomically.
     let slot = unsafe { &*(handle as *const AtomicPtr<c_void>) };
-    let _guard = INIT_ONCE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = INIT_ONCE_LOCK.lock().recover();
     let current = slot.load(Ordering::Acquire);
     if current.is_null() {
         return 0;

@@ -33,6 +33,7 @@ pub mod reflection;
 pub mod registry;
 pub mod shape;
 pub mod string;
+pub mod sync;
 pub mod testing;
 pub mod type_registry;
 

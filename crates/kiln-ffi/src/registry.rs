@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::function::Function;
+use crate::sync::RecoverPoison;
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 
@@ -38,7 +39,7 @@ fn table() -> &'static RwLock<HashMap<String, Function>> {
 
 /// Registers `f` under `name`. Without `allow_override`, an existing name is an error.
 pub fn register(name: &str, f: Function, allow_override: bool) -> Result<()> {
-    let mut t = table().write().unwrap_or_else(|e| e.into_inner());
+    let mut t = table().write().recover();
     if !allow_override && t.contains_key(name) {
         return Err(Error::runtime_error(format!(
             "Global Function `{name}` is already registered (pass override to replace it)"
@@ -50,11 +51,7 @@ pub fn register(name: &str, f: Function, allow_override: bool) -> Result<()> {
 
 /// The function registered under `name`.
 pub fn get(name: &str) -> Option<Function> {
-    table()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(name)
-        .cloned()
+    table().read().recover().get(name).cloned()
 }
 
 /// The function registered under `name`, or an error that names it.
@@ -65,16 +62,12 @@ pub fn get_required(name: &str) -> Result<Function> {
 
 /// Removes a registration; true when it existed.
 pub fn remove(name: &str) -> bool {
-    table()
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(name)
-        .is_some()
+    table().write().recover().remove(name).is_some()
 }
 
 /// Every registered name, sorted.
 pub fn names() -> Vec<String> {
-    let table = table().read().unwrap_or_else(|e| e.into_inner());
+    let table = table().read().recover();
     let mut v: Vec<&str> = table.keys().map(String::as_str).collect();
     // Names are distinct, so an unstable sort gives the same order (with less code).
     v.sort_unstable();

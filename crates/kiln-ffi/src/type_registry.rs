@@ -7,6 +7,7 @@
 use crate::abi::{type_index as ti, ByteArray, RawAny};
 use crate::error::{Error, Result};
 use crate::reflection::{FieldDesc, TypeDesc};
+use crate::sync::RecoverPoison;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{OnceLock, RwLock};
@@ -99,7 +100,7 @@ fn registry() -> &'static RwLock<Registry> {
             next_dynamic: ti::DYN_OBJECT_BEGIN,
         });
         {
-            let mut r = reg.write().unwrap();
+            let mut r = reg.write().recover();
             let plain = [
                 (ti::NONE, "None"),
                 (ti::INT, "int"),
@@ -224,7 +225,7 @@ fn register_declared() {
 
 fn register_desc(d: &'static TypeDesc, all: &[&'static TypeDesc]) -> i32 {
     let (known, known_parent) = {
-        let r = registry().read().unwrap();
+        let r = registry().read().recover();
         (
             r.by_key.get(d.key).copied(),
             r.by_key.get(d.parent_key).copied(),
@@ -244,7 +245,7 @@ fn register_desc(d: &'static TypeDesc, all: &[&'static TypeDesc]) -> i32 {
             ),
         },
     };
-    let mut r = registry().write().unwrap();
+    let mut r = registry().write().recover();
     if let Some(i) = r.by_key.get(d.key) {
         return *i;
     }
@@ -270,7 +271,7 @@ pub fn entry(index: i32) -> Option<&'static TypeEntry> {
 /// Looks up a type index by key.
 pub fn index_of_key(key: &str) -> Option<i32> {
     register_declared();
-    registry().read().unwrap().by_key.get(key).copied()
+    registry().read().recover().by_key.get(key).copied()
 }
 
 /// The type key for an index; unknown indices print as `<type N>`.
@@ -286,7 +287,7 @@ pub fn get_or_alloc_index(key: &str, parent: i32) -> Result<i32> {
     if let Some(i) = index_of_key(key) {
         return Ok(i);
     }
-    let mut r = registry().write().unwrap();
+    let mut r = registry().write().recover();
     if let Some(i) = r.by_key.get(key) {
         return Ok(*i);
     }

@@ -4,6 +4,7 @@
 
 use crate::client::module::connection_of;
 use crate::{connect, Server, ServerConfig, Session, Tracker};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{
     register_global, register_global_packed, Any, AnyView, Device, Error, Function, Result,
 };
@@ -123,17 +124,17 @@ impl ModuleNode for Holder {
         Ok(match name {
             "port" => Some(Function::from_typed(move || port)),
             "stop" => Some(Function::from_typed(move || {
-                if let Some(mut s) = svc.server.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                if let Some(mut s) = svc.server.lock().recover().take() {
                     s.stop();
                 }
-                if let Some(mut t) = svc.tracker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                if let Some(mut t) = svc.tracker.lock().recover().take() {
                     t.stop();
                 }
             })),
             "active_sessions" => Some(Function::from_typed(move || {
                 svc.server
                     .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                    .recover()
                     .as_ref()
                     .map_or(0, |s| s.active_sessions() as i64)
             })),

@@ -5,6 +5,7 @@
 use crate::protocol::{tracker_code as tc, RPC_TRACKER_MAGIC};
 use crate::server::Shared;
 use crate::transport::{bind, read_i32, AcceptThread};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Error, Result};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -139,7 +140,7 @@ fn offer_loop(shared: &Shared, tracker: &str, n: &mut u64) -> Result<()> {
             *n += 1;
             current = format!("{key}:{}.{}", std::process::id(), n);
             {
-                let mut keys = shared.match_keys.lock().unwrap_or_else(|e| e.into_inner());
+                let mut keys = shared.match_keys.lock().recover();
                 keys.push_back(current.clone());
                 while keys.len() > 64 {
                     keys.pop_front();
@@ -226,7 +227,7 @@ impl Tracker {
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
+    state.lock().recover()
 }
 
 fn drop_conn(state: &Mutex<State>, id: u64) {
@@ -257,10 +258,7 @@ fn schedule(st: &mut State, key: &str) {
             continue;
         };
         let reply = json!([tc::SUCCESS, [offer.1, offer.2, offer.3]]);
-        let sent = send_json(
-            &mut *c.writer.lock().unwrap_or_else(|e| e.into_inner()),
-            &reply,
-        );
+        let sent = send_json(&mut *c.writer.lock().recover(), &reply);
         if sent.is_ok() {
             if let Some(owner) = st.conns.get_mut(&offer.0) {
                 owner.pending.remove(&offer.3);
@@ -299,7 +297,7 @@ fn serve_tracker_conn(mut stream: TcpStream, id: u64, state: &Mutex<State>) -> R
             pending: HashSet::new(),
         },
     );
-    let reply = |v: Value| send_json(&mut *writer.lock().unwrap_or_else(|e| e.into_inner()), &v);
+    let reply = |v: Value| send_json(&mut *writer.lock().recover(), &v);
     loop {
         let msg = recv_json(&mut stream)?;
         let code = msg

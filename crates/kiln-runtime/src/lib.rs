@@ -11,6 +11,7 @@ pub mod module;
 pub mod tensor;
 pub mod thread_pool;
 pub mod time_evaluator;
+pub mod toolchain;
 pub mod workspace;
 
 /// Makes sure the FFI core (and its start-up registrations) is linked into this library.

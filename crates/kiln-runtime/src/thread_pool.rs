@@ -18,6 +18,7 @@
 //!   [`set_num_threads`] (global `runtime.SetNumThreads`) changes it at run time.
 
 use kiln_ffi::error::{ffi_guard, take_raised};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{register_global, Error, Result};
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
@@ -224,7 +225,7 @@ impl Job {
 
     fn result(self) -> Result<()> {
         let n = self.barrier.num_task;
-        let mut errors = self.errors.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut errors = self.errors.into_inner().recover();
         if errors.is_empty() {
             return Ok(());
         }
@@ -245,7 +246,7 @@ impl Job {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().recover()
 }
 
 thread_local! {
@@ -334,7 +335,7 @@ fn worker_main(shared: Arc<Shared>, index: usize, mut seen: u64) {
             let mut slot = lock(&shared.slot);
             while slot.generation == seen {
                 slot.sleepers += 1;
-                slot = shared.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+                slot = shared.wake.wait(slot).recover();
                 slot.sleepers -= 1;
             }
             seen = slot.generation;
@@ -426,7 +427,7 @@ fn launch_on_pool(lambda: ParallelLambda, cdata: *mut c_void, num_task: usize) -
         let mut waiting = lock(&shared.done_lock);
         while job.pending.load(Ordering::Acquire) != 0 {
             *waiting = true;
-            waiting = shared.done.wait(waiting).unwrap_or_else(|e| e.into_inner());
+            waiting = shared.done.wait(waiting).recover();
         }
         *waiting = false;
     }

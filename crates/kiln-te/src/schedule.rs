@@ -6,6 +6,7 @@
 //! returns an error (`ValueError`) when used on something that is not a leaf axis of the stage.
 
 use crate::tensor::{iter_type, IterVar, OpKind, Operation, Tensor};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Any, AnyView, Error, Object, ObjectRef, ObjectType, Result, TryFromAny};
 use kiln_tir::{ForKind, Operand, PrimExpr, Var};
 use std::collections::{HashMap, HashSet};
@@ -176,7 +177,7 @@ pub fn create_schedule(ops: &[Operation]) -> Schedule {
 
 impl Schedule {
     pub(crate) fn lock(&self) -> MutexGuard<'_, ScheduleInner> {
-        self.0.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.inner.lock().recover()
     }
 
     /// The stage of an operation (also found through the operation a stage was created for).

@@ -5,6 +5,7 @@ use crate::codec::{decode_packet, encode_seq_packet, Packet, WireTensor, WireVal
 use crate::protocol::{code, strip_session_mask, PROTOCOL_VERSION};
 use crate::transport::{client_handshake, read_packet};
 use kiln_ffi::abi::{type_index as ti, DLTensor};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Any, AnyView, DataType, Device, Error, Function, Result};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -84,7 +85,7 @@ impl Connection {
                 self.peer
             )));
         }
-        Ok(self.stream.lock().unwrap_or_else(|e| e.into_inner()))
+        Ok(self.stream.lock().recover())
     }
 
     fn fail(&self, e: impl std::fmt::Display) -> Error {
@@ -150,12 +151,7 @@ impl Connection {
 
     /// A cached handle of a remote helper function that must exist.
     pub fn helper(&self, name: &'static str) -> Result<u64> {
-        if let Some(h) = self
-            .helpers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-        {
+        if let Some(h) = self.helpers.lock().recover().get(name) {
             return Ok(*h);
         }
         let h = self.global_handle(name)?;
@@ -165,10 +161,7 @@ impl Connection {
                 self.peer
             )));
         }
-        self.helpers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name, h);
+        self.helpers.lock().recover().insert(name, h);
         Ok(h)
     }
 
@@ -469,10 +462,7 @@ type FunctionTable = HashMap<usize, (Weak<Connection>, u64)>;
 
 fn remote_functions() -> std::sync::MutexGuard<'static, FunctionTable> {
     static TABLE: std::sync::OnceLock<Mutex<FunctionTable>> = std::sync::OnceLock::new();
-    TABLE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    TABLE.get_or_init(Default::default).lock().recover()
 }
 
 fn lookup_remote_function(a: &AnyView<'_>) -> Option<(Arc<Connection>, u64)> {

@@ -8,6 +8,7 @@ use super::connection::{wire_tensor, Connection};
 use crate::codec::{WireTensor, WireValue};
 use crate::protocol::{code, session_index_of, strip_session_mask, RPC_SESS_MASK};
 use kiln_ffi::abi::DLTensor;
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Any, DataType, Device, Error, Result};
 use kiln_runtime::device::{is_host, register_device_api, DeviceApi, DeviceAttr, StreamHandle};
 use kiln_runtime::tensor::Tensor;
@@ -21,10 +22,7 @@ const MAX_DEVICE_SESSIONS: usize = (4096 / RPC_SESS_MASK as usize) - 1;
 
 fn sessions() -> std::sync::MutexGuard<'static, Vec<Weak<Connection>>> {
     static TABLE: std::sync::OnceLock<Mutex<Vec<Weak<Connection>>>> = std::sync::OnceLock::new();
-    TABLE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    TABLE.get_or_init(Default::default).lock().recover()
 }
 
 /// Records a connection in the first free slot of the session table; returns the slot.

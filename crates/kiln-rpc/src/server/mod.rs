@@ -11,7 +11,9 @@ pub use session::{held_device_bytes, ServerSession, SessionEnd};
 
 use crate::protocol::{DEFAULT_MAX_PACKET_BYTES, RPC_CODE_MISMATCH, RPC_CODE_SUCCESS, RPC_MAGIC};
 use crate::transport::{bind, key_bytes, read_i32, read_key, AcceptThread};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Error, Result};
+use kiln_runtime::toolchain::TempDir;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -176,7 +178,7 @@ fn key_matches(shared: &Shared, client_key: &str) -> bool {
     if k == shared.config.key {
         return true;
     }
-    let keys = shared.match_keys.lock().unwrap_or_else(|e| e.into_inner());
+    let keys = shared.match_keys.lock().recover();
     keys.iter().any(|m| m == k)
 }
 
@@ -220,7 +222,7 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<()> {
         })
         .transpose()?;
     let end = {
-        let mut session = ServerSession::new(&dir, shared.config.max_packet_bytes);
+        let mut session = ServerSession::new(dir.path(), shared.config.max_packet_bytes);
         let mut buffered = BufStream::new(&stream);
         session.serve(&mut buffered)
         // The session (handles, modules, memory) is released here, before its folder goes.
@@ -229,36 +231,22 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<()> {
         drop(done);
         let _ = thread.join();
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     match end {
         SessionEnd::Clean => Ok(()),
         SessionEnd::Failed(e) => Err(e),
     }
 }
 
-static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-fn make_session_dir(shared: &Shared) -> Result<PathBuf> {
+/// The session's scratch folder, in the configured work directory (default: the system's
+/// temporary directory); removed when dropped.
+fn make_session_dir(shared: &Shared) -> Result<TempDir> {
     let base = shared
         .config
         .workdir
         .clone()
         .unwrap_or_else(std::env::temp_dir);
-    let _ = std::fs::create_dir_all(&base);
-    for _ in 0..100 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let n = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
-        let dir = base.join(format!("kiln-rpc-{}-{n}-{nanos:x}", std::process::id()));
-        if std::fs::create_dir(&dir).is_ok() {
-            return Ok(dir);
-        }
-    }
-    Err(Error::runtime_error(format!(
-        "cannot create a session folder in {}",
-        base.display()
-    )))
+    TempDir::new_in(&base, "rpc")
 }
 
 /// A socket with buffered reads and writes (writes are flushed after each reply).

@@ -10,6 +10,7 @@ pub mod cpu;
 
 use kiln_ffi::abi::DLTensor;
 use kiln_ffi::device::device_type;
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{register_global, Any, DataType, Device, Error, Result};
 use std::ffi::c_void;
 use std::sync::RwLock;
@@ -235,7 +236,7 @@ pub fn register_device_api(
                 "cannot register a device API for device type {device_type}: not a DLPack device type"
             ))
         })?;
-    let mut t = table().write().unwrap_or_else(|e| e.into_inner());
+    let mut t = table().write().recover();
     if t.len() <= index {
         t.resize(index + 1, None);
     }
@@ -254,7 +255,7 @@ pub fn find_device_api(device_type: i32) -> Option<&'static dyn DeviceApi> {
     if device_type == kiln_ffi::device::device_type::CPU {
         return Some(&cpu::CPU);
     }
-    let t = table().read().unwrap_or_else(|e| e.into_inner());
+    let t = table().read().recover();
     usize::try_from(device_type)
         .ok()
         .and_then(|i| t.get(i).copied().flatten())

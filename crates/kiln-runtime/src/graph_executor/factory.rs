@@ -29,6 +29,7 @@ use super::params::{put_string, put_u64, write_tensor};
 use crate::module::{Module, ModuleNode};
 use crate::tensor::Tensor;
 use kiln_ffi::abi::ObjectHeader;
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Any, AnyView, Array, Device, Error, Function, Map, ObjectRef, Result};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -48,15 +49,15 @@ struct SelfRef {
 
 impl SelfRef {
     fn set(&self, m: &Module) {
-        *self.ptr.lock().unwrap_or_else(|e| e.into_inner()) = m.as_raw() as usize;
+        *self.ptr.lock().recover() = m.as_raw() as usize;
     }
 
     fn clear(&self) {
-        *self.ptr.lock().unwrap_or_else(|e| e.into_inner()) = 0;
+        *self.ptr.lock().recover() = 0;
     }
 
     fn upgrade(&self) -> Option<Module> {
-        let guard = self.ptr.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.ptr.lock().recover();
         let ptr = *guard as *mut ObjectHeader;
         let header = std::ptr::NonNull::new(ptr)?;
         // SAFETY: the pointer is cleared (under this lock) before the object's memory goes, so

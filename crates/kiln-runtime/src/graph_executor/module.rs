@@ -26,6 +26,7 @@ use super::executor::GraphExecutor;
 use crate::module::{Module, ModuleNode};
 use crate::tensor::Tensor;
 use kiln_ffi::abi::type_index;
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Any, AnyView, Array, Device, Error, Function, Map, Result, Shape};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -47,12 +48,12 @@ impl GraphExecutorModule {
 
     /// The executor (locked: other calls on this executor wait).
     pub fn lock(&self) -> MutexGuard<'_, GraphExecutor> {
-        self.exec.lock().unwrap_or_else(|e| e.into_inner())
+        self.exec.lock().recover()
     }
 }
 
 fn lock(exec: &Mutex<GraphExecutor>) -> MutexGuard<'_, GraphExecutor> {
-    exec.lock().unwrap_or_else(|e| e.into_inner())
+    exec.lock().recover()
 }
 
 fn check_arity(name: &str, sig: &str, args: &[AnyView<'_>], min: usize, max: usize) -> Result<()> {

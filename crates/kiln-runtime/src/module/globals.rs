@@ -8,6 +8,7 @@ use super::export::{export_library, ExportOptions};
 use super::library::{library_target_records, LibraryModule};
 use super::loader::{load_from_bytes, load_module};
 use super::Module;
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{register_global, Array, Map};
 #[cfg(feature = "compiler")]
 use kiln_ffi::{register_global_packed, Any, AnyView, Error, Result};
@@ -49,16 +50,13 @@ fn kept_alive() -> &'static Mutex<Vec<Module>> {
 }
 
 register_global!("ffi.ModuleGlobalsAdd", |m: Module| {
-    let mut kept = kept_alive().lock().unwrap_or_else(|e| e.into_inner());
+    let mut kept = kept_alive().lock().recover();
     if !kept.iter().any(|k| k.0.same_as(&m.0)) {
         kept.push(m);
     }
 });
 register_global!("ffi.ModuleGlobalsRemove", |m: Module| {
-    kept_alive()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|k| !k.0.same_as(&m.0));
+    kept_alive().lock().recover().retain(|k| !k.0.same_as(&m.0));
 });
 
 register_global!("runtime.ModuleGetImports", |m: Module| -> Array {

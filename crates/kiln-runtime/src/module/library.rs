@@ -22,6 +22,7 @@ use super::target_record::{
 use super::{loader, Module, ModuleNode};
 use kiln_ffi::abi::{RawAny, SafeCall};
 use kiln_ffi::error::ffi_guard;
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Error, Function, Result};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -110,7 +111,7 @@ impl DsoLibrary {
                 path.display()
             )));
         }
-        let mut open = open_libraries().lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = open_libraries().lock().recover();
         if let Some(existing) = open.get(&(handle as usize)).and_then(Weak::upgrade) {
             // SAFETY: drops the extra reference this dlopen took; `existing` keeps its own.
             unsafe { libc::dlclose(handle) };
@@ -178,7 +179,7 @@ impl DsoLibrary {
 
 impl Drop for DsoLibrary {
     fn drop(&mut self) {
-        let mut open = open_libraries().lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = open_libraries().lock().recover();
         if open
             .get(&(self.handle as usize))
             .is_some_and(|w| w.strong_count() == 0)
@@ -186,8 +187,7 @@ impl Drop for DsoLibrary {
             open.remove(&(self.handle as usize));
         }
         drop(open);
-        let resolved =
-            std::mem::take(&mut *self.import_cache.lock().unwrap_or_else(|e| e.into_inner()));
+        let resolved = std::mem::take(&mut *self.import_cache.lock().recover());
         // SAFETY: the handle came from dlopen and nothing from the library is alive any more.
         unsafe { libc::dlclose(self.handle) };
         // The code keeps borrowed pointers to the functions it resolved in its statics. If the
@@ -563,10 +563,7 @@ pub unsafe extern "C" fn TVMFFIEnvModLookupFromImports(
 /// the code that asked keeps their pointers.
 fn global_lookup(name: &str) -> Result<Function> {
     static CACHE: OnceLock<Mutex<HashMap<String, Function>>> = OnceLock::new();
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut cache = CACHE.get_or_init(Default::default).lock().recover();
     if let Some(f) = cache.get(name) {
         return Ok(f.clone());
     }

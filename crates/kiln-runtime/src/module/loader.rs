@@ -10,9 +10,9 @@
 //! in a temporary directory.
 
 use super::library;
-#[cfg(feature = "compiler")]
-use super::toolchain::{self, TempDir};
 use super::Module;
+#[cfg(feature = "compiler")]
+use crate::toolchain::{self, TempDir};
 use kiln_ffi::{Bytes, Error, Result};
 use std::path::Path;
 #[cfg(feature = "compiler")]

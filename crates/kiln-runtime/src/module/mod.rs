@@ -24,8 +24,6 @@ mod globals;
 pub mod library;
 pub mod loader;
 pub mod target_record;
-#[cfg(feature = "compiler")]
-mod toolchain;
 
 pub use context::context_slot_names;
 #[cfg(feature = "compiler")]
@@ -36,6 +34,7 @@ pub use library::{
 pub use loader::{load_from_bytes, load_module};
 
 use kiln_ffi::abi::{type_index, Deleter};
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{AnyView, Error, Function, ObjectRef, ObjectType, Result};
 use std::collections::HashMap;
 use std::path::Path;
@@ -235,19 +234,13 @@ impl Module {
     }
 
     fn own_function(&self, name: &str) -> Result<Option<Function>> {
-        let cached = self
-            .0
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned();
+        let cached = self.0.cache.lock().recover().get(name).cloned();
         if let Some(hit) = cached {
             return Ok(hit);
         }
         // The lock is not held while the node looks up (a node may call back into modules).
         let found = self.0.node.get_function(name)?;
-        let mut cache = self.0.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.0.cache.lock().recover();
         Ok(cache.entry(name.to_string()).or_insert(found).clone())
     }
 
@@ -263,11 +256,7 @@ impl Module {
 
     /// The imported modules, in import order.
     pub fn imports(&self) -> Vec<Module> {
-        self.0
-            .imports
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.0.imports.read().recover().clone()
     }
 
     /// Adds `other` to this module's imports; refuses an import that would make a cycle.
@@ -286,21 +275,13 @@ impl Module {
                 stack.extend(m.imports());
             }
         }
-        self.0
-            .imports
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(other.clone());
+        self.0.imports.write().recover().push(other.clone());
         Ok(())
     }
 
     /// Removes every import.
     pub fn clear_imports(&self) {
-        self.0
-            .imports
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.0.imports.write().recover().clear();
     }
 
     /// See [`ModuleNode::property_mask`].
@@ -336,13 +317,7 @@ impl Module {
     /// Resolves `name` for compiled code of this module: its imports (depth first, each with its
     /// own imports), then the global registry. Results are cached for the life of the code.
     pub fn lookup_from_imports(&self, name: &str) -> Result<Function> {
-        let cached = self
-            .0
-            .import_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned();
+        let cached = self.0.import_cache.lock().recover().get(name).cloned();
         if let Some(f) = cached {
             return Ok(f);
         }
@@ -361,11 +336,7 @@ impl Module {
                 ))
             })?;
         // Two threads may race here; both get the first function stored.
-        let mut cache = self
-            .0
-            .import_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.0.import_cache.lock().recover();
         Ok(cache.entry(name.to_string()).or_insert(f).clone())
     }
 }
