@@ -121,37 +121,65 @@ static inline PyObject *slot_at(PyObject *obj, Py_ssize_t offset) {
   return *(PyObject **)((char *)obj + offset);
 }
 
-/* Writes `arg` as a view into `out`; 0 when this path does not handle its kind. */
-static int write_arg(PyObject *arg, FFIAny *out) {
-  PyTypeObject *t = Py_TYPE(arg);
+/* Writes a plain value (an int that fits 64 bits, a float, None, a bool) into `out`; 0 for
+ * anything else. Arguments and callback results share it. */
+static int write_plain(PyObject *v, FFIAny *out) {
+  PyTypeObject *t = Py_TYPE(v);
+  out->pad = 0;
   if (t == &PyLong_Type) {
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow)
       return 0;
     out->type_index = K_INT;
-    out->pad = 0;
-    out->v_int64 = v;
+    out->v_int64 = x;
     return 1;
   }
   if (t == &PyFloat_Type) {
     out->type_index = K_FLOAT;
-    out->pad = 0;
-    out->v_float64 = PyFloat_AS_DOUBLE(arg);
+    out->v_float64 = PyFloat_AS_DOUBLE(v);
     return 1;
   }
-  if (arg == Py_None) {
+  if (v == Py_None) {
     out->type_index = K_NONE;
-    out->pad = 0;
     out->v_int64 = 0;
     return 1;
   }
   if (t == &PyBool_Type) {
     out->type_index = K_BOOL;
-    out->pad = 0;
-    out->v_int64 = arg == Py_True;
+    out->v_int64 = v == Py_True;
     return 1;
   }
+  return 0;
+}
+
+/* A plain value (None, int, bool, float) as Python, or NULL with no error set for any other
+ * kind. Results and callback arguments share it. */
+static PyObject *read_plain(const FFIAny *a) {
+  switch (a->type_index) {
+  case K_NONE:
+    Py_RETURN_NONE;
+  case K_INT:
+    return PyLong_FromLongLong(a->v_int64);
+  case K_BOOL:
+    return PyBool_FromLong(a->v_int64 != 0);
+  case K_FLOAT:
+    return PyFloat_FromDouble(a->v_float64);
+  default:
+    return NULL;
+  }
+}
+
+static int is_plain(int32_t type_index) {
+  return type_index == K_NONE || type_index == K_INT || type_index == K_BOOL ||
+         type_index == K_FLOAT;
+}
+
+/* Writes `arg` as a view into `out`; 0 when this path does not handle its kind. */
+static int write_arg(PyObject *arg, FFIAny *out) {
+  if (write_plain(arg, out))
+    return 1;
+  PyTypeObject *t = Py_TYPE(arg);
   /* An object passed as itself: its class writes it with core._w_object. */
   PyObject *writer = PyDict_GetItem(g_writers, (PyObject *)t); /* borrowed */
   if (writer != g_w_object)
@@ -191,18 +219,8 @@ static PyObject *call_fallback(PyObject *self, PyObject *args) {
 
 /* The owned result as a Python value (takes its reference). */
 static PyObject *read_result(FFIAny *r) {
-  switch (r->type_index) {
-  case K_NONE:
-    Py_RETURN_NONE;
-  case K_INT:
-    return PyLong_FromLongLong(r->v_int64);
-  case K_BOOL:
-    return PyBool_FromLong(r->v_int64 != 0);
-  case K_FLOAT:
-    return PyFloat_FromDouble(r->v_float64);
-  default:
-    break;
-  }
+  if (is_plain(r->type_index))
+    return read_plain(r);
   if (r->type_index >= K_OBJECT_BEGIN) {
     PyObject *tidx = PyLong_FromLong(r->type_index);
     PyObject *handle = PyLong_FromVoidPtr(r->v_ptr);
@@ -269,53 +287,16 @@ static PyObject *callbase_call(PyObject *self, PyObject *args, PyObject *kwargs)
  * runtime calls the deleter), as on the ctypes path; only the trampolines are compiled. */
 
 static PyObject *view_to_python(const FFIAny *a) {
-  switch (a->type_index) {
-  case K_NONE:
-    Py_RETURN_NONE;
-  case K_INT:
-    return PyLong_FromLongLong(a->v_int64);
-  case K_BOOL:
-    return PyBool_FromLong(a->v_int64 != 0);
-  case K_FLOAT:
-    return PyFloat_FromDouble(a->v_float64);
-  default:
-    return PyObject_CallFunction(g_read_view, "iIL", (int)a->type_index, (unsigned)a->pad,
-                                 (long long)a->v_int64);
-  }
+  if (is_plain(a->type_index))
+    return read_plain(a);
+  return PyObject_CallFunction(g_read_view, "iIL", (int)a->type_index, (unsigned)a->pad,
+                               (long long)a->v_int64);
 }
 
 /* Writes the Python value `ret` as the owned result; -1 with a Python error set on failure. */
 static int python_to_result(PyObject *ret, FFIAny *result) {
-  PyTypeObject *t = Py_TYPE(ret);
-  if (ret == Py_None) {
-    result->type_index = K_NONE;
-    result->pad = 0;
-    result->v_int64 = 0;
+  if (write_plain(ret, result))
     return 0;
-  }
-  if (t == &PyBool_Type) {
-    result->type_index = K_BOOL;
-    result->pad = 0;
-    result->v_int64 = ret == Py_True;
-    return 0;
-  }
-  if (t == &PyFloat_Type) {
-    result->type_index = K_FLOAT;
-    result->pad = 0;
-    result->v_float64 = PyFloat_AS_DOUBLE(ret);
-    return 0;
-  }
-  if (t == &PyLong_Type) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(ret, &overflow);
-    if (!overflow && !(v == -1 && PyErr_Occurred())) {
-      result->type_index = K_INT;
-      result->pad = 0;
-      result->v_int64 = v;
-      return 0;
-    }
-    PyErr_Clear();
-  }
   PyObject *addr = PyLong_FromVoidPtr(result);
   if (!addr)
     return -1;

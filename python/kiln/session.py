@@ -347,7 +347,7 @@ class InferenceSession:
         if compiled is None:  # a new shape: checked against the declared one, then compiled
             for a, v in zip(self._inputs, arrays):
                 self._check_shape(a, tuple(v.shape))
-            compiled = self._get_compiled(self._key(dict(key)))
+            compiled = self._get_compiled(key)
         gm, outputs = compiled.acquire()
         try:
             used = compiled.used_inputs
