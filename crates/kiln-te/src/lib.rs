@@ -4,6 +4,7 @@
 //! | module | what |
 //! | --- | --- |
 //! | [`tensor`] | [`Tensor`] (`te.Tensor`), [`Operation`] (`te.PlaceholderOp`, `te.ComputeOp`), [`IterVar`] (`te.IterVar`), [`placeholder`], [`compute`], [`reduce_axis`] |
+//! | [`extern_op`] | [`extern_op()`] (`te.extern`): tensors computed by a TIR statement, for recurrences |
 //! | [`reduce`] | [`sum`], [`max`], [`min`], [`prod`], [`comm_reduce`] (any commutative combiner with an identity) |
 //! | [`schedule`] | [`create_schedule`], [`Schedule`] (`te.Schedule`), [`Stage`] (`te.Stage`): split, fuse, reorder, tile, vectorize, parallel, unroll, pragma, compute_at, compute_inline |
 //! | `cache` | [`Schedule::cache_read`], [`Schedule::cache_write`] |
@@ -69,6 +70,7 @@
 
 pub mod bound;
 mod cache;
+pub mod extern_op;
 mod globals;
 pub mod lower;
 pub mod reduce;
@@ -76,6 +78,7 @@ pub mod schedule;
 pub mod tensor;
 
 pub use bound::infer_bound;
+pub use extern_op::{extern_op, ExternOutput};
 pub use globals::link_globals;
 pub use kiln_tir::op::if_then_else;
 pub use lower::lower;

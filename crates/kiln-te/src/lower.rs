@@ -15,13 +15,14 @@
 //! - Inlined stages are already substituted ([`crate::bound::effective_bodies`]).
 
 use crate::bound::{effective_bodies, op_stage_map, pass_up_index, Bounds};
+use crate::extern_op::ExternOpObj;
 use crate::reduce::Reduce;
 use crate::schedule::{is_reduce_iv, Attach, Schedule, ScheduleInner};
 use crate::tensor::{IterVar, OpKind, Tensor};
 use kiln_ffi::{Error, Result};
-use kiln_tir::mutator::{substitute, substitute_stmt, transform_expr};
+use kiln_tir::mutator::{substitute, substitute_stmt, transform_expr, transform_stmt};
 use kiln_tir::op::likely;
-use kiln_tir::{logical_and, Buffer, ExprKind, ForKind, PrimExpr, PrimFunc, Stmt, Var};
+use kiln_tir::{logical_and, Buffer, ExprKind, ForKind, PrimExpr, PrimFunc, Stmt, StmtKind, Var};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
@@ -112,6 +113,22 @@ impl Lower<'_> {
     fn realize_buffers(&mut self) {
         for &s in &self.inner.order {
             let st = &self.inner.stages[s];
+            if let OpKind::Extern(e) = st.op.kind() {
+                for (k, ph) in e.output_placeholders.iter().enumerate() {
+                    if self.args.contains(&(s, k)) {
+                        continue;
+                    }
+                    let t = st.origin_op.output(k);
+                    let buf = Buffer::decl_in(t.name(), t.dtype(), ph.shape().to_vec(), &st.scope);
+                    let zeros = ph
+                        .shape()
+                        .iter()
+                        .map(|d| PrimExpr::const_int(d.dtype(), 0))
+                        .collect();
+                    self.bufs.insert((s, k), (buf, zeros));
+                }
+                continue;
+            }
             let OpKind::Compute(c) = st.op.kind() else {
                 continue;
             };
@@ -203,10 +220,46 @@ impl Lower<'_> {
         }
     }
 
+    /// The body of extern stage `s`: its statement with the output placeholders replaced by
+    /// the outputs' buffers and input tensor reads by reads of theirs.
+    fn make_extern(&self, s: usize, e: &ExternOpObj) -> Stmt {
+        let real = |b: &Buffer| {
+            e.output_placeholders
+                .iter()
+                .position(|p| p.same_as(b))
+                .map(|k| self.bufs[&(s, k)].0.clone())
+        };
+        transform_stmt(
+            &e.body,
+            |st| match st.kind() {
+                StmtKind::BufferStore(n) => match real(&n.buffer) {
+                    Some(b) => Stmt::buffer_store_raw(b, n.value.clone(), n.indices.to_vec()),
+                    None => st,
+                },
+                _ => st,
+            },
+            |x| {
+                let ExprKind::BufferLoad { buffer, indices } = x.kind() else {
+                    return x;
+                };
+                match real(buffer) {
+                    Some(b) => PrimExpr::buffer_load_raw(b, indices.to_vec()),
+                    None => self.lower_loads(&x),
+                }
+            },
+        )
+    }
+
     /// The loop nest of stage `s`, with the stages attached to its loops inside.
     fn make_stage(&self, s: usize) -> Result<Stmt> {
         let st = &self.inner.stages[s];
-        let c = st.op.as_compute().expect("only compute stages are lowered");
+        if let OpKind::Extern(e) = st.op.kind() {
+            return Ok(self.make_extern(s, e));
+        }
+        let c = st
+            .op
+            .as_compute()
+            .expect("only compute and extern stages are lowered");
         let values = pass_up_index(st, &self.b.dom);
         let mut an = self.b.analyzer.clone();
         let roots: Vec<&IterVar> = c.axis.iter().chain(c.reduce_axis.iter()).collect();

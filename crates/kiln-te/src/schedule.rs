@@ -102,7 +102,7 @@ impl StageData {
 /// The root iteration variables of an operation: its axes, then its reduction axes.
 pub(crate) fn root_iter_vars(op: &Operation) -> Vec<IterVar> {
     match op.kind() {
-        OpKind::Placeholder(_) => Vec::new(),
+        OpKind::Placeholder(_) | OpKind::Extern(_) => Vec::new(),
         OpKind::Compute(c) => c.axis.iter().chain(c.reduce_axis.iter()).cloned().collect(),
     }
 }
@@ -470,6 +470,13 @@ impl Stage {
             return Err(Error::value_error(
                 "compute_at: a stage cannot attach to itself",
             ));
+        }
+        if !matches!(inner.stages[self.id].op.kind(), OpKind::Compute(_)) {
+            return Err(Error::value_error(format!(
+                "compute_at: `{}` is not a compute stage (placeholders and extern operations \
+                 stay at the root)",
+                inner.stages[self.id].op.name()
+            )));
         }
         inner.stages[self.id].attach = Attach::At {
             stage: parent.id,

@@ -8,6 +8,7 @@
 //! lowering replaces those loads by loads of real buffers. This plays the role of TVM's
 //! `ProducerLoad`.
 
+use crate::extern_op::ExternOpObj;
 use kiln_ffi::{Any, DataType, Map, Object, ObjectRef, ObjectType};
 use kiln_tir::buffer::{BufferObj, DEFAULT_ALIGNMENT};
 use kiln_tir::node::{IrString, NodeList};
@@ -167,9 +168,11 @@ pub enum OpKind<'a> {
     Placeholder(&'a PlaceholderOpObj),
     /// A computed tensor.
     Compute(&'a ComputeOpObj),
+    /// A tensor computed by a TIR statement.
+    Extern(&'a ExternOpObj),
 }
 
-fn upcast_op<T: ObjectType>(r: ObjectRef<T>) -> Operation {
+pub(crate) fn upcast_op<T: ObjectType>(r: ObjectRef<T>) -> Operation {
     Operation(
         r.upcast()
             .downcast::<OperationObj>()
@@ -223,6 +226,9 @@ impl Operation {
         } else if idx == ComputeOpObj::type_index() {
             // SAFETY: as above, for ComputeOpObj.
             OpKind::Compute(unsafe { &*(ptr as *const ComputeOpObj) })
+        } else if idx == ExternOpObj::type_index() {
+            // SAFETY: as above, for ExternOpObj.
+            OpKind::Extern(unsafe { &*(ptr as *const ExternOpObj) })
         } else {
             unreachable!("unknown operation type {}", self.0.type_key())
         }
@@ -232,7 +238,15 @@ impl Operation {
     pub fn as_compute(&self) -> Option<&ComputeOpObj> {
         match self.kind() {
             OpKind::Compute(c) => Some(c),
-            OpKind::Placeholder(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The extern node, when this is an extern operation.
+    pub fn as_extern(&self) -> Option<&ExternOpObj> {
+        match self.kind() {
+            OpKind::Extern(e) => Some(e),
+            _ => None,
         }
     }
 
@@ -251,13 +265,20 @@ impl Operation {
         match self.kind() {
             OpKind::Placeholder(_) => 1,
             OpKind::Compute(c) => c.body.len(),
+            OpKind::Extern(e) => e.output_placeholders.len(),
         }
     }
 
-    /// The shape of the outputs.
+    /// The shape of the outputs (of the first, for an extern operation whose outputs differ).
     pub fn output_shape(&self) -> Vec<PrimExpr> {
+        self.output_shape_of(0)
+    }
+
+    /// The shape of output `i`.
+    pub fn output_shape_of(&self, i: usize) -> Vec<PrimExpr> {
         match self.kind() {
             OpKind::Placeholder(p) => p.shape.to_vec(),
+            OpKind::Extern(e) => e.output_placeholders[i].shape().to_vec(),
             OpKind::Compute(c) => c
                 .axis
                 .iter()
@@ -276,6 +297,7 @@ impl Operation {
         match self.kind() {
             OpKind::Placeholder(p) => p.dtype,
             OpKind::Compute(c) => c.body[i].dtype(),
+            OpKind::Extern(e) => e.output_placeholders[i].dtype(),
         }
     }
 
@@ -287,7 +309,7 @@ impl Operation {
         } else {
             format!("{}.v{i}", self.name())
         };
-        let shape = self.output_shape();
+        let shape = self.output_shape_of(i);
         let index_t = shape
             .first()
             .map(|s| s.dtype())
@@ -313,6 +335,13 @@ impl Operation {
     /// The tensors this operation reads (each once, in order of first use).
     pub fn input_tensors(&self) -> Vec<Tensor> {
         let mut out: Vec<Tensor> = Vec::new();
+        if let OpKind::Extern(e) = self.kind() {
+            for t in e.inputs.iter() {
+                if !out.contains(t) {
+                    out.push(t.clone());
+                }
+            }
+        }
         if let OpKind::Compute(c) = self.kind() {
             for b in c.body.iter() {
                 post_order_visit_expr(b, |e| {

@@ -142,6 +142,14 @@ impl<'a> Attrs<'a> {
         }
     }
 
+    /// An optional float attribute (`None` when unset).
+    pub fn opt_float(&self, name: &str) -> Result<Option<f64>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(_) => self.float(name).map(Some),
+        }
+    }
+
     /// An optional int attribute (`None` when unset).
     pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
         match self.get(name) {

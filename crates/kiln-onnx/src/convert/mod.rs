@@ -6,7 +6,7 @@
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
 //! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
-//! `quant`, `index`, `einsum`, `reduce`, `resize`, `shape`); the table's keys are what
+//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
 //!
@@ -28,6 +28,7 @@ mod nn;
 mod normalize;
 mod pool;
 mod quant;
+mod recurrent;
 mod reduce;
 mod resize;
 mod shape;
@@ -89,6 +90,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         pool::register(&mut t);
         quant::register(&mut t);
         normalize::register(&mut t);
+        recurrent::register(&mut t);
         reduce::register(&mut t);
         resize::register(&mut t);
         shape::register(&mut t);

@@ -17,6 +17,7 @@ pub mod log_softmax;
 pub mod matmul;
 pub mod pad;
 pub mod pool2d;
+pub mod recurrent;
 pub mod softmax;
 
 pub use batch_matmul::batch_matmul;
@@ -32,6 +33,7 @@ pub use log_softmax::log_softmax;
 pub use matmul::{matmul, MatmulAttrs};
 pub use pad::{pad_nchw, Padding2d};
 pub use pool2d::{avg_pool2d, max_pool2d, Pool2dAttrs};
+pub use recurrent::{recurrent, Activation, ActivationKind, Cell, RecurrentInputs};
 pub use softmax::softmax;
 
 use kiln_ffi::{Error, Result};

@@ -11,6 +11,7 @@ pub mod global_pool2d;
 pub mod layer_norm;
 pub mod matmul;
 pub mod pool2d;
+pub mod recurrent;
 pub mod softmax;
 
 use super::{OpDef, RelCtx};
@@ -32,6 +33,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     batch_norm::defs(v);
     dropout::defs(v);
     bias_add::defs(v);
+    recurrent::defs(v);
 }
 
 /// A 2-D attribute (`strides`, `dilation`, ...): one value for both axes or two, all >= `min`.

@@ -1,0 +1,578 @@
+//! Recurrent layers (ONNX `LSTM`, `GRU` and `RNN`, one direction): the whole sequence in one
+//! kernel, a TIR statement (an extern operation) whose time loop runs one fused cell per step.
+//!
+//! The input projection `X W^T + b` of every step is not part of it: the graph computes it for
+//! the whole sequence with one matrix product before the layer (`xw`, `[T, B, G*H]` for `G`
+//! gates), so the layer only does what must be sequential. Per step and batch row it computes
+//! the recurrent product `h R^T` (a register-tiled vector-matrix product over the transposed
+//! weights `rt`, `[H, G*H]`, tiles sized from the target's vector width and register count),
+//! then the gates, the new state and the output row, all in one pass.
+//!
+//! `seq_lens` (`[B]`, int32, clamped to `[0, T]`) gives each batch row its length: steps at and
+//! past it output zeros and leave the state as it is; a reverse layer runs each row from its
+//! own last step down to 0 (ONNX's semantics). Gate pre-activations are clipped to
+//! `[-clip, clip]` when `clip` is set.
+
+use crate::transform::util::{constant, index_dtype, value_error};
+use kiln_ffi::{DataType, Result};
+use kiln_te::{extern_op, ExternOutput, Tensor};
+use kiln_tir::{cast, max, min, op, select, Buffer, CpuDesc, ForKind, PrimExpr, Stmt, Var};
+
+/// An activation function of a recurrent cell (ONNX's list), with its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Activation {
+    /// The function.
+    pub kind: ActivationKind,
+    /// Its first parameter (ignored by functions without one).
+    pub alpha: f64,
+    /// Its second parameter (ignored by functions without one).
+    pub beta: f64,
+}
+
+/// The activation functions ONNX's recurrent operators accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationKind {
+    /// `max(x, 0)`.
+    Relu,
+    /// `tanh(x)`.
+    Tanh,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `alpha * x + beta`.
+    Affine,
+    /// `x` if `x >= 0` else `alpha * x`.
+    LeakyRelu,
+    /// `x` if `x > alpha` else 0.
+    ThresholdedRelu,
+    /// `alpha * tanh(beta * x)`.
+    ScaledTanh,
+    /// `max(0, min(1, alpha * x + beta))`.
+    HardSigmoid,
+    /// `x` if `x >= 0` else `alpha * (e^x - 1)`.
+    Elu,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `ln(1 + e^x)`.
+    Softplus,
+}
+
+impl ActivationKind {
+    /// The function named `name` (ONNX spelling, any case), and how many parameters it takes.
+    pub fn parse(name: &str) -> Option<(ActivationKind, usize)> {
+        use ActivationKind::*;
+        Some(match name.to_ascii_lowercase().as_str() {
+            "relu" => (Relu, 0),
+            "tanh" => (Tanh, 0),
+            "sigmoid" => (Sigmoid, 0),
+            "affine" => (Affine, 2),
+            "leakyrelu" => (LeakyRelu, 1),
+            "thresholdedrelu" => (ThresholdedRelu, 1),
+            "scaledtanh" => (ScaledTanh, 2),
+            "hardsigmoid" => (HardSigmoid, 2),
+            "elu" => (Elu, 1),
+            "softsign" => (Softsign, 0),
+            "softplus" => (Softplus, 0),
+            _ => return None,
+        })
+    }
+
+    /// The ONNX operator defaults of `alpha` and `beta`.
+    pub fn defaults(self) -> (f64, f64) {
+        use ActivationKind::*;
+        match self {
+            Affine => (1.0, 0.0),
+            LeakyRelu => (0.01, 0.0),
+            ThresholdedRelu | Elu => (1.0, 0.0),
+            ScaledTanh => (1.0, 1.0),
+            HardSigmoid => (0.2, 0.5),
+            _ => (0.0, 0.0),
+        }
+    }
+
+    /// The ONNX name.
+    pub fn name(self) -> &'static str {
+        use ActivationKind::*;
+        match self {
+            Relu => "Relu",
+            Tanh => "Tanh",
+            Sigmoid => "Sigmoid",
+            Affine => "Affine",
+            LeakyRelu => "LeakyRelu",
+            ThresholdedRelu => "ThresholdedRelu",
+            ScaledTanh => "ScaledTanh",
+            HardSigmoid => "HardSigmoid",
+            Elu => "Elu",
+            Softsign => "Softsign",
+            Softplus => "Softplus",
+        }
+    }
+}
+
+impl Activation {
+    /// The activation named `name` with its parameters.
+    ///
+    /// # Errors
+    /// A `ValueError` for a name ONNX does not define.
+    pub fn new(name: &str, alpha: f64, beta: f64) -> Result<Activation> {
+        let (kind, _) = ActivationKind::parse(name).ok_or_else(|| {
+            value_error(
+                "recurrent",
+                format!(
+                    "unknown activation `{name}` (known: Relu, Tanh, Sigmoid, Affine, LeakyRelu, \
+                     ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)"
+                ),
+            )
+        })?;
+        Ok(Activation { kind, alpha, beta })
+    }
+
+    /// The function applied to `x`.
+    pub fn apply(&self, x: PrimExpr) -> PrimExpr {
+        use ActivationKind::*;
+        let t = x.dtype();
+        let k = |v: f64| constant(t, v);
+        let (a, b) = (self.alpha, self.beta);
+        match self.kind {
+            Relu => max(x, k(0.0)),
+            Tanh => op::tanh(x),
+            Sigmoid => crate::elemwise::sigmoid_expr(x),
+            Affine => x * k(a) + k(b),
+            LeakyRelu => select(x.ge(k(0.0)), x.clone(), x * k(a)),
+            ThresholdedRelu => select(x.gt(k(a)), x, k(0.0)),
+            ScaledTanh => op::tanh(x * k(b)) * k(a),
+            HardSigmoid => max(k(0.0), min(k(1.0), x * k(a) + k(b))),
+            Elu => select(x.ge(k(0.0)), x.clone(), (op::exp(x) - k(1.0)) * k(a)),
+            Softsign => x.clone() / (op::abs(x) + k(1.0)),
+            Softplus => op::log(op::exp(x) + k(1.0)),
+        }
+    }
+}
+
+/// What cell a recurrent layer runs, with its cell-specific options.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    /// LSTM (gates `i, o, f, c`): activations `f, g, h`; `input_forget` couples the forget
+    /// gate to the input gate (`f = 1 - i`); peepholes `p` (`[3H]`: `i, o, f`) are an input.
+    Lstm {
+        /// The three activations.
+        acts: [Activation; 3],
+        /// `f = 1 - i`.
+        input_forget: bool,
+    },
+    /// GRU (gates `z, r, h`): activations `f, g`; `linear_before_reset` applies the reset gate
+    /// after the recurrent product of the hidden gate; its recurrent bias is an input.
+    Gru {
+        /// The two activations.
+        acts: [Activation; 2],
+        /// ONNX's `linear_before_reset`.
+        linear_before_reset: bool,
+    },
+    /// A plain recurrent cell: `h = f(xw + h R^T)`.
+    Rnn {
+        /// The activation.
+        act: Activation,
+    },
+}
+
+impl Cell {
+    /// The number of gates.
+    pub fn gates(&self) -> i64 {
+        match self {
+            Cell::Lstm { .. } => 4,
+            Cell::Gru { .. } => 3,
+            Cell::Rnn { .. } => 1,
+        }
+    }
+}
+
+/// The inputs of a recurrent layer (see the module documentation for the shapes).
+pub struct RecurrentInputs<'a> {
+    /// The input projection of every step, `[T, B, G*H]`, biases included (for GRU, the
+    /// hidden gate's recurrent bias excluded).
+    pub xw: &'a Tensor,
+    /// The recurrent weights transposed, `[H, G*H]`.
+    pub rt: &'a Tensor,
+    /// The initial hidden state, `[B, H]`.
+    pub h0: &'a Tensor,
+    /// LSTM: the initial cell state, `[B, H]`.
+    pub c0: Option<&'a Tensor>,
+    /// LSTM: the peepholes, `[3H]`.
+    pub p: Option<&'a Tensor>,
+    /// GRU: the hidden gate's recurrent bias, `[H]`.
+    pub rb: Option<&'a Tensor>,
+    /// The length of each batch row, `[B]`, int32.
+    pub seq_lens: &'a Tensor,
+}
+
+/// A recurrent layer over the whole sequence: returns `y` (`[T, B, H]`), the last hidden state
+/// (`[B, H]`) and, for LSTM, the last cell state (`[B, H]`).
+///
+/// # Errors
+/// A `ValueError` for shapes that do not fit together or are not static, a missing
+/// cell-specific input, or a non-float `xw`.
+pub fn recurrent(
+    inp: &RecurrentInputs<'_>,
+    cell: &Cell,
+    reverse: bool,
+    clip: Option<f64>,
+    cpu: &CpuDesc,
+) -> Result<Vec<Tensor>> {
+    let name = "recurrent";
+    crate::transform::util::require_float(inp.xw, name)?;
+    let dims = |t: &Tensor| crate::transform::util::const_shape(t, name);
+    let xs = dims(inp.xw)?;
+    let rs = dims(inp.rt)?;
+    if xs.len() != 3 || rs.len() != 2 {
+        return Err(value_error(name, "xw must be [T, B, G*H] and rt [H, G*H]"));
+    }
+    let (t_len, batch, h) = (xs[0], xs[1], rs[0]);
+    let g = cell.gates();
+    if xs[2] != g * h || rs[1] != g * h {
+        return Err(value_error(
+            name,
+            format!(
+                "xw {xs:?} and rt {rs:?} do not fit {g} gates of hidden size {h} \
+                 (want [T, B, {}] and [{h}, {}])",
+                g * h,
+                g * h
+            ),
+        ));
+    }
+    let want = |t: Option<&Tensor>, what: &str, shape: &[i64]| -> Result<Tensor> {
+        let t = t.ok_or_else(|| value_error(name, format!("missing input `{what}`")))?;
+        if dims(t)? != shape {
+            return Err(value_error(
+                name,
+                format!("`{what}` must be {shape:?}, got {:?}", dims(t)?),
+            ));
+        }
+        Ok(t.clone())
+    };
+    let h0 = want(Some(inp.h0), "initial_h", &[batch, h])?;
+    let lens = want(Some(inp.seq_lens), "sequence_lens", &[batch])?;
+    let (c0, p, rb) = match cell {
+        Cell::Lstm { .. } => (
+            Some(want(inp.c0, "initial_c", &[batch, h])?),
+            Some(want(inp.p, "P", &[3 * h])?),
+            None,
+        ),
+        Cell::Gru { .. } => (None, None, Some(want(inp.rb, "Rb", &[h])?)),
+        Cell::Rnn { .. } => (None, None, None),
+    };
+    let dt = inp.xw.dtype();
+    let it = index_dtype(inp.xw);
+    let mut ins = vec![inp.xw.clone(), inp.rt.clone(), h0, lens];
+    ins.extend(c0.iter().chain(p.iter()).chain(rb.iter()).cloned());
+    let mut outs = vec![
+        ExternOutput::new(vec![ci(it, t_len), ci(it, batch), ci(it, h)], dt),
+        ExternOutput::new(vec![ci(it, batch), ci(it, h)], dt),
+    ];
+    if c0.is_some() {
+        outs.push(ExternOutput::new(vec![ci(it, batch), ci(it, h)], dt));
+    }
+    let layer = Layer {
+        cell: cell.clone(),
+        reverse,
+        clip,
+        t_len,
+        batch,
+        h,
+        dt,
+        it,
+        lanes: cpu.lanes(dt).max(1),
+        tile_vectors: (cpu.vector_registers as i64 / 4).clamp(1, 4),
+    };
+    extern_op(
+        match cell {
+            Cell::Lstm { .. } => "lstm",
+            Cell::Gru { .. } => "gru",
+            Cell::Rnn { .. } => "rnn",
+        },
+        "recurrent",
+        &ins,
+        &outs,
+        |ins, outs| Ok(layer.body(ins, outs)),
+    )
+}
+
+fn ci(t: DataType, v: i64) -> PrimExpr {
+    PrimExpr::const_int(t, v)
+}
+
+/// A serial loop `for v in 0..extent` named `name`, its body built from the variable.
+fn for_n(name: &str, it: DataType, extent: i64, body: impl FnOnce(PrimExpr) -> Stmt) -> Stmt {
+    let v = Var::new(name, it);
+    let b = body(v.to_expr());
+    Stmt::for_loop(&v, ci(it, 0), ci(it, extent), ForKind::Serial, b)
+}
+
+/// A loop of kind `kind`.
+fn for_kind(
+    name: &str,
+    it: DataType,
+    extent: i64,
+    kind: ForKind,
+    body: impl FnOnce(PrimExpr) -> Stmt,
+) -> Stmt {
+    let v = Var::new(name, it);
+    let b = body(v.to_expr());
+    Stmt::for_loop(&v, ci(it, 0), ci(it, extent), kind, b)
+}
+
+/// The statement builder of one layer.
+struct Layer {
+    cell: Cell,
+    reverse: bool,
+    clip: Option<f64>,
+    t_len: i64,
+    batch: i64,
+    h: i64,
+    dt: DataType,
+    it: DataType,
+    /// Vector lanes of `dt` on the target.
+    lanes: i64,
+    /// Vectors per register tile of the recurrent product.
+    tile_vectors: i64,
+}
+
+impl Layer {
+    fn k(&self, v: f64) -> PrimExpr {
+        constant(self.dt, v)
+    }
+
+    fn i(&self, v: i64) -> PrimExpr {
+        ci(self.it, v)
+    }
+
+    fn clipped(&self, x: PrimExpr) -> PrimExpr {
+        match self.clip {
+            Some(c) => max(min(x, self.k(c)), self.k(-c)),
+            None => x,
+        }
+    }
+
+    /// `dst[k] = init(k) + sum_j src[j] * rt[j, k]` for `k` in `[k0, k1)`: register tiles of
+    /// `tile_vectors` vectors accumulated over `j`, then single vectors, then scalars.
+    fn gemv(
+        &self,
+        dst: &Buffer,
+        src: &dyn Fn(PrimExpr) -> PrimExpr,
+        rt: &Buffer,
+        range: (i64, i64),
+        init: &dyn Fn(PrimExpr) -> PrimExpr,
+    ) -> Stmt {
+        let (k0, k1) = range;
+        let mut parts = Vec::new();
+        let mut at = k0;
+        for width in [self.lanes * self.tile_vectors, self.lanes, 1] {
+            let n = (k1 - at) / width;
+            if n == 0 {
+                continue;
+            }
+            let start = at;
+            let kind = if width > 1 {
+                ForKind::Vectorized
+            } else {
+                ForKind::Serial
+            };
+            let acc = Buffer::decl_in("acc", self.dt, vec![self.i(width)], "local");
+            let tile = for_n("kt", self.it, n, |kt| {
+                let base = kt * self.i(width) + self.i(start);
+                let b2 = base.clone();
+                let fill = for_kind("v", self.it, width, kind, |v| {
+                    acc.store(init(b2.clone() + v.clone()), vec![v])
+                });
+                let b3 = base.clone();
+                let accumulate = for_n("j", self.it, self.h, |j| {
+                    for_kind("v", self.it, width, kind, |v| {
+                        let cur = acc.load(vec![v.clone()]);
+                        let w = rt.load(vec![j.clone(), b3.clone() + v.clone()]);
+                        acc.store(cur + src(j) * w, vec![v])
+                    })
+                });
+                let store = for_kind("v", self.it, width, kind, |v| {
+                    dst.store(acc.load(vec![v.clone()]), vec![base.clone() + v])
+                });
+                Stmt::allocate_buffer(&acc, Stmt::seq(vec![fill, accumulate, store]))
+            });
+            parts.push(tile);
+            at += n * width;
+        }
+        Stmt::seq(parts)
+    }
+
+    /// The whole layer. `ins`: xw, rt, h0, seq_lens, then c0 and p (LSTM) or rb (GRU);
+    /// `outs`: y, y_h, then y_c (LSTM).
+    fn body(&self, ins: &[Buffer], outs: &[Buffer]) -> Stmt {
+        let (h0, lens) = (&ins[2], &ins[3]);
+        let (y, yh) = (&outs[0], &outs[1]);
+        let hh = self.h;
+        let gh = self.cell.gates() * hh;
+        let hs = Buffer::decl("h_state", self.dt, vec![self.i(self.batch), self.i(hh)]);
+        let cs = Buffer::decl("c_state", self.dt, vec![self.i(self.batch), self.i(hh)]);
+        let gates = Buffer::decl("gates", self.dt, vec![self.i(gh)]);
+        let reset_h = Buffer::decl("reset_h", self.dt, vec![self.i(hh)]);
+        let is_lstm = matches!(self.cell, Cell::Lstm { .. });
+        let it = self.it;
+
+        let init = for_n("b", it, self.batch, |b| {
+            for_n("j", it, hh, |j| {
+                let mut s = vec![hs.store(
+                    h0.load(vec![b.clone(), j.clone()]),
+                    vec![b.clone(), j.clone()],
+                )];
+                if is_lstm {
+                    s.push(cs.store(
+                        ins[4].load(vec![b.clone(), j.clone()]),
+                        vec![b.clone(), j.clone()],
+                    ));
+                }
+                Stmt::seq(s)
+            })
+        });
+        let steps = for_n("t", it, self.t_len, |t| {
+            for_n("b", it, self.batch, |b| {
+                let len_raw = cast(it, lens.load(vec![b.clone()]));
+                let len = max(min(len_raw, self.i(self.t_len)), self.i(0));
+                let tt = if self.reverse {
+                    len.clone() - self.i(1) - t.clone()
+                } else {
+                    t.clone()
+                };
+                let step = self.step(ins, y, &hs, &cs, &gates, &reset_h, &b, &tt);
+                let pad = for_n("j", it, hh, |j| {
+                    y.store(self.k(0.0), vec![t.clone(), b.clone(), j])
+                });
+                Stmt::if_then_else(t.lt(len), step, Some(pad))
+            })
+        });
+        let mut fin = vec![];
+        // A row of length 0 has zero final states (as onnxruntime), not its initial ones.
+        let copy_out = for_n("b", it, self.batch, |b| {
+            let ran = cast(it, lens.load(vec![b.clone()])).gt(self.i(0));
+            for_n("j", it, hh, |j| {
+                let at = vec![b.clone(), j.clone()];
+                let last = |buf: &Buffer| select(ran.clone(), buf.load(at.clone()), self.k(0.0));
+                let mut s = vec![yh.store(last(&hs), at.clone())];
+                if is_lstm {
+                    s.push(outs[2].store(last(&cs), at.clone()));
+                }
+                Stmt::seq(s)
+            })
+        });
+        fin.push(init);
+        fin.push(steps);
+        fin.push(copy_out);
+        let mut body = Stmt::seq(fin);
+        for buf in [&reset_h, &gates, &cs, &hs] {
+            body = Stmt::allocate_buffer(buf, body);
+        }
+        body
+    }
+
+    /// One step of batch row `b` at time `tt`: the recurrent product into `gates`, then the
+    /// cell, writing the state and `y[tt, b]`.
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        ins: &[Buffer],
+        y: &Buffer,
+        hs: &Buffer,
+        cs: &Buffer,
+        gates: &Buffer,
+        reset_h: &Buffer,
+        b: &PrimExpr,
+        tt: &PrimExpr,
+    ) -> Stmt {
+        let (xw, rt) = (&ins[0], &ins[1]);
+        let it = self.it;
+        let hh = self.h;
+        let x = |k: PrimExpr| xw.load(vec![tt.clone(), b.clone(), k]);
+        let h_prev = |j: PrimExpr| hs.load(vec![b.clone(), j]);
+        let g = |k: PrimExpr| gates.load(vec![k]);
+        let off = |k: PrimExpr, gate: i64| k + self.i(gate * hh);
+        match &self.cell {
+            Cell::Lstm { acts, input_forget } => {
+                let p = &ins[5];
+                let gemv = self.gemv(gates, &h_prev, rt, (0, 4 * hh), &x);
+                let cell = for_n("j", it, hh, |j| {
+                    let c_prev = cs.load(vec![b.clone(), j.clone()]);
+                    let peep = |gate: i64| p.load(vec![off(j.clone(), gate)]);
+                    let i_g = acts[0].apply(self.clipped(g(j.clone()) + peep(0) * c_prev.clone()));
+                    let f_g = if *input_forget {
+                        self.k(1.0) - i_g.clone()
+                    } else {
+                        acts[0].apply(self.clipped(g(off(j.clone(), 2)) + peep(2) * c_prev.clone()))
+                    };
+                    let c_g = acts[1].apply(self.clipped(g(off(j.clone(), 3))));
+                    let c_new = f_g * c_prev + i_g * c_g;
+                    let c_var = Var::new("c_new", self.dt);
+                    let o_g = acts[0]
+                        .apply(self.clipped(g(off(j.clone(), 1)) + peep(1) * c_var.to_expr()));
+                    let h_new = o_g * acts[2].apply(c_var.to_expr());
+                    let h_var = Var::new("h_new", self.dt);
+                    let writes = Stmt::seq(vec![
+                        cs.store(c_var.to_expr(), vec![b.clone(), j.clone()]),
+                        hs.store(h_var.to_expr(), vec![b.clone(), j.clone()]),
+                        y.store(h_var.to_expr(), vec![tt.clone(), b.clone(), j.clone()]),
+                    ]);
+                    Stmt::let_stmt(&c_var, c_new, Stmt::let_stmt(&h_var, h_new, writes))
+                });
+                Stmt::seq(vec![gemv, cell])
+            }
+            Cell::Gru {
+                acts,
+                linear_before_reset,
+            } => {
+                let rb = &ins[4];
+                let zr = self.gemv(gates, &h_prev, rt, (0, 2 * hh), &x);
+                let r_of = |j: PrimExpr| acts[0].apply(self.clipped(g(off(j, 1))));
+                let hidden = if *linear_before_reset {
+                    // gates[2H + j] = rb[j] + h R_h^T; the reset gate scales it afterwards.
+                    let rb_init = |k: PrimExpr| rb.load(vec![k - self.i(2 * hh)]);
+                    self.gemv(gates, &h_prev, rt, (2 * hh, 3 * hh), &rb_init)
+                } else {
+                    // gates[2H + j] = xw_h + rb[j] + (r * h) R_h^T.
+                    let reset = for_n("j", it, hh, |j| {
+                        reset_h.store(r_of(j.clone()) * h_prev(j.clone()), vec![j])
+                    });
+                    let rh = |j: PrimExpr| reset_h.load(vec![j]);
+                    let init = |k: PrimExpr| x(k.clone()) + rb.load(vec![k - self.i(2 * hh)]);
+                    Stmt::seq(vec![
+                        reset,
+                        self.gemv(gates, &rh, rt, (2 * hh, 3 * hh), &init),
+                    ])
+                };
+                let cell = for_n("j", it, hh, |j| {
+                    let z = acts[0].apply(self.clipped(g(j.clone())));
+                    let pre = if *linear_before_reset {
+                        x(off(j.clone(), 2)) + r_of(j.clone()) * g(off(j.clone(), 2))
+                    } else {
+                        g(off(j.clone(), 2))
+                    };
+                    let ht = acts[1].apply(self.clipped(pre));
+                    let h_new = (self.k(1.0) - z.clone()) * ht + z * h_prev(j.clone());
+                    let h_var = Var::new("h_new", self.dt);
+                    let writes = Stmt::seq(vec![
+                        hs.store(h_var.to_expr(), vec![b.clone(), j.clone()]),
+                        y.store(h_var.to_expr(), vec![tt.clone(), b.clone(), j.clone()]),
+                    ]);
+                    Stmt::let_stmt(&h_var, h_new, writes)
+                });
+                Stmt::seq(vec![zr, hidden, cell])
+            }
+            Cell::Rnn { act } => {
+                let gemv = self.gemv(gates, &h_prev, rt, (0, hh), &x);
+                let cell = for_n("j", it, hh, |j| {
+                    let h_var = Var::new("h_new", self.dt);
+                    let writes = Stmt::seq(vec![
+                        hs.store(h_var.to_expr(), vec![b.clone(), j.clone()]),
+                        y.store(h_var.to_expr(), vec![tt.clone(), b.clone(), j.clone()]),
+                    ]);
+                    Stmt::let_stmt(&h_var, act.apply(self.clipped(g(j.clone()))), writes)
+                });
+                Stmt::seq(vec![gemv, cell])
+            }
+        }
+    }
+}
