@@ -223,6 +223,16 @@ impl Graph {
     /// checks that every value is defined once and that node inputs and graph outputs are
     /// defined, and orders the nodes topologically (a cycle is an error).
     pub fn from_proto(g: &proto::GraphProto) -> Result<Graph> {
+        Graph::from_proto_in(g, &HashSet::new())
+    }
+
+    /// [`Graph::from_proto`] for a subgraph (an If branch, a Loop or Scan body) whose nodes
+    /// and outputs may also read `outer`, the names defined in its enclosing scopes.
+    pub fn from_subgraph(g: &proto::GraphProto, outer: &HashSet<String>) -> Result<Graph> {
+        Graph::from_proto_in(g, outer)
+    }
+
+    fn from_proto_in(g: &proto::GraphProto, outer: &HashSet<String>) -> Result<Graph> {
         let initializers = g
             .initializer
             .iter()
@@ -262,7 +272,7 @@ impl Graph {
         }
         let all_inputs: Vec<ValueInfo> = g.input.iter().map(ValueInfo::from_proto).collect();
         let outputs: Vec<ValueInfo> = g.output.iter().map(ValueInfo::from_proto).collect();
-        validate::check_definitions(&all_inputs, &initializers, &nodes, &outputs)?;
+        validate::check_definitions_in(&all_inputs, &initializers, &nodes, &outputs, outer)?;
         let nodes = validate::topo_sort(nodes)?;
         let inputs = all_inputs
             .into_iter()

@@ -1,7 +1,7 @@
 //! Graph checks: single definition of every value, defined uses, topological order.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use crate::error::{OnnxError, Result};
 use crate::model::{Node, ValueInfo};
@@ -18,11 +18,24 @@ enum Definer {
 /// Checks that graph inputs, initializers and node outputs define each name once (an
 /// initializer may repeat a graph input: that is how IR < 4 declares weights), that every
 /// non-empty node input is defined, and that every graph output is defined.
+#[cfg(test)]
 pub(crate) fn check_definitions(
     inputs: &[ValueInfo],
     initializers: &[Tensor],
     nodes: &[Node],
     outputs: &[ValueInfo],
+) -> Result<()> {
+    check_definitions_in(inputs, initializers, nodes, outputs, &HashSet::new())
+}
+
+/// [`check_definitions`] for a subgraph (an If branch, a Loop body), which may also read the
+/// names of its enclosing scopes, `outer`.
+pub(crate) fn check_definitions_in(
+    inputs: &[ValueInfo],
+    initializers: &[Tensor],
+    nodes: &[Node],
+    outputs: &[ValueInfo],
+    outer: &HashSet<String>,
 ) -> Result<()> {
     let describe = |d: &Definer| match d {
         Definer::GraphInput => "a graph input".to_string(),
@@ -65,7 +78,7 @@ pub(crate) fn check_definitions(
         if let Some(missing) = n
             .inputs
             .iter()
-            .find(|i| !i.is_empty() && !defined.contains_key(i.as_str()))
+            .find(|i| !i.is_empty() && !defined.contains_key(i.as_str()) && !outer.contains(*i))
         {
             return Err(OnnxError::UndefinedInput {
                 node: n.label(),
@@ -76,7 +89,7 @@ pub(crate) fn check_definitions(
     }
     if let Some(o) = outputs
         .iter()
-        .find(|o| !defined.contains_key(o.name.as_str()))
+        .find(|o| !defined.contains_key(o.name.as_str()) && !outer.contains(&o.name))
     {
         return Err(OnnxError::UndefinedOutput {
             output: o.name.clone(),

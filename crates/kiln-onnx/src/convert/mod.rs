@@ -16,6 +16,7 @@
 //! at compile time. The finished module goes through `InferType`.
 
 mod attention;
+mod control;
 mod conv;
 mod einsum;
 mod elemwise;
@@ -87,6 +88,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         index::register(&mut t);
         nn::register(&mut t);
         conv::register(&mut t);
+        control::register(&mut t);
         pool::register(&mut t);
         quant::register(&mut t);
         normalize::register(&mut t);
@@ -127,6 +129,21 @@ impl Ctx<'_> {
     /// Input `i` of `node` if present.
     pub fn opt_input(&self, node: &Node, i: usize) -> CResult<Option<Expr>> {
         node.input(i).map(|n| self.value(n)).transpose()
+    }
+
+    /// The names bound so far (graph inputs, initializers, node outputs).
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        self.values.keys()
+    }
+
+    /// Binds `name` to `value` (a subgraph's initializer).
+    pub fn bind(&mut self, name: &str, value: Expr) {
+        self.values.insert(name.to_string(), value);
+    }
+
+    /// The value bound to `name`.
+    pub fn value_of(&self, name: &str) -> CResult<Expr> {
+        self.value(name)
     }
 
     fn value(&self, name: &str) -> CResult<Expr> {
@@ -177,14 +194,23 @@ impl Ctx<'_> {
 
     /// The error for input `i` of `node`, which must be known at compile time but is not.
     pub fn not_constant(&self, node: &Node, i: usize) -> Msg {
+        self.not_constant_for(
+            node,
+            i,
+            "its value decides the output's shape, which Kiln fixes at compile time",
+        )
+    }
+
+    /// The error for input `i` of `node`, which must be known at compile time because of
+    /// `why`, but is not.
+    pub fn not_constant_for(&self, node: &Node, i: usize, why: &str) -> Msg {
         let Some(name) = node.input(i) else {
             return Msg(format!("input #{i} is required"));
         };
         if self.model.graph.inputs.iter().any(|v| v.name == *name) {
             Msg(format!(
-                "input #{i} ('{name}') is a run-time input of the graph, but its value decides \
-                 the output's shape, which Kiln fixes at compile time: make it an initializer \
-                 or freeze it at import (frozen inputs)"
+                "input #{i} ('{name}') is a run-time input of the graph, but {why}: make it an \
+                 initializer or freeze it at import (frozen inputs)"
             ))
         } else {
             // The graph inputs it is computed from (freezing them would make it constant).
@@ -211,8 +237,7 @@ impl Ctx<'_> {
             };
             Msg(format!(
                 "input #{i} ('{name}') must be a compile-time constant: it is computed at run \
-                 time{from}, but its value decides the output's shape, which Kiln fixes at \
-                 compile time"
+                 time{from}, but {why}"
             ))
         }
     }
@@ -437,33 +462,7 @@ pub fn from_onnx_frozen(
         };
         ctx.values.insert(t.name.clone(), e);
     }
-    for node in &model.graph.nodes {
-        if node.is_constant() {
-            let t = node.constant_value()?;
-            let e = typed(Expr::constant(to_runtime(&t)?)).map_err(|m| node_error(node, m))?;
-            let out = node
-                .outputs
-                .first()
-                .ok_or_else(|| node_error(node, Msg("the node has no output".into())))?;
-            ctx.values.insert(out.clone(), e);
-            continue;
-        }
-        let f = table[node.op_type.as_str()];
-        let outs = f(&mut ctx, node).map_err(|m| node_error(node, m))?;
-        for (k, name) in node.outputs.iter().enumerate() {
-            if name.is_empty() {
-                continue;
-            }
-            let e = outs.get(k).cloned().ok_or_else(|| {
-                node_error(
-                    node,
-                    Msg(format!("output #{k} ('{name}') is not supported by Kiln")),
-                )
-            })?;
-            let e = typed(e).map_err(|m| node_error(node, m))?;
-            ctx.values.insert(name.clone(), e);
-        }
-    }
+    convert_nodes(&mut ctx, &model.graph.nodes)?;
     let outs: Vec<Expr> = model
         .graph
         .outputs
@@ -501,6 +500,48 @@ pub fn from_onnx_frozen(
         .apply(m)
         .map_err(|e| OnnxError::Graph(e.to_string()))?;
     Ok((m, params))
+}
+
+/// Converts `nodes` (in order) into `ctx`, binding each output name to its value: the body of
+/// the main graph, and of the subgraphs that control flow inlines.
+fn convert_nodes(ctx: &mut Ctx<'_>, nodes: &[Node]) -> Result<()> {
+    let table = converters();
+    for node in nodes {
+        if node.is_constant() {
+            let t = node.constant_value()?;
+            let e = typed(Expr::constant(to_runtime(&t)?)).map_err(|m| node_error(node, m))?;
+            let out = node
+                .outputs
+                .first()
+                .ok_or_else(|| node_error(node, Msg("the node has no output".into())))?;
+            ctx.values.insert(out.clone(), e);
+            continue;
+        }
+        let f = table.get(node.op_type.as_str()).ok_or_else(|| {
+            node_error(
+                node,
+                Msg(format!(
+                    "operator type {} is not supported",
+                    node.qualified_op()
+                )),
+            )
+        })?;
+        let outs = f(ctx, node).map_err(|m| node_error(node, m))?;
+        for (k, name) in node.outputs.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            let e = outs.get(k).cloned().ok_or_else(|| {
+                node_error(
+                    node,
+                    Msg(format!("output #{k} ('{name}') is not supported by Kiln")),
+                )
+            })?;
+            let e = typed(e).map_err(|m| node_error(node, m))?;
+            ctx.values.insert(name.clone(), e);
+        }
+    }
+    Ok(())
 }
 
 /// Normalizes a possibly negative `axis` for rank `ndim`.
