@@ -110,3 +110,85 @@ pub fn extern_op(
 pub fn is_extern(op: &Operation) -> bool {
     op.as_extern().is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{compute, create_schedule, lower, placeholder};
+    use kiln_tir::{ForKind, Var};
+
+    /// `out[i] = out[i - 1] + a[i]` over 8 elements, reading its own output back.
+    fn prefix_sum(a: &Tensor) -> Tensor {
+        let f32 = DataType::float(32);
+        extern_op(
+            "prefix",
+            "scan",
+            std::slice::from_ref(a),
+            &[ExternOutput::new(vec![PrimExpr::i32(8)], f32)],
+            |ins, outs| {
+                let i = Var::new("i", DataType::int(32));
+                let prev = crate::if_then_else(
+                    i.to_expr().gt(0),
+                    outs[0].load(vec![i.to_expr() - 1]),
+                    PrimExpr::f32(0.0),
+                );
+                let step = outs[0].store(prev + ins[0].load(vec![i.to_expr()]), vec![i.to_expr()]);
+                Ok(Stmt::for_loop(
+                    &i,
+                    PrimExpr::i32(0),
+                    PrimExpr::i32(8),
+                    ForKind::Serial,
+                    step,
+                ))
+            },
+        )
+        .unwrap()
+        .remove(0)
+    }
+
+    #[test]
+    fn lowering_maps_placeholders_and_inputs_to_real_buffers() {
+        let a = placeholder(&[PrimExpr::i32(8)], DataType::float(32), "A");
+        let doubled = compute(&[PrimExpr::i32(8)], |i| a.at_vars(i) * 2.0, "D");
+        let p = prefix_sum(&doubled);
+        assert_eq!(p.op().input_tensors(), vec![doubled.clone()]);
+        assert_eq!(p.op().tag(), "scan");
+        let s = create_schedule(&[p.op().clone()]);
+        let f = lower(&s, &[a, p], "f").unwrap();
+        let text = f.to_string();
+        // The intermediate compute is realized (allocated and filled) before the extern body,
+        // which reads it and its own output by their real buffers.
+        let d_at = text.find("D[i] = A[i]").expect(&text);
+        let body_at = text.find("prefix[i_1] =").expect(&text);
+        assert!(d_at < body_at, "{text}");
+        assert!(
+            text.contains("prefix[i_1 - 1], T.float32(0.0)) + D[i_1]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn extern_stages_refuse_compute_at_and_inline() {
+        let a = placeholder(&[PrimExpr::i32(8)], DataType::float(32), "A");
+        let p = prefix_sum(&a);
+        let c = compute(&[PrimExpr::i32(8)], |i| p.at_vars(i) + 1.0, "C");
+        let s = create_schedule(&[c.op().clone()]);
+        let e = s
+            .stage(&p)
+            .compute_at(&s.stage(&c), &c.axis(0))
+            .unwrap_err();
+        assert!(e.to_string().contains("not a compute stage"), "{e}");
+        let e = s.stage(&p).compute_inline().unwrap_err();
+        assert!(e.to_string().contains("prefix"), "{e}");
+        // At the root it lowers, before its consumer.
+        let f = lower(&s, &[a, c], "g").unwrap().to_string();
+        let (body_at, c_at) = (f.find("prefix[").expect(&f), f.find("C[").expect(&f));
+        assert!(body_at < c_at, "{f}");
+    }
+
+    #[test]
+    fn no_outputs_is_an_error() {
+        let e = extern_op("none", "", &[], &[], |_, _| Ok(Stmt::no_op())).unwrap_err();
+        assert!(e.to_string().contains("no output"), "{e}");
+    }
+}
