@@ -2,6 +2,8 @@
 ``kiln.graph.build`` -> ``export_library`` -> ``kiln.load_module`` -> ``GraphModule``, checked
 against onnxruntime; the one-call ``kiln.onnx.compile``; the unsupported-operator error."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -106,7 +108,7 @@ def test_unsupported_op_error():
         helper.make_node("Relu", ["x"], ["a"], name="relu0"),
         helper.make_node("HardMax", ["a"], ["b"], name="hm0"),
         helper.make_node("HardMax", ["b"], ["c"], name="hm1"),
-        helper.make_node("Det", ["c"], ["y"], name="det0"),
+        helper.make_node("ImageDecoder", ["c"], ["y"], name="det0"),
     ]
     graph = helper.make_graph(
         nodes,
@@ -119,8 +121,8 @@ def test_unsupported_op_error():
         kiln.onnx.from_onnx(model)
     msg = str(info.value)
     assert "2 unsupported operator type(s) in 3 node(s)" in msg, msg
-    assert "HardMax     2 node(s), first: 'hm0'" in msg, msg
-    assert "Det         1 node(s), first: 'det0'" in msg, msg
+    assert re.search(r"HardMax +2 node\(s\), first: 'hm0'", msg), msg
+    assert re.search(r"ImageDecoder +1 node\(s\), first: 'det0'", msg), msg
     assert "Relu" not in msg, msg
     with pytest.raises(ValueError, match="HardMax"):
         kiln.onnx.compile(model, target=TARGET)

@@ -113,8 +113,8 @@ fn type_errors_name_the_node() {
 fn unsupported_ops_are_listed_once() {
     let m = model(
         vec![
-            node("Det", "h1", &["x"], &["a"]),
-            node("Det", "h2", &["a"], &["b"]),
+            node("ImageDecoder", "h1", &["x"], &["a"]),
+            node("ImageDecoder", "h2", &["a"], &["b"]),
             node("Relu", "r", &["b"], &["y"]),
         ],
         vec![],
@@ -124,7 +124,7 @@ fn unsupported_ops_are_listed_once() {
         panic!("expected UnsupportedOps");
     };
     assert_eq!(ops.ops.len(), 1);
-    assert_eq!(ops.ops[0].op_type, "Det");
+    assert_eq!(ops.ops[0].op_type, "ImageDecoder");
     assert_eq!(ops.ops[0].count, 2);
     assert_eq!(ops.ops[0].first_node, "'h1'");
 }

@@ -3,11 +3,13 @@
 //!
 //! - [`nn`]: convolutions, dense/matmul, pooling, softmax, normalization.
 //! - [`elemwise`], [`broadcast`], [`reduce`], [`transform`]: injective, reduction and layout ops.
+//! - [`linalg`]: the determinant.
 //! - [`schedule`]: x86 schedules and the generic fallback (which operator takes which is
 //!   declared with the operator in `kiln-graph`'s op registry).
 
 pub mod broadcast;
 pub mod elemwise;
+pub mod linalg;
 pub mod nn;
 pub mod reduce;
 pub mod schedule;

@@ -14,7 +14,11 @@ use crate::Node;
 const MAX_ELEMENTS: i64 = 1 << 26;
 
 /// The element type an attribute names (`dtype`, `output_datatype`), else `default`.
-fn attr_dtype(node: &Node, name: &str, default: kiln_ffi::DataType) -> CResult<kiln_ffi::DataType> {
+pub(super) fn attr_dtype(
+    node: &Node,
+    name: &str,
+    default: kiln_ffi::DataType,
+) -> CResult<kiln_ffi::DataType> {
     let code = node.attr_i(name, 0)?;
     if code == 0 {
         return Ok(default);

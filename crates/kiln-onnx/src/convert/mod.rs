@@ -6,7 +6,7 @@
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
 //! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
-//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`); the table's keys are what
+//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`, `signal`, `control`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
 //!
@@ -33,6 +33,7 @@ mod recurrent;
 mod reduce;
 mod resize;
 mod shape;
+mod signal;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -96,6 +97,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         reduce::register(&mut t);
         resize::register(&mut t);
         shape::register(&mut t);
+        signal::register(&mut t);
         t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver
         t
     })

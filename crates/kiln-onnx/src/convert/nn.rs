@@ -1,4 +1,4 @@
-//! Neural-network converters: Gemm, MatMul, the normalizations (Batch, Layer, Instance, Lp,
+//! Neural-network converters: Gemm, MatMul, Det, the normalizations (Batch, Layer, Instance, Lp,
 //! RMS), Softmax/LogSoftmax (opset < 13 flattening semantics), Hardmax, LRN and Dropout.
 //! Convolutions are in `conv`, poolings in `pool`.
 
@@ -410,6 +410,9 @@ fn hardmax(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Gemm", gemm);
     t.insert("MatMul", matmul);
+    t.insert("Det", |ctx, node| {
+        Ok(vec![call("det", vec![ctx.input(node, 0)?], &[])?])
+    });
     t.insert("BatchNormalization", batch_norm);
     t.insert("LayerNormalization", layer_norm);
     t.insert("Softmax", softmax);

@@ -1,7 +1,9 @@
 //! Reductions (pattern `CommReduce`): sum, mean, max, min, prod, argmax, argmin; and two
-//! operators along one axis lowered as reductions (pattern `Opaque`): cumsum and topk.
+//! operators along one axis lowered as reductions (pattern `Opaque`): cumsum and topk; and the
+//! determinant over the last two axes (an extern kernel).
 
 pub mod cumsum;
+pub mod det;
 pub mod reduction;
 pub mod topk;
 
@@ -10,6 +12,7 @@ use super::OpDef;
 /// The definitions of this family.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     cumsum::defs(v);
+    det::defs(v);
     reduction::defs(v);
     topk::defs(v);
 }
