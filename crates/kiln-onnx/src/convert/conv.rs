@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::{call, reshape, shape_of, transpose, CResult, ConvertFn, Ctx, Msg};
+use super::{call, dtype_of, reshape, shape_of, transpose, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
 
 /// Padding `[begin..., end...]` for the spatial `input` extents under `auto_pad`, or the
@@ -593,9 +593,55 @@ fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![y])
 }
 
+/// DeformConv (2-D): the convolution of `X` whose taps are moved by `offset` and scaled by
+/// `mask` (a constant 1 when absent), plus the bias.
+fn deform_conv(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let (x, w, offset) = (
+        ctx.input(node, 0)?,
+        ctx.input(node, 1)?,
+        ctx.input(node, 2)?,
+    );
+    let (xs, ws) = (shape_of(&x)?, shape_of(&w)?);
+    check_ranks(&xs, &ws)?;
+    if xs.len() != 4 {
+        return Err(Msg(format!(
+            "only 2-D deformable convolution is supported, the input is {xs:?}"
+        )));
+    }
+    let kernel = kernel_shape(node, &ws)?;
+    let (strides, dilations) = spatial_attrs(node, &kernel)?;
+    let pads = node.attr_ints("pads", &[0; 4])?;
+    if pads.len() != 4 || pads.iter().any(|&p| p < 0) {
+        return Err(Msg(format!(
+            "attribute `pads` {pads:?} must hold 4 values >= 0"
+        )));
+    }
+    let d = dtype_of(&x)?;
+    let mask = match ctx.opt_input(node, 4)? {
+        Some(m) => m,
+        None => super::constant(&[1.0], &[1, 1, 1, 1], d)?,
+    };
+    let mut y = call(
+        "nn.deformable_conv2d",
+        vec![x, offset, w, mask],
+        &[
+            ("strides", strides.into()),
+            ("padding", pads.into()),
+            ("dilation", dilations.into()),
+            ("groups", node.attr_i("group", 1)?.into()),
+            ("offset_groups", node.attr_i("offset_group", 1)?.into()),
+        ],
+    )?;
+    if let Some(b) = ctx.opt_input(node, 3)? {
+        y = call("nn.bias_add", vec![y, b], &[("axis", 1i64.into())])?;
+    }
+    Ok(vec![y])
+}
+
 /// Registers the converters of this file.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("Conv", conv);
     t.insert("ConvTranspose", conv_transpose);
     t.insert("Col2Im", col2im);
+    t.insert("DeformConv", deform_conv);
 }

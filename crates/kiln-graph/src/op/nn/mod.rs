@@ -5,6 +5,7 @@ pub mod batch_norm;
 pub mod bias_add;
 pub mod conv2d;
 pub mod conv2d_transpose;
+pub mod deformable_conv2d;
 pub mod dense;
 pub mod dropout;
 pub mod global_pool2d;
@@ -23,6 +24,7 @@ use kiln_topi::nn::Padding2d;
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     conv2d::defs(v);
     conv2d_transpose::defs(v);
+    deformable_conv2d::defs(v);
     dense::defs(v);
     matmul::defs(v);
     batch_matmul::defs(v);
