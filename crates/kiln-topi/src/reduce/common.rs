@@ -1,9 +1,9 @@
 //! The commutative reductions: sum, mean, max, min, prod.
 
-use crate::transform::util::{compute_tagged, constant, normalize_axis, require_float, tag};
+use crate::transform::util::{compute_tagged, constant, normalize_axis, tag};
 use kiln_ffi::{Error, Result};
 use kiln_te::{reduce_axis_n, IterVar, Tensor};
-use kiln_tir::{PrimExpr, Var};
+use kiln_tir::{DataTypeExt, PrimExpr, Var};
 
 /// The sorted, distinct, non-negative axes of `axes` for a tensor of rank `ndim` (`None`: all).
 ///
@@ -125,13 +125,14 @@ reduction! {
 }
 
 /// The mean over `axes` (`None`: all): a sum stage (`mean_sum`) then a division by the number
-/// of reduced elements (the output, tagged `elemwise`).
+/// of reduced elements (the output, tagged `elemwise`); integer means truncate toward zero.
 ///
 /// # Errors
-/// A `ValueError` for bad axes or symbolic reduced dimensions; a `TypeError` for non-float
-/// inputs.
+/// A `ValueError` for bad axes or symbolic reduced dimensions; a `TypeError` for bool inputs.
 pub fn mean(x: &Tensor, axes: Option<&[i64]>, keepdims: bool) -> Result<Tensor> {
-    require_float(x, "mean")?;
+    if x.dtype().is_bool() {
+        return Err(Error::type_error("mean: bool tensors have no mean"));
+    }
     let ax = reduce_axes(axes, x.ndim(), "mean")?;
     let mut count = 1i64;
     for &d in &ax {
@@ -141,9 +142,18 @@ pub fn mean(x: &Tensor, axes: Option<&[i64]>, keepdims: bool) -> Result<Tensor> 
     }
     let s = reduce_with(x, axes, keepdims, "mean_sum", kiln_te::sum)?;
     let inv = 1.0 / count.max(1) as f64;
+    // Integers: the sum divided by the count, truncated toward zero (ONNX's reference and
+    // onnxruntime).
+    let integer = !s.dtype().is_floating();
     compute_tagged(
         s.shape(),
-        |i| s.at_vars(i) * constant(s.dtype(), inv),
+        |i| {
+            if integer {
+                kiln_tir::truncdiv(s.at_vars(i), constant(s.dtype(), count.max(1) as f64))
+            } else {
+                s.at_vars(i) * constant(s.dtype(), inv)
+            }
+        },
         "mean",
         tag::ELEMWISE,
     )
