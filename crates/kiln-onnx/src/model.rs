@@ -153,11 +153,7 @@ impl Node {
 
     /// The op type qualified by its domain when it is not the default (`com.microsoft.Gelu`).
     pub fn qualified_op(&self) -> String {
-        if self.domain.is_empty() {
-            self.op_type.clone()
-        } else {
-            format!("{}.{}", self.domain, self.op_type)
-        }
+        qualified_op(&self.domain, &self.op_type)
     }
 
     /// The value of a `Constant` node as a tensor named after its output.
@@ -189,6 +185,23 @@ impl Node {
             }
         };
         Tensor::new(name, data.0, data.1)
+    }
+}
+
+/// The default domain as a node names it: `""`, with `ai.onnx` folded into it.
+pub(crate) fn fold_domain(domain: &str) -> &str {
+    match domain {
+        "ai.onnx" => "",
+        d => d,
+    }
+}
+
+/// `op_type` qualified by `domain` when that is not the default domain (`com.microsoft.Gelu`);
+/// `ai.onnx` counts as the default domain.
+pub(crate) fn qualified_op(domain: &str, op_type: &str) -> String {
+    match fold_domain(domain) {
+        "" => op_type.to_string(),
+        d => format!("{d}.{op_type}"),
     }
 }
 
@@ -255,10 +268,7 @@ impl Graph {
             let mut node = Node {
                 name: n.name().to_string(),
                 op_type: n.op_type().to_string(),
-                domain: match n.domain() {
-                    "ai.onnx" => String::new(),
-                    d => d.to_string(),
-                },
+                domain: fold_domain(n.domain()).to_string(),
                 inputs: n.input.clone(),
                 outputs: n.output.clone(),
                 attributes: Vec::with_capacity(n.attribute.len()),
