@@ -93,3 +93,19 @@ def test_eye_like_and_windows():
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("size,align", [([2, 3, 5, 7], 0), ([2, 3, 5, 7], 1), ([2, 1, 3, 4, 5], 0),
+                                        ([2, 1, 3, 4, 5], 1)])
+def test_affine_grid(size, align):
+    rng = np.random.default_rng(len(size) * 2 + align)
+    r = len(size) - 2
+    theta = rng.standard_normal((size[0], r, r + 1)).astype(np.float32)
+    consts = [helper.make_tensor("size", TensorProto.INT64, [len(size)], size)]
+    nodes = [helper.make_node("Constant", [], ["size"], value=consts[0]),
+             helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)]
+    m = _model(nodes, [helper.make_tensor_value_info("theta", TensorProto.FLOAT, theta.shape)],
+               [helper.make_tensor_value_info("grid", TensorProto.FLOAT, [None] * (r + 2))], 20)
+    (got,), (want,) = run_kiln(m, {"theta": theta}), _ort(m, {"theta": theta})
+    assert got.shape == want.shape == (size[0], *size[2:], r)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -218,3 +218,49 @@ def test_bad_attributes_and_shapes_are_named(op, inputs, attrs, message):
     with pytest.raises(Exception, match=message):
         kiln.onnx.compile(m.SerializeToString(), {k: v.shape for k, v in feeds.items()},
                           target=TARGET)
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_reverse_sequence_with_run_time_lengths(time_axis):
+    rng = np.random.default_rng(time_axis)
+    t, b = 6, 4
+    shape = (t, b, 3) if time_axis == 0 else (b, t, 3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis,
+                            batch_axis=1 - time_axis)
+    graph = helper.make_graph([node], "g", [
+        helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape),
+        helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [b])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    lib = kiln.onnx.compile(m, {"x": shape, "lens": (b,)})
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for _ in range(2):  # the lengths are read at run time: two different sets, one library
+        lens = rng.integers(1, t + 1, b).astype(np.int64)
+        gm.set_input("x", x)
+        gm.set_input("lens", lens)
+        gm.run()
+        want = x.copy()
+        for j, n in enumerate(lens):
+            if time_axis == 0:
+                want[:n, j] = x[:n, j][::-1]
+            else:
+                want[j, :n] = x[j, :n][::-1]
+        np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
+
+
+def test_pad_wrap():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    pads = [2, 5, 1, 6]  # wider than the axes: the wrap repeats
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(pads, np.int64), "pads")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    lib = kiln.onnx.compile(m, {"x": x.shape})
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    gm.set_input("x", x)
+    gm.run()
+    want = np.pad(x, [(2, 1), (5, 6)], mode="wrap")
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), want)

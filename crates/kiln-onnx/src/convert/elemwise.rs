@@ -485,6 +485,9 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
         t.insert(op, variadic);
     }
     t.insert("Identity", identity);
+    // A tensor where an optional is allowed is the optional's value (Kiln has no empty
+    // optionals: graph inputs and values are always present).
+    t.insert("OptionalGetElement", identity);
     t.insert("Clip", clip);
     t.insert("Cast", cast);
     t.insert("CastLike", cast_like);

@@ -311,6 +311,66 @@ fn grid_sample(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     }
 }
 
+/// AffineGrid (opset 20): the sampling grid `[N, H, W, 2]` (or `[N, D, H, W, 3]`) of the
+/// affine maps `theta` `[N, 2, 3]` (`[N, 3, 4]`) over the normalized coordinates of an output
+/// of `size` (a constant): the constant `[positions, r + 1]` matrix of `(x, y[, z], 1)` times
+/// each `theta` transposed.
+fn affine_grid(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let theta = ctx.input(node, 0)?;
+    let ts = shape_of(&theta)?;
+    let size = ctx
+        .const_ints(node, 1)?
+        .ok_or_else(|| ctx.not_constant(node, 1))?;
+    let r = size.len().saturating_sub(2);
+    if !(r == 2 || r == 3) || ts != [size[0], r as i64, r as i64 + 1] {
+        return Err(Msg(format!(
+            "theta {ts:?} and size {size:?} must be [N, 2, 3] and [N, C, H, W], or [N, 3, 4] and \
+             [N, C, D, H, W]"
+        )));
+    }
+    let align = node.attr_i("align_corners", 0)? != 0;
+    let coord = |i: i64, n: i64| -> f64 {
+        if align {
+            if n == 1 {
+                0.0
+            } else {
+                -1.0 + 2.0 * i as f64 / (n - 1) as f64
+            }
+        } else {
+            (2 * i + 1) as f64 / n as f64 - 1.0
+        }
+    };
+    // Spatial extents, slowest first (D, H, W); coordinate components are x (W) first.
+    let dims = &size[2..];
+    let positions: i64 = dims.iter().product();
+    let mut base = Vec::with_capacity((positions as usize) * (r + 1));
+    for p in 0..positions {
+        let mut rest = p;
+        let mut idx = vec![0i64; r];
+        for a in (0..r).rev() {
+            idx[a] = rest % dims[a];
+            rest /= dims[a];
+        }
+        for a in (0..r).rev() {
+            base.push(coord(idx[a], dims[a]));
+        }
+        base.push(1.0);
+    }
+    let d = dtype_of(&theta)?;
+    let base = super::constant(&base, &[positions, r as i64 + 1], d)?;
+    let theta_t = call(
+        "transpose",
+        vec![theta],
+        &[("axes", vec![0i64, 2, 1].into())],
+    )?;
+    let grid = super::nn::matmul_of(base, theta_t)?;
+    let mut out = vec![size[0]];
+    out.extend_from_slice(dims);
+    out.push(r as i64);
+    Ok(vec![reshape(grid, out)?])
+}
+
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("GridSample", grid_sample);
+    t.insert("AffineGrid", affine_grid);
 }

@@ -388,8 +388,62 @@ fn tensor_scatter(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("where", vec![inside, read, past], &[])?])
 }
 
+/// ReverseSequence: each batch row's first `sequence_lens[b]` steps reversed along the time
+/// axis, the rest kept: one `gather_elements` whose time index is `len - 1 - t` where
+/// `t < len`, else `t` (`sequence_lens` may be a run-time input).
+fn reverse_sequence(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let s = shape_of(&x)?;
+    let time = node.attr_i("time_axis", 0)?;
+    let batch = node.attr_i("batch_axis", 1)?;
+    if s.len() < 2 || !matches!((time, batch), (0, 1) | (1, 0)) {
+        return Err(Msg(format!(
+            "time_axis {time} and batch_axis {batch} must be 0 and 1 (either way) of a tensor of \
+             rank >= 2, got shape {s:?}"
+        )));
+    }
+    let (t, b) = (s[time as usize], s[batch as usize]);
+    let i64t = kiln_ffi::DataType::int(64);
+    let lens = call(
+        "cast",
+        vec![ctx.input(node, 1)?],
+        &[("dtype", "int64".into())],
+    )?;
+    if shape_of(&lens)? != [b] {
+        return Err(Msg(format!(
+            "sequence_lens must be [{b}] (one length per batch row), got {:?}",
+            shape_of(&lens)?
+        )));
+    }
+    // [T, B] or [B, T] views of the step index and the lengths, then the rest of the axes.
+    let mut grid = vec![1i64; s.len()];
+    grid[time as usize] = t;
+    let steps: Vec<f64> = (0..t).map(|v| v as f64).collect();
+    let step = constant(&steps, &grid, i64t)?;
+    let mut lshape = vec![1i64; s.len()];
+    lshape[batch as usize] = b;
+    let lens = super::reshape(lens, lshape)?;
+    let inside = call("less", vec![step.clone(), lens.clone()], &[])?;
+    let flipped = call(
+        "subtract",
+        vec![
+            call("subtract", vec![lens, scalar(1.0, i64t)?], &[])?,
+            step.clone(),
+        ],
+        &[],
+    )?;
+    let idx = call("where", vec![inside, flipped, step], &[])?;
+    let idx = call("broadcast_to", vec![idx], &[("shape", s.into())])?;
+    Ok(vec![call(
+        "gather_elements",
+        vec![x, idx],
+        &[("axis", time.into())],
+    )?])
+}
+
 /// Registers this file's converters.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
+    t.insert("ReverseSequence", reverse_sequence);
     t.insert("GatherND", gather_nd);
     t.insert("ScatterElements", scatter_elements);
     t.insert("Scatter", scatter_elements);

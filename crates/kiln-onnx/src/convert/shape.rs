@@ -142,6 +142,24 @@ fn split(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             }
         }
     };
+    if x.as_constant().is_some() {
+        // A constant (a shape being computed): one slice per piece, each folded to a
+        // constant, so that values computed from the pieces stay compile-time constants.
+        let n = xs[axis];
+        let bounds: Vec<i64> = match &attr.1 {
+            kiln_graph::ir::AttrValue::Ints(idx) => idx.clone(),
+            _ => (1..n_out).map(|i| i * (n / n_out)).collect(),
+        };
+        let mut starts = vec![0];
+        starts.extend(bounds.iter().copied());
+        let mut ends = bounds;
+        ends.push(n);
+        return starts
+            .iter()
+            .zip(&ends)
+            .map(|(&b, &e)| super::conv::slice_axis(x.clone(), axis as i64, b, e - b, 1))
+            .collect();
+    }
     let s = call("split", vec![x], &[attr, ("axis", (axis as i64).into())])?;
     Ok((0..node.outputs.len())
         .map(|i| Expr::get_item(s.clone(), i))

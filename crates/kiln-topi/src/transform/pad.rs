@@ -1,4 +1,4 @@
-//! `pad` with constant, edge or reflect filling (ONNX `Pad`).
+//! `pad` with constant, edge, reflect or wrap filling (ONNX `Pad`).
 
 use super::util::{
     compute_tagged, const_shape, constant, index_dtype, shape_exprs, tag, value_error,
@@ -18,6 +18,9 @@ pub enum PadMode {
     /// The mirror image without repeating the edge (numpy `reflect`); pads may exceed the
     /// dimension (the reflection repeats).
     Reflect,
+    /// The other end of the axis, as if it repeated (numpy `wrap`); pads may exceed the
+    /// dimension.
+    Wrap,
 }
 
 /// `x` with `before[d]` points added before and `after[d]` after each axis `d`. Negative pads
@@ -85,6 +88,19 @@ pub fn pad(x: &Tensor, before: &[i64], after: &[i64], mode: PadMode) -> Result<T
                             let c = coord(d);
                             if padded(d) {
                                 kiln_tir::min(kiln_tir::max(c, 0), shape[d] - 1)
+                            } else {
+                                c
+                            }
+                        })
+                        .collect();
+                    x.at(&idx)
+                }
+                PadMode::Wrap => {
+                    let idx: Vec<PrimExpr> = (0..r)
+                        .map(|d| {
+                            let c = coord(d);
+                            if padded(d) {
+                                floormod(c, shape[d])
                             } else {
                                 c
                             }

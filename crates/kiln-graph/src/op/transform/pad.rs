@@ -21,9 +21,9 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
         )));
     }
     let mode = ctx.attrs.str("pad_mode")?;
-    if !["constant", "edge", "reflect"].contains(&mode.as_str()) {
+    if !["constant", "edge", "reflect", "wrap"].contains(&mode.as_str()) {
         return Err(ctx.err(format!(
-            "attribute `pad_mode` = \"{mode}\" is not one of constant, edge, reflect"
+            "attribute `pad_mode` = \"{mode}\" is not one of constant, edge, reflect, wrap"
         )));
     }
     let out: Vec<i64> = s
@@ -45,6 +45,7 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
     let mode = match a.str("pad_mode")?.as_str() {
         "edge" => tf::PadMode::Edge,
         "reflect" => tf::PadMode::Reflect,
+        "wrap" => tf::PadMode::Wrap,
         _ => tf::PadMode::Constant(a.float("pad_value")?),
     };
     one(tf::pad(input("nn.pad", i, 0)?, &before, &after, mode))
