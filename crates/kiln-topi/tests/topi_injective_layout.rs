@@ -271,6 +271,7 @@ fn pad_modes() {
             tf::PadMode::Constant(1.5),
             tf::PadMode::Edge,
             tf::PadMode::Reflect,
+            tf::PadMode::Wrap,
         ] {
             let y = tf::pad(&x, &before, &after, mode).unwrap();
             let out: Vec<i64> = (0..2).map(|d| s[d] + before[d] + after[d]).collect();
@@ -286,6 +287,7 @@ fn pad_modes() {
                         tf::PadMode::Constant(_) => c,
                         tf::PadMode::Edge => (0..2).map(|d| c[d].clamp(0, s[d] - 1)).collect(),
                         tf::PadMode::Reflect => (0..2).map(|d| reflect(c[d], s[d])).collect(),
+                        tf::PadMode::Wrap => (0..2).map(|d| c[d].rem_euclid(s[d])).collect(),
                     };
                     xv[ravel(&idx, &s) as usize] as f64
                 })
