@@ -188,6 +188,22 @@ impl Lower<'_> {
                 .op_stage
                 .get(&t.op().key())
                 .map(|&s| (s, t.value_index()));
+            // An inlined stage read by an extern body (compute bodies have them substituted
+            // already): its expression at these indices, lowered in turn.
+            if let Some((s, k)) = key {
+                let st = &self.inner.stages[s];
+                if st.attach == Attach::Inline {
+                    if let (Some(c), Some(bodies)) = (st.op.as_compute(), self.bodies.get(&s)) {
+                        let map: HashMap<Var, PrimExpr> = c
+                            .axis
+                            .iter()
+                            .zip(indices)
+                            .map(|(iv, i)| (iv.var().clone(), i.clone()))
+                            .collect();
+                        return self.lower_loads(&substitute(&bodies[k], &map));
+                    }
+                }
+            }
             match key.and_then(|k| self.bufs.get(&k)) {
                 Some((buf, mins)) => {
                     let idx = indices

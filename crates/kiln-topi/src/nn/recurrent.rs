@@ -261,8 +261,27 @@ pub fn recurrent(
     };
     let dt = inp.xw.dtype();
     let it = index_dtype(inp.xw);
+    let lanes = cpu.lanes(dt).max(1);
+    // The weights packed by vector columns, `[ceil(GH / lanes), H, lanes]` (zeros past GH).
+    let blocks = (g * h + lanes - 1) / lanes;
+    let rt = inp.rt.clone();
+    let rtp = crate::transform::util::compute_tagged(
+        &[ci(it, blocks), ci(it, h), ci(it, lanes)],
+        |v| {
+            let col = v[0].to_expr() * ci(it, lanes) + v[2].to_expr();
+            let safe = min(col.clone(), ci(it, g * h - 1));
+            select(
+                col.lt(ci(it, g * h)),
+                rt.at(&[v[1].to_expr(), safe]),
+                constant(dt, 0.0),
+            )
+        },
+        "recurrent_weights_packed",
+        crate::transform::util::tag::INJECTIVE,
+    )?;
     let mut ins = vec![inp.xw.clone(), inp.rt.clone(), h0, lens];
     ins.extend(c0.iter().chain(p.iter()).chain(rb.iter()).cloned());
+    ins.push(rtp);
     let mut outs = vec![
         ExternOutput::new(vec![ci(it, t_len), ci(it, batch), ci(it, h)], dt),
         ExternOutput::new(vec![ci(it, batch), ci(it, h)], dt),
@@ -279,7 +298,7 @@ pub fn recurrent(
         h,
         dt,
         it,
-        lanes: cpu.lanes(dt).max(1),
+        lanes,
         tile_vectors: (cpu.vector_registers as i64 / 4).clamp(1, 4),
     };
     extern_op(
@@ -352,12 +371,15 @@ impl Layer {
     }
 
     /// `dst[k] = init(k) + sum_j src[j] * rt[j, k]` for `k` in `[k0, k1)`: register tiles of
-    /// `tile_vectors` vectors accumulated over `j`, then single vectors, then scalars.
+    /// `tile_vectors` vectors accumulated over `j`, then single vectors, then scalars. Vector
+    /// columns read the packed weights `rtp` (`[GH / lanes, H, lanes]`: each vector column
+    /// contiguous over `j`, so a tile streams a few sequential runs) when the range starts on
+    /// a vector boundary, `rt` otherwise.
     fn gemv(
         &self,
         dst: &Buffer,
         src: &dyn Fn(PrimExpr) -> PrimExpr,
-        rt: &Buffer,
+        (rt, rtp): (&Buffer, &Buffer),
         range: (i64, i64),
         init: &dyn Fn(PrimExpr) -> PrimExpr,
     ) -> Stmt {
@@ -377,17 +399,34 @@ impl Layer {
             };
             let acc = Buffer::decl_in("acc", self.dt, vec![self.i(width)], "local");
             let tile = for_n("kt", self.it, n, |kt| {
-                let base = kt * self.i(width) + self.i(start);
+                let base = kt.clone() * self.i(width) + self.i(start);
                 let b2 = base.clone();
                 let fill = for_kind("v", self.it, width, kind, |v| {
                     acc.store(init(b2.clone() + v.clone()), vec![v])
                 });
                 let b3 = base.clone();
+                let lanes = self.lanes;
+                let packed = width > 1 && start % lanes == 0;
                 let accumulate = for_n("j", self.it, self.h, |j| {
-                    for_kind("v", self.it, width, kind, |v| {
-                        let cur = acc.load(vec![v.clone()]);
-                        let w = rt.load(vec![j.clone(), b3.clone() + v.clone()]);
-                        acc.store(cur + src(j) * w, vec![v])
+                    if width == 1 {
+                        let cur = acc.load(vec![self.i(0)]);
+                        let w = rt.load(vec![j.clone(), b3.clone()]);
+                        return acc.store(cur + src(j) * w, vec![self.i(0)]);
+                    }
+                    for_kind("u", self.it, width / lanes, ForKind::Unrolled, |u| {
+                        for_kind("v", self.it, lanes, ForKind::Vectorized, |v| {
+                            let slot = u.clone() * self.i(lanes) + v.clone();
+                            let cur = acc.load(vec![slot.clone()]);
+                            let w = if packed {
+                                let block = kt.clone() * self.i(width / lanes)
+                                    + self.i(start / lanes)
+                                    + u.clone();
+                                rtp.load(vec![block, j.clone(), v])
+                            } else {
+                                rt.load(vec![j.clone(), b3.clone() + slot.clone()])
+                            };
+                            acc.store(cur + src(j.clone()) * w, vec![slot])
+                        })
                     })
                 });
                 let store = for_kind("v", self.it, width, kind, |v| {
@@ -484,7 +523,7 @@ impl Layer {
         b: &PrimExpr,
         tt: &PrimExpr,
     ) -> Stmt {
-        let (xw, rt) = (&ins[0], &ins[1]);
+        let (xw, rt, rtp) = (&ins[0], &ins[1], &ins[ins.len() - 1]);
         let it = self.it;
         let hh = self.h;
         let x = |k: PrimExpr| xw.load(vec![tt.clone(), b.clone(), k]);
@@ -494,7 +533,7 @@ impl Layer {
         match &self.cell {
             Cell::Lstm { acts, input_forget } => {
                 let p = &ins[5];
-                let gemv = self.gemv(gates, &h_prev, rt, (0, 4 * hh), &x);
+                let gemv = self.gemv(gates, &h_prev, (rt, rtp), (0, 4 * hh), &x);
                 let cell = for_n("j", it, hh, |j| {
                     let c_prev = cs.load(vec![b.clone(), j.clone()]);
                     let peep = |gate: i64| p.load(vec![off(j.clone(), gate)]);
@@ -525,12 +564,12 @@ impl Layer {
                 linear_before_reset,
             } => {
                 let rb = &ins[4];
-                let zr = self.gemv(gates, &h_prev, rt, (0, 2 * hh), &x);
+                let zr = self.gemv(gates, &h_prev, (rt, rtp), (0, 2 * hh), &x);
                 let r_of = |j: PrimExpr| acts[0].apply(self.clipped(g(off(j, 1))));
                 let hidden = if *linear_before_reset {
                     // gates[2H + j] = rb[j] + h R_h^T; the reset gate scales it afterwards.
                     let rb_init = |k: PrimExpr| rb.load(vec![k - self.i(2 * hh)]);
-                    self.gemv(gates, &h_prev, rt, (2 * hh, 3 * hh), &rb_init)
+                    self.gemv(gates, &h_prev, (rt, rtp), (2 * hh, 3 * hh), &rb_init)
                 } else {
                     // gates[2H + j] = xw_h + rb[j] + (r * h) R_h^T.
                     let reset = for_n("j", it, hh, |j| {
@@ -540,7 +579,7 @@ impl Layer {
                     let init = |k: PrimExpr| x(k.clone()) + rb.load(vec![k - self.i(2 * hh)]);
                     Stmt::seq(vec![
                         reset,
-                        self.gemv(gates, &rh, rt, (2 * hh, 3 * hh), &init),
+                        self.gemv(gates, &rh, (rt, rtp), (2 * hh, 3 * hh), &init),
                     ])
                 };
                 let cell = for_n("j", it, hh, |j| {
@@ -562,7 +601,7 @@ impl Layer {
                 Stmt::seq(vec![zr, hidden, cell])
             }
             Cell::Rnn { act } => {
-                let gemv = self.gemv(gates, &h_prev, rt, (0, hh), &x);
+                let gemv = self.gemv(gates, &h_prev, (rt, rtp), (0, hh), &x);
                 let cell = for_n("j", it, hh, |j| {
                     let h_var = Var::new("h_new", self.dt);
                     let writes = Stmt::seq(vec![

@@ -49,10 +49,20 @@ pub fn find_tagged(out: &Tensor, tags: &[&str]) -> Option<Operation> {
         .find(|op| tags.contains(&op.tag()))
 }
 
-/// Inlines every injective compute that `out` depends on except `out` itself and `keep`.
+/// Inlines every injective compute that `out` depends on except `out` itself, `keep`, and
+/// the inputs of extern operations (computed once, whole, before the statement reads them:
+/// packed weights, for example).
 pub fn inline_injective(s: &Schedule, out: &Tensor, keep: &[Operation]) -> Result<()> {
-    for op in producers(out).into_iter().skip(1) {
-        if is_injective_op(&op) && !keep.iter().any(|k| k.same_as(&op)) {
+    let all = producers(out);
+    let extern_inputs: Vec<Operation> = all
+        .iter()
+        .filter(|op| op.as_extern().is_some())
+        .flat_map(|op| op.input_tensors())
+        .map(|t| t.op().clone())
+        .collect();
+    for op in all.into_iter().skip(1) {
+        let read_by_extern = extern_inputs.iter().any(|e| e.same_as(&op));
+        if is_injective_op(&op) && !read_by_extern && !keep.iter().any(|k| k.same_as(&op)) {
             s.stage_op(&op).compute_inline()?;
         }
     }
