@@ -13,4 +13,5 @@ pub mod linalg;
 pub mod nn;
 pub mod reduce;
 pub mod schedule;
+pub mod tag;
 pub mod transform;

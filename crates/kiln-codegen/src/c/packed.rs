@@ -228,19 +228,6 @@ impl CodeGenC {
     }
 }
 
-/// The error kind and message of an assert: `"Kind: message"` split at the first `": "` when
-/// the part before is one word (`RuntimeError` otherwise), as the LLVM code generator does.
-pub fn assert_kind_message(message: &PrimExpr) -> (String, String) {
-    let text = match message.kind() {
-        ExprKind::StringImm(s) => s.to_string(),
-        _ => message.to_string(),
-    };
-    match text.split_once(": ") {
-        Some((k, m))
-            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-        {
-            (k.to_string(), m.to_string())
-        }
-        _ => ("RuntimeError".to_string(), text),
-    }
-}
+/// The error kind and message of an assert (one rule for both back ends: the LLVM code
+/// generator's).
+pub use crate::llvm::codegen::stmt::assert_kind_message;

@@ -62,7 +62,7 @@ fn scalar_tensor(t: &kiln_runtime::tensor::Tensor) -> Result<Tensor> {
         &shape,
         |_| kiln_topi::transform::util::constant(dtype, v),
         "constant",
-        kiln_topi::transform::util::tag::ELEMWISE,
+        kiln_topi::tag::ELEMWISE,
     )
 }
 

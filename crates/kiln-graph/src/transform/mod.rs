@@ -47,10 +47,7 @@ pub use simplify_inference::simplify_inference;
 pub use kiln_tir::transform::{PassContext, PrintHook, PrintIr};
 
 use crate::ir::{Function, IRModule};
-use kiln_ffi::{Object, ObjectRef, Result};
-use kiln_tir::node::IrString;
-use std::fmt;
-use std::sync::Arc;
+use kiln_ffi::Result;
 
 /// The function a graph pass runs.
 pub type PassFn = kiln_tir::transform::PassFn<IRModule>;
@@ -58,74 +55,11 @@ pub type PassFn = kiln_tir::transform::PassFn<IRModule>;
 /// What a graph pass does when run (not reflected): kiln-tir's pass body over graph modules.
 pub type PassBody = kiln_tir::transform::PassBody<IRModule, Pass>;
 
-/// The pass node (`graph.transform.Pass`).
-#[derive(Object)]
-#[object(type_key = "graph.transform.Pass")]
-#[repr(C)]
-pub struct PassObj {
-    /// The name (`"FuseOps"`, ...): what the context's disabled list and printing use.
-    pub name: IrString,
-    /// Runs when the context's opt level is at least this.
-    pub opt_level: i64,
-    /// What it does.
-    #[object(skip)]
-    pub body: PassBody,
-}
+// A failing graph pass names itself in the error.
+kiln_tir::declare_pass_node!(PassObj, "graph.transform.Pass", IRModule, true);
 
-/// A pass handle. Cheap to clone.
-#[derive(Clone, ObjectRef)]
-pub struct Pass(pub ObjectRef<PassObj>);
-
-impl Pass {
-    /// A module pass.
-    pub fn new(
-        name: &str,
-        opt_level: i64,
-        f: impl Fn(IRModule, &PassContext) -> Result<IRModule> + Send + Sync + 'static,
-    ) -> Pass {
-        // A failing pass names itself in the error.
-        let pass_name = name.to_string();
-        let f = move |m, ctx: &PassContext| {
-            f(m, ctx).map_err(|e| e.context(format!("in pass {pass_name}")))
-        };
-        Pass(ObjectRef::new(PassObj {
-            name: name.into(),
-            opt_level,
-            body: PassBody::Func(Arc::new(f)),
-        }))
-    }
-
-    /// The name.
-    pub fn name(&self) -> &str {
-        &self.0.name
-    }
-
-    /// The opt level.
-    pub fn opt_level(&self) -> i64 {
-        self.0.opt_level
-    }
-
-    /// Runs the pass on `module` if `ctx` enables it (else returns `module`), then prints the
-    /// IR if asked. A sequential pass checks each of its passes.
-    pub fn run(&self, module: IRModule, ctx: &PassContext) -> Result<IRModule> {
-        self.0
-            .body
-            .run(self.name(), self.opt_level(), module, ctx, |p, m, c| {
-                p.run(m, c)
-            })
-    }
-
-    /// Runs the pass with a default context.
-    pub fn apply(&self, module: IRModule) -> Result<IRModule> {
-        self.run(module, &PassContext::default())
-    }
-}
-
-impl fmt::Debug for Pass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Pass({}, opt_level={})", self.name(), self.opt_level())
-    }
-}
+/// A graph pass handle (kiln-tir's pass type over graph modules). Cheap to clone.
+pub type Pass = kiln_tir::transform::PassRef<PassObj>;
 
 /// A pass that rewrites every function of a module with `f` (TVM's `function_pass`).
 pub fn function_pass(
@@ -147,11 +81,7 @@ pub fn function_pass(
 
 /// Passes run in order as one pass (opt level 0: the members' levels decide).
 pub fn sequential(name: &str, passes: Vec<Pass>) -> Pass {
-    Pass(ObjectRef::new(PassObj {
-        name: name.into(),
-        opt_level: 0,
-        body: PassBody::Sequential(passes),
-    }))
+    Pass::sequential(name, passes)
 }
 
 /// The default optimization list (what `relay.build` runs before lowering), in order.

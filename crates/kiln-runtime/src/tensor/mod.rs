@@ -9,8 +9,6 @@
 //! Kiln always fills `strides` (compact strides for the tensors it allocates), as TVM-FFI does.
 //! Every size computation is checked: a shape whose byte size overflows is a `ValueError`.
 
-// Its unsafe fns' bodies do not have their own unsafe blocks yet.
-#[allow(unsafe_op_in_unsafe_fn)]
 pub mod dlpack;
 pub mod element;
 mod globals;

@@ -30,6 +30,7 @@
 pub mod loop_partition;
 pub mod lower_tvm_builtin;
 pub mod make_packed_api;
+mod pass;
 pub mod remove_no_op;
 pub mod rewrite_unsafe_select;
 pub mod simplify;
@@ -44,6 +45,7 @@ mod pipeline_tests;
 pub use loop_partition::loop_partition;
 pub use lower_tvm_builtin::lower_tvm_builtin;
 pub use make_packed_api::make_packed_api;
+pub use pass::{PassNode, PassRef};
 pub use remove_no_op::remove_no_op;
 pub use rewrite_unsafe_select::rewrite_unsafe_select;
 pub use simplify::simplify;
@@ -54,8 +56,7 @@ pub use vectorize_loop::vectorize_loop;
 
 use crate::cpu::CpuDesc;
 use crate::function::{IRModule, PrimFunc};
-use crate::node::IrString;
-use kiln_ffi::{register_global, Any, Array, Map, Object, ObjectRef, Result};
+use kiln_ffi::{register_global, Any, Array, Map, Result};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -109,77 +110,10 @@ impl<M: fmt::Display, P> PassBody<M, P> {
     }
 }
 
-/// The pass node (`transform.Pass`).
-#[derive(Object)]
-#[object(type_key = "transform.Pass")]
-#[repr(C)]
-pub struct PassObj {
-    /// The name (`"tir.Simplify"`, ...): what the context's disabled list and printing use.
-    pub name: IrString,
-    /// Runs when the context's opt level is at least this.
-    pub opt_level: i64,
-    /// What it does.
-    #[object(skip)]
-    pub body: PassBody,
-}
+crate::declare_pass_node!(PassObj, "transform.Pass", IRModule, false);
 
-/// A pass handle. Cheap to clone.
-#[derive(Clone, ObjectRef)]
-pub struct Pass(ObjectRef<PassObj>);
-
-impl Pass {
-    /// A module pass.
-    pub fn new(
-        name: &str,
-        opt_level: i64,
-        f: impl Fn(IRModule, &PassContext) -> Result<IRModule> + Send + Sync + 'static,
-    ) -> Pass {
-        Pass(ObjectRef::new(PassObj {
-            name: name.into(),
-            opt_level,
-            body: PassBody::Func(Arc::new(f)),
-        }))
-    }
-
-    /// The name.
-    pub fn name(&self) -> &str {
-        &self.0.name
-    }
-
-    /// The opt level.
-    pub fn opt_level(&self) -> i64 {
-        self.0.opt_level
-    }
-
-    /// The passes of a sequential pass (empty for others).
-    pub fn passes(&self) -> &[Pass] {
-        match &self.0.body {
-            PassBody::Sequential(p) => p,
-            _ => &[],
-        }
-    }
-
-    /// Runs the pass on `module` if `ctx` enables it (else returns `module`), then prints the
-    /// IR if asked. A sequential pass checks each of its passes.
-    pub fn run(&self, module: IRModule, ctx: &PassContext) -> Result<IRModule> {
-        self.0
-            .body
-            .run(self.name(), self.opt_level(), module, ctx, |p, m, c| {
-                p.run(m, c)
-            })
-    }
-
-    /// Runs the pass with a default context.
-    pub fn apply(&self, module: IRModule) -> Result<IRModule> {
-        self.run(module, &PassContext::default())
-    }
-}
-
-impl fmt::Debug for Pass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Pass({}, opt_level={})", self.name(), self.opt_level())
-    }
-}
+/// A TIR pass handle. Cheap to clone.
+pub type Pass = PassRef<PassObj>;
 
 /// A pass that rewrites each `PrimFunc` of a module with `f` (TVM's `prim_func_pass`).
 pub fn prim_func_pass(
@@ -201,11 +135,7 @@ pub fn prim_func_pass(
 
 /// Passes run in order as one pass (opt level 0: the members' levels decide).
 pub fn sequential(name: &str, passes: Vec<Pass>) -> Pass {
-    Pass(ObjectRef::new(PassObj {
-        name: name.into(),
-        opt_level: 0,
-        body: PassBody::Sequential(passes),
-    }))
+    Pass::sequential(name, passes)
 }
 
 /// Which passes print the IR after they run.

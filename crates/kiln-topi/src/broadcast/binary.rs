@@ -2,7 +2,8 @@
 //! division and modulo, comparisons (bool results), logical `and`/`or`/`xor` and integer shifts.
 
 use super::shape::{broadcast_index, broadcast_shape};
-use crate::transform::util::{compute_tagged, constant, tag};
+use crate::tag;
+use crate::transform::util::{compute_tagged, constant};
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
 use kiln_tir::{DataTypeExt, PrimExpr};

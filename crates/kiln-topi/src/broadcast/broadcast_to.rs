@@ -1,7 +1,8 @@
 //! `broadcast_to` (numpy) and `expand` (ONNX `Expand`, bidirectional).
 
 use super::shape::{broadcast_index, broadcast_shape};
-use crate::transform::util::{compute_tagged, index_dtype, shape_exprs, tag};
+use crate::tag;
+use crate::transform::util::{compute_tagged, index_dtype, shape_exprs};
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
 use kiln_tir::PrimExpr;

@@ -1,7 +1,8 @@
 //! `where(cond, x, y)` with three-way broadcasting (ONNX `Where`, numpy `where`).
 
 use super::shape::{broadcast_index, broadcast_shapes};
-use crate::transform::util::{compute_tagged, constant, tag};
+use crate::tag;
+use crate::transform::util::{compute_tagged, constant};
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
 use kiln_tir::DataTypeExt;

@@ -17,7 +17,8 @@ pub use clip::clip;
 pub use gelu::{gelu, gelu_expr};
 pub use hard::{hard_sigmoid, hard_sigmoid_expr, hard_swish};
 
-use crate::transform::util::{compute_tagged, constant, require_float, tag, var_exprs};
+use crate::tag;
+use crate::transform::util::{compute_tagged, constant, require_float, var_exprs};
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
 use kiln_tir::{op, DataTypeExt, PrimExpr};

@@ -1,7 +1,8 @@
 //! Batched matrix product.
 
 use super::matmul::{index, logical, MatmulAttrs};
-use super::{compute_tagged, consts, invalid, shape_nd, tag};
+use super::{compute_tagged, consts, invalid, shape_nd};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::PrimExpr;

@@ -2,7 +2,8 @@
 //! beta[c]` along the channel axis.
 
 use super::softmax::normalize_axis;
-use super::{compute_tagged, const_shape, consts, invalid, tag};
+use super::{compute_tagged, const_shape, consts, invalid};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::PrimExpr;

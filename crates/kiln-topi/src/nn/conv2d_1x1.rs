@@ -6,7 +6,8 @@
 //! kernel's ([`super::conv2d_packed`]; see [`applies`]).
 
 use super::conv2d::{conv2d_out_shape, Conv2dAttrs};
-use super::{compute_tagged, consts, invalid, shape_nd, tag};
+use super::{compute_tagged, consts, invalid, shape_nd};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::{floordiv, floormod, CpuDesc};

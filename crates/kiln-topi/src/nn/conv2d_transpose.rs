@@ -2,7 +2,8 @@
 //! NCHW data and IOHW weights: groups, stride, 4-sided padding, output padding, dilation.
 
 use super::pad::Padding2d;
-use super::{compute_tagged, consts, invalid, shape_nd, tag};
+use super::{compute_tagged, consts, invalid, shape_nd};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::{floordiv, floormod, PrimExpr};

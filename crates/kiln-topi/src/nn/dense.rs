@@ -1,6 +1,7 @@
 //! Dense (fully connected): `out = data · weightᵀ (+ bias)`.
 
-use super::{compute_tagged, consts, invalid, shape_nd, tag};
+use super::{compute_tagged, consts, invalid, shape_nd};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 

@@ -1,6 +1,7 @@
 //! Global max and average pooling over H and W, NCHW (output `[N, C, 1, 1]`).
 
-use super::{compute_tagged, consts, shape_nd, tag};
+use super::{compute_tagged, consts, shape_nd};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{max, reduce_axis_n, sum, Tensor};
 use kiln_tir::PrimExpr;

@@ -1,7 +1,8 @@
 //! Layer normalization over some axes: `(x - mean) / sqrt(var + eps) * gamma + beta`.
 
 use super::softmax::normalize_axis;
-use super::{compute_tagged, const_shape, consts, invalid, tag};
+use super::{compute_tagged, const_shape, consts, invalid};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, IterVar, Tensor};
 use kiln_tir::{PrimExpr, Var};

@@ -1,7 +1,8 @@
 //! Log-softmax along one axis: `x - max - log(sum(exp(x - max)))`.
 
 use super::softmax::{drop_at, max_and_expsum, normalize_axis};
-use super::{compute_tagged, const_shape, consts, tag};
+use super::{compute_tagged, const_shape, consts};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 

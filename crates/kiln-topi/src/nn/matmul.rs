@@ -1,6 +1,7 @@
 //! Matrix product with optional transposes and numpy batch broadcasting.
 
-use super::{compute_tagged, consts, invalid, tag};
+use super::{compute_tagged, consts, invalid};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::PrimExpr;

@@ -39,67 +39,11 @@ pub use recurrent::{recurrent, Activation, ActivationKind, Cell, RecurrentInputs
 pub use softmax::softmax;
 
 use kiln_ffi::{Error, Result};
-use kiln_te::tensor::compute_axes;
-use kiln_te::{compute_op, Tensor};
-use kiln_tir::{PrimExpr, Var};
+use kiln_te::Tensor;
+use kiln_tir::PrimExpr;
 
-/// Operation tags set by the computes of this module (TOPI's `tag`).
-pub mod tag {
-    /// A point-by-point op whose output index maps to input indices (pad, bias add, ...).
-    pub const INJECTIVE: &str = "injective";
-    /// Elementwise op of one shape.
-    pub const ELEMWISE: &str = "elemwise";
-    /// Elementwise op with broadcasting.
-    pub const BROADCAST: &str = "broadcast";
-    /// A reduction over some axes.
-    pub const COMM_REDUCE: &str = "comm_reduce";
-    /// Generic (grouped) 2-D convolution, NCHW.
-    pub const CONV2D_NCHW: &str = "conv2d_nchw";
-    /// 2-D convolution computed in blocks of output channels (`[N, O/b, OH, OW, b]`).
-    pub const CONV2D_NCHWC: &str = "conv2d_nchwc";
-    /// [`CONV2D_NCHWC`] whose groups are padded to whole blocks (blocks do not line up with
-    /// output channels).
-    pub const CONV2D_NCHWC_GROUP_PADDED: &str = "conv2d_nchwc_group_padded";
-    /// A 1x1 convolution as a product over flattened spatial positions (`[N, O, H*W]`).
-    pub const CONV2D_1X1_SPATIAL: &str = "conv2d_1x1_spatial";
-    /// Depthwise 2-D convolution, NCHW.
-    pub const DEPTHWISE_CONV2D_NCHW: &str = "depthwise_conv2d_nchw";
-    /// Transposed 2-D convolution, NCHW.
-    pub const CONV2D_TRANSPOSE_NCHW: &str = "conv2d_transpose_nchw";
-    /// `x · Wᵀ`.
-    pub const DENSE: &str = "dense";
-    /// `A · B` (2-D, optional transposes).
-    pub const MATMUL: &str = "matmul";
-    /// Batched `A · B`.
-    pub const BATCH_MATMUL: &str = "batch_matmul";
-    /// 2-D pooling (max or average).
-    pub const POOL2D: &str = "pool2d";
-    /// Global pooling over H and W.
-    pub const GLOBAL_POOL2D: &str = "global_pool2d";
-    /// The output of softmax / log-softmax.
-    pub const SOFTMAX_OUTPUT: &str = "softmax_output";
-    /// The output of layer norm.
-    pub const LAYER_NORM_OUTPUT: &str = "layer_norm_output";
-
-    /// Whether `tag` names an injective op (injective, elementwise or broadcast).
-    pub fn is_injective(tag: &str) -> bool {
-        tag.starts_with(INJECTIVE) || tag.starts_with(ELEMWISE) || tag.starts_with(BROADCAST)
-    }
-}
-
-/// A compute like [`kiln_te::compute`] with an operation `tag`.
-pub fn compute_tagged(
-    shape: &[PrimExpr],
-    f: impl FnOnce(&[Var]) -> PrimExpr,
-    name: &str,
-    tag: &str,
-) -> Result<Tensor> {
-    let axis = compute_axes(shape);
-    let vars: Vec<Var> = axis.iter().map(|iv| iv.var().clone()).collect();
-    let body = f(&vars);
-    let op = compute_op(name, tag, kiln_ffi::Map::new(Vec::new()), axis, vec![body])?;
-    Ok(op.output(0))
-}
+/// A compute of `shape` with an operation `tag` (the one of [`crate::transform::util`]).
+pub use crate::transform::util::compute_tagged;
 
 /// The constant shape of `t`, or an error naming `what`.
 pub fn const_shape(t: &Tensor, what: &str) -> Result<Vec<i64>> {

@@ -1,7 +1,8 @@
 //! Spatial padding of NCHW tensors (the padding stage convolutions read through; schedules
 //! inline it).
 
-use super::{compute_tagged, consts, shape_nd, tag};
+use super::{compute_tagged, consts, shape_nd};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::PrimExpr;

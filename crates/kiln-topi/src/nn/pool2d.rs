@@ -2,7 +2,8 @@
 //! and `count_include_pad`.
 
 use super::pad::{pad_nchw, Padding2d};
-use super::{compute_tagged, consts, invalid, shape_nd, tag, window_out};
+use super::{compute_tagged, consts, invalid, shape_nd, window_out};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{max, min_value, reduce_axis_n, sum, Tensor};
 use kiln_tir::DataTypeExt;

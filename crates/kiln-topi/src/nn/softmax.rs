@@ -1,6 +1,7 @@
 //! Softmax along one axis: `exp(x - max) / sum(exp(x - max))`.
 
-use super::{compute_tagged, const_shape, consts, invalid, tag};
+use super::{compute_tagged, const_shape, consts, invalid};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{max, reduce_axis_n, sum, IterVar, Tensor};
 use kiln_tir::{PrimExpr, Var};

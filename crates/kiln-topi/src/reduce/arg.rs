@@ -7,7 +7,8 @@
 //! flattened (row-major) tensor, as numpy's.
 
 use super::common::{input_indices, reduce_axes, reduced_shape};
-use crate::transform::util::{compute_tagged, normalize_axis, tag};
+use crate::tag;
+use crate::transform::util::{compute_tagged, normalize_axis};
 use kiln_ffi::{DataType, Result};
 use kiln_te::{reduce_axis_n, IterVar, Tensor};
 use kiln_tir::{cast, select, PrimExpr};

@@ -1,6 +1,7 @@
 //! The commutative reductions: sum, mean, max, min, prod.
 
-use crate::transform::util::{compute_tagged, constant, normalize_axis, tag};
+use crate::tag;
+use crate::transform::util::{compute_tagged, constant, normalize_axis};
 use kiln_ffi::{Error, Result};
 use kiln_te::{reduce_axis_n, IterVar, Tensor};
 use kiln_tir::{DataTypeExt, PrimExpr, Var};

@@ -6,7 +6,8 @@
 //! the running sum of the block totals before each block, and their sum per point, which is
 //! `O(n t)` per row.
 
-use crate::transform::util::{compute_tagged, normalize_axis, tag};
+use crate::tag;
+use crate::transform::util::{compute_tagged, normalize_axis};
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, Tensor};
 use kiln_tir::{floordiv, PrimExpr};

@@ -1,7 +1,8 @@
 //! `topk`: the `k` largest (or smallest) elements along an axis and their indices (ONNX
 //! `TopK`).
 
-use crate::transform::util::{compute_tagged, normalize_axis, tag};
+use crate::tag;
+use crate::transform::util::{compute_tagged, normalize_axis};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_te::{comm_reduce, reduce_axis_n, Tensor};
 use kiln_tir::{cast, DataTypeExt, PrimExpr};

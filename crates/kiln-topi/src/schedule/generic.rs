@@ -13,10 +13,11 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
     crate::transform::schedule_injective(s, out, cpu)
 }
 
-/// Reductions: producers inlined, every reduction stage at root with its data-parallel loops
-/// fused and parallel; an injective output reading a reduction is parallel on its outer
-/// dimensions.
-pub fn schedule_reduce(s: &Schedule, out: &Tensor, _cpu: &CpuDesc) -> Result<()> {
+/// Operators built of several reduction stages (cumsum, scatter): producers inlined, every
+/// reduction stage at root with its data-parallel loops fused and parallel; an injective output
+/// reading a reduction is parallel on its outer dimensions. The schedule of the reduction
+/// operators themselves is [`crate::reduce::schedule_reduce`].
+pub fn schedule_reduce_stages(s: &Schedule, out: &Tensor, _cpu: &CpuDesc) -> Result<()> {
     inline_injective(s, out, &[])?;
     for op in producers(out) {
         if !matches!(op.kind(), kiln_te::OpKind::Compute(_)) {

@@ -12,7 +12,7 @@
 pub mod generic;
 pub mod x86;
 
-pub use generic::{schedule_generic, schedule_injective, schedule_reduce};
+pub use generic::{schedule_generic, schedule_injective, schedule_reduce_stages};
 
 use kiln_ffi::Result;
 use kiln_te::{IterVar, OpKind, Operation, Schedule, Stage, Tensor};

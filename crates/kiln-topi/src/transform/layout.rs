@@ -5,7 +5,8 @@
 //! followed by a lower-case letter is a block of that primal axis (`16o`: the inner 16 of `O`,
 //! which the `O` axis then counts in blocks of). A primal axis has at most one block.
 
-use super::util::{compute_tagged, tag, value_error};
+use super::util::{compute_tagged, value_error};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::{floordiv, floormod, PrimExpr};

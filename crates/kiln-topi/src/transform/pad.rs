@@ -1,8 +1,7 @@
 //! `pad` with constant, edge, reflect or wrap filling (ONNX `Pad`).
 
-use super::util::{
-    compute_tagged, const_shape, constant, index_dtype, shape_exprs, tag, value_error,
-};
+use super::util::{compute_tagged, const_shape, constant, index_dtype, shape_exprs, value_error};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::if_then_else;
 use kiln_te::Tensor;

@@ -1,6 +1,7 @@
 //! `reshape` with ONNX's `0` (copy the input dimension) and `-1` (infer) entries.
 
-use super::util::{compute_tagged, const_shape, index_dtype, shape_exprs, tag, value_error};
+use super::util::{compute_tagged, const_shape, index_dtype, shape_exprs, value_error};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::{floordiv, floormod, PrimExpr, Var};

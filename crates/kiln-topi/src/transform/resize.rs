@@ -9,8 +9,9 @@
 //! interpolates between the two neighbours clamped into the input (edge replication).
 
 use super::util::{
-    compute_tagged, const_shape, index_dtype, require_float, shape_exprs, tag, value_error,
+    compute_tagged, const_shape, index_dtype, require_float, shape_exprs, value_error,
 };
+use crate::tag;
 use kiln_ffi::{DataType, Result};
 use kiln_te::Tensor;
 use kiln_tir::{cast, op, PrimExpr, Var};

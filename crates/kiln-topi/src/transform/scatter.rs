@@ -12,7 +12,8 @@
 //! one, the last in row-major order wins (as onnxruntime does; ONNX leaves it undefined).
 
 use super::take::wrap_index;
-use super::util::{compute_tagged, constant, normalize_axis, tag, var_exprs};
+use super::util::{compute_tagged, constant, normalize_axis, var_exprs};
+use crate::tag;
 use kiln_ffi::{DataType, Error, Result};
 use kiln_te::{comm_reduce, reduce_axis_n, IterVar, Tensor};
 use kiln_tir::{cast, select, DataTypeExt, PrimExpr};

@@ -3,8 +3,9 @@
 //! clamp.
 
 use super::util::{
-    compute_tagged, const_shape, index_dtype, normalize_axis, shape_exprs, tag, value_error,
+    compute_tagged, const_shape, index_dtype, normalize_axis, shape_exprs, value_error,
 };
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::{PrimExpr, Var};

@@ -1,6 +1,7 @@
 //! `take` / gather along an axis (ONNX `Gather`, numpy `take`).
 
-use super::util::{compute_tagged, normalize_axis, tag};
+use super::util::{compute_tagged, normalize_axis};
+use crate::tag;
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
 use kiln_tir::{cast, select, DataTypeExt, PrimExpr};

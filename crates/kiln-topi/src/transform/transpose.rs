@@ -1,6 +1,7 @@
 //! `transpose` by a permutation of the axes.
 
-use super::util::{compute_tagged, normalize_axis, tag, value_error};
+use super::util::{compute_tagged, normalize_axis, value_error};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::PrimExpr;

@@ -1,6 +1,7 @@
 //! `trilu(x, upper, k)` (ONNX `Trilu`): the upper or lower triangle of the last two axes.
 
-use super::util::{compute_tagged, const_shape, constant, tag, value_error, var_exprs};
+use super::util::{compute_tagged, const_shape, constant, value_error, var_exprs};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::{select, PrimExpr};

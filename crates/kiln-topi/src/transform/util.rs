@@ -6,20 +6,6 @@ use kiln_te::tensor::compute_axes;
 use kiln_te::{compute_op, Tensor};
 use kiln_tir::{DataTypeExt, PrimExpr, Var};
 
-/// TVM's operator tags (TOPI's `tag.py`): schedules and fusion look at them.
-pub mod tag {
-    /// Each output point reads the same point of each input.
-    pub const ELEMWISE: &str = "elemwise";
-    /// Elementwise with numpy broadcasting.
-    pub const BROADCAST: &str = "broadcast";
-    /// Each output point reads input points at computed indices (layout operators).
-    pub const INJECTIVE: &str = "injective";
-    /// A commutative reduction.
-    pub const COMM_REDUCE: &str = "comm_reduce";
-    /// A reduction that returns an index (argmax/argmin).
-    pub const COMM_REDUCE_IDX: &str = "comm_reduce_idx";
-}
-
 /// The shape of `t` as integers, or a `ValueError` naming `op` when a dimension is symbolic.
 pub fn const_shape(t: &Tensor, op: &str) -> Result<Vec<i64>> {
     t.shape()

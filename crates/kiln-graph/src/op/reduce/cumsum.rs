@@ -71,6 +71,6 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             ])
             .eval(evaluate)
             .compute(lower)
-            .schedule(kiln_topi::schedule::generic::schedule_reduce),
+            .schedule(kiln_topi::schedule::generic::schedule_reduce_stages),
     );
 }

@@ -16,7 +16,7 @@ use kiln_ffi::{Error, Result};
 use kiln_runtime::tensor::Tensor;
 use kiln_te::Tensor as TeTensor;
 use kiln_tir::{CpuDesc, DataTypeExt};
-use kiln_topi::schedule::generic::schedule_reduce;
+use kiln_topi::schedule::generic::schedule_reduce_stages;
 use kiln_topi::transform::{self as tf, ScatterReduction};
 
 fn reduction(a: &Attrs<'_>) -> Result<ScatterReduction> {
@@ -169,13 +169,13 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 0), red()])
             .eval(eval_elements)
             .compute(lower_elements)
-            .schedule(schedule_reduce),
+            .schedule(schedule_reduce_stages),
     );
     v.push(
         OpDef::new("scatter_nd", args, OpPattern::Opaque, nd_rel)
             .attrs(vec![red()])
             .eval(eval_nd)
             .compute(lower_nd)
-            .schedule(schedule_reduce),
+            .schedule(schedule_reduce_stages),
     );
 }

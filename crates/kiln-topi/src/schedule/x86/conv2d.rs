@@ -1,11 +1,11 @@
 //! x86 schedule of NCHW convolutions (generic, grouped, depthwise, transposed).
 
 use super::main_and_compute;
-use crate::nn::tag;
 use crate::schedule::{
     extent, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective,
     reduce_extents, same_shape, unroll_factor, vector_factor,
 };
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{Operation, Schedule, Tensor};
 use kiln_tir::CpuDesc;

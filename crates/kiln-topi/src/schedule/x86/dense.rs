@@ -1,11 +1,11 @@
 //! x86 schedule of dense, matmul and batch matmul.
 
 use super::main_and_compute;
-use crate::nn::tag;
 use crate::schedule::{
     extent, find_tagged, fuse_all, generic, inline_injective, reduce_extents, same_shape,
     vector_factor,
 };
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
 use kiln_tir::CpuDesc;

@@ -1,8 +1,9 @@
 //! x86 schedules of softmax, log-softmax and layer norm: the row statistics computed at the
 //! output's row, rows in parallel, the row's elementwise work in vectors.
 
-use crate::nn::{softmax, tag};
+use crate::nn::softmax;
 use crate::schedule::{extent, fuse_all, generic, inline_injective, is_injective_op, producers};
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
 use kiln_tir::CpuDesc;

@@ -1,9 +1,9 @@
 //! x86 schedule of 2-D and global pooling.
 
-use crate::nn::tag;
 use crate::schedule::{
     find_tagged, fuse_all, generic, inline_all_but_padding, is_injective_op, same_shape,
 };
+use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
 use kiln_tir::CpuDesc;
