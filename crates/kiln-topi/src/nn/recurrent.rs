@@ -277,7 +277,7 @@ pub fn recurrent(
             )
         },
         "recurrent_weights_packed",
-        crate::transform::util::tag::INJECTIVE,
+        crate::tag::INJECTIVE,
     )?;
     let mut ins = vec![inp.xw.clone(), inp.rt.clone(), h0, lens];
     ins.extend(c0.iter().chain(p.iter()).chain(rb.iter()).cloned());
