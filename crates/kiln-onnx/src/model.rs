@@ -395,6 +395,15 @@ pub fn from_proto(m: &ModelProto, source: String) -> Result<Model> {
         };
         opsets.insert(domain.to_string(), o.version());
     }
+    // A model whose nodes are all of other domains (an `ai.onnx.ml` pipeline) needs no
+    // default-domain opset.
+    let default_nodes = graph
+        .node
+        .iter()
+        .any(|n| matches!(n.domain(), "" | "ai.onnx"));
+    if !opsets.contains_key("") && !opsets.is_empty() && !default_nodes {
+        opsets.insert(String::new(), MAX_OPSET);
+    }
     match opsets.get("") {
         Some(v) if (MIN_OPSET..=MAX_OPSET).contains(v) => {}
         v => {

@@ -11,11 +11,12 @@
 //! [`FoldConstant`](crate::transform::fold_constant) uses.
 //!
 //! One operator (or one family of same-shaped operators, made by a macro) per file under
-//! `nn/`, `tensor/`, `reduce/` and `transform/`; each file has a `defs()` function listed in
+//! `nn/`, `ml/`, `tensor/`, `reduce/` and `transform/`; each file has a `defs()` function listed in
 //! [`all_defs`], which builds the registry on first use. Adding an operator is one file and one
 //! line in its folder's `defs()`.
 
 pub mod eval;
+pub mod ml;
 pub mod nn;
 pub mod reduce;
 pub mod tensor;
@@ -325,6 +326,7 @@ impl OpDef {
 fn all_defs() -> Vec<OpDef> {
     let mut v = Vec::new();
     nn::defs(&mut v);
+    ml::defs(&mut v);
     tensor::defs(&mut v);
     reduce::defs(&mut v);
     transform::defs(&mut v);

@@ -6,7 +6,8 @@
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
 //! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
-//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`, `signal`, `control`); the table's keys are what
+//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`, `signal`, `control`, `tfidf`, and `ml` for the `ai.onnx.ml` domain, whose keys are
+//! spelled `ai.onnx.ml.Op`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
 //!
@@ -25,6 +26,7 @@ mod generate;
 mod grid_sample;
 mod index;
 mod loss;
+mod ml;
 mod nn;
 mod normalize;
 mod pool;
@@ -34,6 +36,7 @@ mod reduce;
 mod resize;
 mod shape;
 mod signal;
+mod tfidf;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -86,6 +89,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         generate::register(&mut t);
         grid_sample::register(&mut t);
         loss::register(&mut t);
+        ml::register(&mut t);
         index::register(&mut t);
         nn::register(&mut t);
         conv::register(&mut t);
@@ -98,6 +102,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         resize::register(&mut t);
         shape::register(&mut t);
         signal::register(&mut t);
+        tfidf::register(&mut t);
         t.insert("Constant", |_, _| Ok(Vec::new())); // handled by the driver
         t
     })
@@ -519,7 +524,7 @@ fn convert_nodes(ctx: &mut Ctx<'_>, nodes: &[Node]) -> Result<()> {
             ctx.values.insert(out.clone(), e);
             continue;
         }
-        let f = table.get(node.op_type.as_str()).ok_or_else(|| {
+        let f = table.get(node.qualified_op().as_str()).ok_or_else(|| {
             node_error(
                 node,
                 Msg(format!(

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::conv::{drop_last, pads, spatial_attrs, unit_last};
-use super::{call, dtype_of, reshape, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
+use super::conv::{drop_last, pads, slice_axis, spatial_attrs, unit_last};
+use super::{call, constant, dtype_of, reshape, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 
 /// MaxUnpool: zeros of the unpooled shape (`output_shape` when given, else
 /// `(in - 1) * stride + kernel - pad_begin - pad_end` per spatial axis) with `X`'s values
@@ -215,15 +215,79 @@ fn pool(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let w = window(node, &shape_of(&x)?)?;
     let y = if node.op_type == "MaxPool" {
+        let y = pool_nd(x.clone(), "nn.max_pool2d", &w, &[])?;
         if node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
-            return Err("the Indices output of MaxPool is not supported".into());
+            let order = node.attr_i("storage_order", 0)?;
+            let idx = max_pool_indices(&x, &y, &w, order)?;
+            return Ok(vec![y, idx]);
         }
-        pool_nd(x, "nn.max_pool2d", &w, &[])?
+        y
     } else {
         let cip = node.attr_i("count_include_pad", 0)? != 0;
         pool_nd(x, "nn.avg_pool2d", &w, &[("count_include_pad", cip.into())])?
     };
     Ok(vec![y])
+}
+
+/// MaxPool's Indices output (2-D): for each window, the flat index (row-major, or
+/// column-major within each image for `storage_order` 1; padding not counted) of its first
+/// maximum. Each tap of the window is a strided slice of the input and of a constant image of
+/// indices, both padded (with -inf and -1); taps are visited last to first, each replacing the
+/// index where its value equals the pooled maximum, so the first tap holding it wins.
+fn max_pool_indices(x: &Expr, y: &Expr, w: &Window, order: i64) -> CResult<Expr> {
+    let s = shape_of(x)?;
+    if s.len() != 4 || w.kernel.len() != 2 {
+        return Err("the Indices output of MaxPool is supported for 2-D pooling".into());
+    }
+    let (n, c, h, wd) = (s[0], s[1], s[2], s[3]);
+    let ys = shape_of(y)?;
+    let (oh, ow) = (ys[2], ys[3]);
+    let mut idx = Vec::with_capacity((n * c * h * wd) as usize);
+    for b in 0..n * c {
+        for r in 0..h {
+            for q in 0..wd {
+                let within = if order == 1 { q * h + r } else { r * wd + q };
+                idx.push((b * h * wd + within) as f64);
+            }
+        }
+    }
+    let i64t = kiln_ffi::DataType::int(64);
+    let index_image = constant(&idx, &s, i64t)?;
+    let (pt, pl, pb, pr) = (w.pads[0], w.pads[1], w.pads[2], w.pads[3]);
+    // Enough padding at the end for every window (ceil mode may reach past it).
+    let need_h = (oh - 1) * w.strides[0] + (w.kernel[0] - 1) * w.dilations[0] + 1;
+    let need_w = (ow - 1) * w.strides[1] + (w.kernel[1] - 1) * w.dilations[1] + 1;
+    let (pb, pr) = (pb.max(need_h - h - pt), pr.max(need_w - wd - pl));
+    let pad = |e: Expr, v: f64| {
+        call(
+            "nn.pad",
+            vec![e],
+            &[
+                ("pad_width", vec![0i64, 0, 0, 0, pt, pb, pl, pr].into()),
+                ("pad_value", v.into()),
+            ],
+        )
+    };
+    let xp = pad(x.clone(), f64::NEG_INFINITY)?;
+    let ip = pad(index_image, -1.0)?;
+    let tap = |e: &Expr, i: i64, j: i64| -> CResult<Expr> {
+        let e = slice_axis(e.clone(), 2, i * w.dilations[0], oh, w.strides[0])?;
+        slice_axis(e, 3, j * w.dilations[1], ow, w.strides[1])
+    };
+    let mut out: Option<Expr> = None;
+    for i in (0..w.kernel[0]).rev() {
+        for j in (0..w.kernel[1]).rev() {
+            let at = tap(&ip, i, j)?;
+            out = Some(match out {
+                None => at,
+                Some(prev) => {
+                    let hit = call("equal", vec![tap(&xp, i, j)?, y.clone()], &[])?;
+                    call("where", vec![hit, at, prev], &[])?
+                }
+            });
+        }
+    }
+    Ok(out.expect("a window has taps"))
 }
 
 /// LpPool: `(sum |x|^p)^(1/p)` over each window, the sum as an average including the padding
