@@ -134,3 +134,13 @@ def test_larger_hidden():
     # Hidden sizes past one register tile exercise every tile width of the recurrent product.
     _check("LSTM", t=7, b=2, i=33, h=71, direction="bidirectional", rtol=2e-4, atol=2e-5)
     _check("GRU", t=7, b=2, i=33, h=53, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_many_batch_rows(op):
+    # More rows than one register tile holds (the products run in row blocks and a remainder),
+    # with rows of every length, reverse and forward.
+    rng = np.random.default_rng(13)
+    lens = list(rng.integers(0, 8, 13))
+    _check(op, t=7, b=13, i=9, h=20, direction="bidirectional", lens=lens, h0=True,
+           c0=op == "LSTM", seed=13)

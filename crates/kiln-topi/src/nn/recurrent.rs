@@ -289,6 +289,7 @@ pub fn recurrent(
     if c0.is_some() {
         outs.push(ExternOutput::new(vec![ci(it, batch), ci(it, h)], dt));
     }
+    let tile_vectors = (cpu.vector_registers as i64 / 4).clamp(1, 4);
     let layer = Layer {
         cell: cell.clone(),
         reverse,
@@ -299,7 +300,8 @@ pub fn recurrent(
         dt,
         it,
         lanes,
-        tile_vectors: (cpu.vector_registers as i64 / 4).clamp(1, 4),
+        tile_vectors,
+        rows: (cpu.accumulators() / tile_vectors).clamp(1, batch.max(1)),
     };
     extern_op(
         match cell {
@@ -352,6 +354,8 @@ struct Layer {
     lanes: i64,
     /// Vectors per register tile of the recurrent product.
     tile_vectors: i64,
+    /// Batch rows per register tile of the recurrent product.
+    rows: i64,
 }
 
 impl Layer {
@@ -370,122 +374,154 @@ impl Layer {
         }
     }
 
-    /// `dst[k] = init(k) + sum_j src[j] * rt[j, k]` for `k` in `[k0, k1)`: register tiles of
-    /// `tile_vectors` vectors accumulated over `j`, then single vectors, then scalars. Vector
-    /// columns read the packed weights `rtp` (`[GH / lanes, H, lanes]`: each vector column
-    /// contiguous over `j`, so a tile streams a few sequential runs) when the range starts on
-    /// a vector boundary, `rt` otherwise.
+    /// `dst[b, k] = init(b, k) + sum_j src(b, j) * rt[j, k]` for every batch row `b` and `k` in
+    /// `[k0, k1)`: register tiles of `rows` batch rows by `tile_vectors` vectors accumulated
+    /// over `j` (each weight vector loaded once for all the rows), then single vectors, then
+    /// scalars. Vector columns read the packed weights `rtp` (`[GH / lanes, H, lanes]`: each
+    /// vector column contiguous over `j`, so a tile streams a few sequential runs) when the
+    /// range starts on a vector boundary, `rt` otherwise.
     fn gemv(
         &self,
         dst: &Buffer,
-        src: &dyn Fn(PrimExpr) -> PrimExpr,
+        src: &dyn Fn(PrimExpr, PrimExpr) -> PrimExpr,
         (rt, rtp): (&Buffer, &Buffer),
         range: (i64, i64),
-        init: &dyn Fn(PrimExpr) -> PrimExpr,
+        init: &dyn Fn(PrimExpr, PrimExpr) -> PrimExpr,
     ) -> Stmt {
         let (k0, k1) = range;
         let mut parts = Vec::new();
         let mut at = k0;
+        let full = self.batch / self.rows;
+        let rem = self.batch % self.rows;
         for width in [self.lanes * self.tile_vectors, self.lanes, 1] {
             let n = (k1 - at) / width;
             if n == 0 {
                 continue;
             }
             let start = at;
-            let kind = if width > 1 {
-                ForKind::Vectorized
+            let (vl, kind) = if width == 1 {
+                (1, ForKind::Serial)
             } else {
-                ForKind::Serial
+                (self.lanes, ForKind::Vectorized)
             };
-            let acc = Buffer::decl_in("acc", self.dt, vec![self.i(width)], "local");
-            let tile = for_n("kt", self.it, n, |kt| {
-                let base = kt.clone() * self.i(width) + self.i(start);
-                let b2 = base.clone();
-                let fill = for_kind("v", self.it, width, kind, |v| {
-                    acc.store(init(b2.clone() + v.clone()), vec![v])
-                });
-                let b3 = base.clone();
-                let lanes = self.lanes;
-                let packed = width > 1 && start % lanes == 0;
-                let accumulate = for_n("j", self.it, self.h, |j| {
-                    if width == 1 {
-                        let cur = acc.load(vec![self.i(0)]);
-                        let w = rt.load(vec![j.clone(), b3.clone()]);
-                        return acc.store(cur + src(j) * w, vec![self.i(0)]);
-                    }
-                    for_kind("u", self.it, width / lanes, ForKind::Unrolled, |u| {
-                        for_kind("v", self.it, lanes, ForKind::Vectorized, |v| {
-                            let slot = u.clone() * self.i(lanes) + v.clone();
-                            let cur = acc.load(vec![slot.clone()]);
-                            let w = if packed {
-                                let block = kt.clone() * self.i(width / lanes)
-                                    + self.i(start / lanes)
-                                    + u.clone();
-                                rtp.load(vec![block, j.clone(), v])
-                            } else {
-                                rt.load(vec![j.clone(), b3.clone() + slot.clone()])
-                            };
-                            acc.store(cur + src(j.clone()) * w, vec![slot])
+            let packed = width > 1 && start % self.lanes == 0;
+            for (chunks, nrows, first) in [
+                (full, self.rows, 0),
+                (i64::from(rem > 0), rem, full * self.rows),
+            ] {
+                if chunks == 0 {
+                    continue;
+                }
+                let acc = Buffer::decl_in("acc", self.dt, vec![self.i(nrows * width)], "local");
+                // One (rows x width) block at row `b0`, columns from `base`, tile `kt`.
+                let block = |kt: PrimExpr, b0: PrimExpr| {
+                    let base = kt.clone() * self.i(width) + self.i(start);
+                    // `body(bi, u, v)` for each row, vector and lane of the block.
+                    let each = |body: &dyn Fn(PrimExpr, PrimExpr, PrimExpr) -> Stmt| {
+                        for_kind("bi", self.it, nrows, ForKind::Unrolled, |bi| {
+                            for_kind("u", self.it, width / vl, ForKind::Unrolled, |u| {
+                                for_kind("v", self.it, vl, kind, |v| body(bi.clone(), u, v))
+                            })
                         })
+                    };
+                    let slot = |u: PrimExpr, v: PrimExpr| u * self.i(vl) + v;
+                    let at_acc = |bi: PrimExpr, slot: PrimExpr| bi * self.i(width) + slot;
+                    let fill = each(&|bi, u, v| {
+                        let slot = slot(u, v);
+                        acc.store(
+                            init(b0.clone() + bi.clone(), base.clone() + slot.clone()),
+                            vec![at_acc(bi, slot)],
+                        )
+                    });
+                    let accumulate = for_n("j", self.it, self.h, |j| {
+                        each(&|bi, u, v| {
+                            let slot = slot(u.clone(), v.clone());
+                            let w = if packed {
+                                let blk = kt.clone() * self.i(width / self.lanes)
+                                    + self.i(start / self.lanes)
+                                    + u;
+                                rtp.load(vec![blk, j.clone(), v])
+                            } else {
+                                rt.load(vec![j.clone(), base.clone() + slot.clone()])
+                            };
+                            let cur = acc.load(vec![at_acc(bi.clone(), slot.clone())]);
+                            acc.store(
+                                cur + src(b0.clone() + bi.clone(), j.clone()) * w,
+                                vec![at_acc(bi, slot)],
+                            )
+                        })
+                    });
+                    let store = each(&|bi, u, v| {
+                        let slot = slot(u, v);
+                        dst.store(
+                            acc.load(vec![at_acc(bi.clone(), slot.clone())]),
+                            vec![b0.clone() + bi, base.clone() + slot],
+                        )
+                    });
+                    Stmt::allocate_buffer(&acc, Stmt::seq(vec![fill, accumulate, store]))
+                };
+                parts.push(for_n("kt", self.it, n, |kt| {
+                    for_n("bc", self.it, chunks, |bc| {
+                        block(kt, bc * self.i(nrows) + self.i(first))
                     })
-                });
-                let store = for_kind("v", self.it, width, kind, |v| {
-                    dst.store(acc.load(vec![v.clone()]), vec![base.clone() + v])
-                });
-                Stmt::allocate_buffer(&acc, Stmt::seq(vec![fill, accumulate, store]))
-            });
-            parts.push(tile);
+                }));
+            }
             at += n * width;
         }
         Stmt::seq(parts)
     }
 
-    /// The whole layer. `ins`: xw, rt, h0, seq_lens, then c0 and p (LSTM) or rb (GRU);
-    /// `outs`: y, y_h, then y_c (LSTM).
+    /// The whole layer. `ins`: xw, rt, h0, seq_lens, then c0 and p (LSTM) or rb (GRU), then
+    /// the packed weights; `outs`: y, y_h, then y_c (LSTM). Per time step: the recurrent
+    /// products of every batch row, then each row's cell (or, past its length, zeros).
     fn body(&self, ins: &[Buffer], outs: &[Buffer]) -> Stmt {
         let (h0, lens) = (&ins[2], &ins[3]);
         let (y, yh) = (&outs[0], &outs[1]);
         let hh = self.h;
         let gh = self.cell.gates() * hh;
-        let hs = Buffer::decl("h_state", self.dt, vec![self.i(self.batch), self.i(hh)]);
-        let cs = Buffer::decl("c_state", self.dt, vec![self.i(self.batch), self.i(hh)]);
-        let gates = Buffer::decl("gates", self.dt, vec![self.i(gh)]);
-        let reset_h = Buffer::decl("reset_h", self.dt, vec![self.i(hh)]);
+        let rows = vec![self.i(self.batch), self.i(hh)];
+        let hs = Buffer::decl("h_state", self.dt, rows.clone());
+        let cs = Buffer::decl("c_state", self.dt, rows.clone());
+        let gates = Buffer::decl("gates", self.dt, vec![self.i(self.batch), self.i(gh)]);
+        let reset_h = Buffer::decl("reset_h", self.dt, rows);
         let is_lstm = matches!(self.cell, Cell::Lstm { .. });
         let it = self.it;
 
         let init = for_n("b", it, self.batch, |b| {
             for_n("j", it, hh, |j| {
-                let mut s = vec![hs.store(
-                    h0.load(vec![b.clone(), j.clone()]),
-                    vec![b.clone(), j.clone()],
-                )];
+                let at = vec![b.clone(), j.clone()];
+                let mut s = vec![hs.store(h0.load(at.clone()), at.clone())];
                 if is_lstm {
-                    s.push(cs.store(
-                        ins[4].load(vec![b.clone(), j.clone()]),
-                        vec![b.clone(), j.clone()],
-                    ));
+                    s.push(cs.store(ins[4].load(at.clone()), at));
                 }
                 Stmt::seq(s)
             })
         });
+        let len_of = |b: PrimExpr| {
+            let raw = cast(it, lens.load(vec![b]));
+            max(min(raw, self.i(self.t_len)), self.i(0))
+        };
         let steps = for_n("t", it, self.t_len, |t| {
-            for_n("b", it, self.batch, |b| {
-                let len_raw = cast(it, lens.load(vec![b.clone()]));
-                let len = max(min(len_raw, self.i(self.t_len)), self.i(0));
-                let tt = if self.reverse {
-                    len.clone() - self.i(1) - t.clone()
+            // The step each row reads: its own for reverse layers (clamped for rows already
+            // past their length, whose products are computed but not used).
+            let tt = |b: PrimExpr| {
+                if self.reverse {
+                    len_of(b) - self.i(1) - t.clone()
                 } else {
                     t.clone()
-                };
-                let step = self.step(ins, y, &hs, &cs, &gates, &reset_h, &b, &tt);
+                }
+            };
+            let tt_read = |b: PrimExpr| max(min(tt(b), self.i(self.t_len - 1)), self.i(0));
+            let products = self.products(ins, &hs, &gates, &reset_h, &tt_read);
+            let cells = for_n("b", it, self.batch, |b| {
+                let cell = self.cell_row(ins, y, &hs, &cs, &gates, &b, &tt(b.clone()));
                 let pad = for_n("j", it, hh, |j| {
                     y.store(self.k(0.0), vec![t.clone(), b.clone(), j])
                 });
-                Stmt::if_then_else(t.lt(len), step, Some(pad))
-            })
+                Stmt::if_then_else(t.lt(len_of(b.clone())), cell, Some(pad))
+            });
+            Stmt::seq(vec![products, cells])
         });
-        let mut fin = vec![];
         // A row of length 0 has zero final states (as onnxruntime), not its initial ones.
         let copy_out = for_n("b", it, self.batch, |b| {
             let ran = cast(it, lens.load(vec![b.clone()])).gt(self.i(0));
@@ -499,42 +535,97 @@ impl Layer {
                 Stmt::seq(s)
             })
         });
-        fin.push(init);
-        fin.push(steps);
-        fin.push(copy_out);
-        let mut body = Stmt::seq(fin);
+        let mut body = Stmt::seq(vec![init, steps, copy_out]);
         for buf in [&reset_h, &gates, &cs, &hs] {
             body = Stmt::allocate_buffer(buf, body);
         }
         body
     }
 
-    /// One step of batch row `b` at time `tt`: the recurrent product into `gates`, then the
-    /// cell, writing the state and `y[tt, b]`.
+    /// The recurrent products of one step for every batch row, into `gates[b, :]` (for GRU
+    /// without `linear_before_reset`, the reset gate is applied to the state between its two
+    /// products).
+    fn products(
+        &self,
+        ins: &[Buffer],
+        hs: &Buffer,
+        gates: &Buffer,
+        reset_h: &Buffer,
+        tt: &dyn Fn(PrimExpr) -> PrimExpr,
+    ) -> Stmt {
+        let (xw, rt, rtp) = (&ins[0], &ins[1], &ins[ins.len() - 1]);
+        let hh = self.h;
+        let x = |b: PrimExpr, k: PrimExpr| xw.load(vec![tt(b.clone()), b, k]);
+        let h_prev = |b: PrimExpr, j: PrimExpr| hs.load(vec![b, j]);
+        let w = (rt, rtp);
+        match &self.cell {
+            Cell::Lstm { .. } => self.gemv(gates, &h_prev, w, (0, 4 * hh), &x),
+            Cell::Rnn { .. } => self.gemv(gates, &h_prev, w, (0, hh), &x),
+            Cell::Gru {
+                acts,
+                linear_before_reset,
+            } => {
+                let rb = &ins[4];
+                let zr = self.gemv(gates, &h_prev, w, (0, 2 * hh), &x);
+                let bias = |k: PrimExpr| rb.load(vec![k - self.i(2 * hh)]);
+                let hidden = if *linear_before_reset {
+                    // gates[b, 2H + j] = rb[j] + h R_h^T; the reset gate scales it in the cell.
+                    self.gemv(gates, &h_prev, w, (2 * hh, 3 * hh), &|_, k| bias(k))
+                } else {
+                    // gates[b, 2H + j] = xw_h + rb[j] + (r * h) R_h^T.
+                    let reset = for_n("b", self.it, self.batch, |b| {
+                        for_n("j", self.it, hh, |j| {
+                            let r = acts[0].apply(
+                                self.clipped(gates.load(vec![b.clone(), j.clone() + self.i(hh)])),
+                            );
+                            reset_h.store(r * h_prev(b.clone(), j.clone()), vec![b, j])
+                        })
+                    });
+                    let rh = |b: PrimExpr, j: PrimExpr| reset_h.load(vec![b, j]);
+                    let init = |b: PrimExpr, k: PrimExpr| x(b, k.clone()) + bias(k);
+                    Stmt::seq(vec![
+                        reset,
+                        self.gemv(gates, &rh, w, (2 * hh, 3 * hh), &init),
+                    ])
+                };
+                Stmt::seq(vec![zr, hidden])
+            }
+        }
+    }
+
+    /// The cell of batch row `b` at time `tt` from its products in `gates[b, :]`: the new state
+    /// and `y[tt, b]`.
     #[allow(clippy::too_many_arguments)]
-    fn step(
+    fn cell_row(
         &self,
         ins: &[Buffer],
         y: &Buffer,
         hs: &Buffer,
         cs: &Buffer,
         gates: &Buffer,
-        reset_h: &Buffer,
         b: &PrimExpr,
         tt: &PrimExpr,
     ) -> Stmt {
-        let (xw, rt, rtp) = (&ins[0], &ins[1], &ins[ins.len() - 1]);
+        let xw = &ins[0];
         let it = self.it;
         let hh = self.h;
         let x = |k: PrimExpr| xw.load(vec![tt.clone(), b.clone(), k]);
         let h_prev = |j: PrimExpr| hs.load(vec![b.clone(), j]);
-        let g = |k: PrimExpr| gates.load(vec![k]);
+        let g = |k: PrimExpr| gates.load(vec![b.clone(), k]);
         let off = |k: PrimExpr, gate: i64| k + self.i(gate * hh);
+        let write = |j: &PrimExpr, h_var: &Var, c_var: Option<&Var>| {
+            let mut s = Vec::new();
+            if let Some(c) = c_var {
+                s.push(cs.store(c.to_expr(), vec![b.clone(), j.clone()]));
+            }
+            s.push(hs.store(h_var.to_expr(), vec![b.clone(), j.clone()]));
+            s.push(y.store(h_var.to_expr(), vec![tt.clone(), b.clone(), j.clone()]));
+            Stmt::seq(s)
+        };
         match &self.cell {
             Cell::Lstm { acts, input_forget } => {
                 let p = &ins[5];
-                let gemv = self.gemv(gates, &h_prev, (rt, rtp), (0, 4 * hh), &x);
-                let cell = for_n("j", it, hh, |j| {
+                for_n("j", it, hh, |j| {
                     let c_prev = cs.load(vec![b.clone(), j.clone()]);
                     let peep = |gate: i64| p.load(vec![off(j.clone(), gate)]);
                     let i_g = acts[0].apply(self.clipped(g(j.clone()) + peep(0) * c_prev.clone()));
@@ -544,74 +635,36 @@ impl Layer {
                         acts[0].apply(self.clipped(g(off(j.clone(), 2)) + peep(2) * c_prev.clone()))
                     };
                     let c_g = acts[1].apply(self.clipped(g(off(j.clone(), 3))));
-                    let c_new = f_g * c_prev + i_g * c_g;
                     let c_var = Var::new("c_new", self.dt);
                     let o_g = acts[0]
                         .apply(self.clipped(g(off(j.clone(), 1)) + peep(1) * c_var.to_expr()));
-                    let h_new = o_g * acts[2].apply(c_var.to_expr());
                     let h_var = Var::new("h_new", self.dt);
-                    let writes = Stmt::seq(vec![
-                        cs.store(c_var.to_expr(), vec![b.clone(), j.clone()]),
-                        hs.store(h_var.to_expr(), vec![b.clone(), j.clone()]),
-                        y.store(h_var.to_expr(), vec![tt.clone(), b.clone(), j.clone()]),
-                    ]);
-                    Stmt::let_stmt(&c_var, c_new, Stmt::let_stmt(&h_var, h_new, writes))
-                });
-                Stmt::seq(vec![gemv, cell])
+                    let h_new = o_g * acts[2].apply(c_var.to_expr());
+                    let body = Stmt::let_stmt(&h_var, h_new, write(&j, &h_var, Some(&c_var)));
+                    Stmt::let_stmt(&c_var, f_g * c_prev + i_g * c_g, body)
+                })
             }
             Cell::Gru {
                 acts,
                 linear_before_reset,
-            } => {
-                let rb = &ins[4];
-                let zr = self.gemv(gates, &h_prev, (rt, rtp), (0, 2 * hh), &x);
-                let r_of = |j: PrimExpr| acts[0].apply(self.clipped(g(off(j, 1))));
-                let hidden = if *linear_before_reset {
-                    // gates[2H + j] = rb[j] + h R_h^T; the reset gate scales it afterwards.
-                    let rb_init = |k: PrimExpr| rb.load(vec![k - self.i(2 * hh)]);
-                    self.gemv(gates, &h_prev, (rt, rtp), (2 * hh, 3 * hh), &rb_init)
+            } => for_n("j", it, hh, |j| {
+                let z = acts[0].apply(self.clipped(g(j.clone())));
+                let pre = if *linear_before_reset {
+                    let r = acts[0].apply(self.clipped(g(off(j.clone(), 1))));
+                    x(off(j.clone(), 2)) + r * g(off(j.clone(), 2))
                 } else {
-                    // gates[2H + j] = xw_h + rb[j] + (r * h) R_h^T.
-                    let reset = for_n("j", it, hh, |j| {
-                        reset_h.store(r_of(j.clone()) * h_prev(j.clone()), vec![j])
-                    });
-                    let rh = |j: PrimExpr| reset_h.load(vec![j]);
-                    let init = |k: PrimExpr| x(k.clone()) + rb.load(vec![k - self.i(2 * hh)]);
-                    Stmt::seq(vec![
-                        reset,
-                        self.gemv(gates, &rh, (rt, rtp), (2 * hh, 3 * hh), &init),
-                    ])
+                    g(off(j.clone(), 2))
                 };
-                let cell = for_n("j", it, hh, |j| {
-                    let z = acts[0].apply(self.clipped(g(j.clone())));
-                    let pre = if *linear_before_reset {
-                        x(off(j.clone(), 2)) + r_of(j.clone()) * g(off(j.clone(), 2))
-                    } else {
-                        g(off(j.clone(), 2))
-                    };
-                    let ht = acts[1].apply(self.clipped(pre));
-                    let h_new = (self.k(1.0) - z.clone()) * ht + z * h_prev(j.clone());
-                    let h_var = Var::new("h_new", self.dt);
-                    let writes = Stmt::seq(vec![
-                        hs.store(h_var.to_expr(), vec![b.clone(), j.clone()]),
-                        y.store(h_var.to_expr(), vec![tt.clone(), b.clone(), j.clone()]),
-                    ]);
-                    Stmt::let_stmt(&h_var, h_new, writes)
-                });
-                Stmt::seq(vec![zr, hidden, cell])
-            }
-            Cell::Rnn { act } => {
-                let gemv = self.gemv(gates, &h_prev, (rt, rtp), (0, hh), &x);
-                let cell = for_n("j", it, hh, |j| {
-                    let h_var = Var::new("h_new", self.dt);
-                    let writes = Stmt::seq(vec![
-                        hs.store(h_var.to_expr(), vec![b.clone(), j.clone()]),
-                        y.store(h_var.to_expr(), vec![tt.clone(), b.clone(), j.clone()]),
-                    ]);
-                    Stmt::let_stmt(&h_var, act.apply(self.clipped(g(j.clone()))), writes)
-                });
-                Stmt::seq(vec![gemv, cell])
-            }
+                let ht = acts[1].apply(self.clipped(pre));
+                let h_var = Var::new("h_new", self.dt);
+                let h_new = (self.k(1.0) - z.clone()) * ht + z * h_prev(j.clone());
+                Stmt::let_stmt(&h_var, h_new, write(&j, &h_var, None))
+            }),
+            Cell::Rnn { act } => for_n("j", it, hh, |j| {
+                let h_var = Var::new("h_new", self.dt);
+                let h_new = act.apply(self.clipped(g(j.clone())));
+                Stmt::let_stmt(&h_var, h_new, write(&j, &h_var, None))
+            }),
         }
     }
 }
