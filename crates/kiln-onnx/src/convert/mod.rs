@@ -6,7 +6,7 @@
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
 //! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
-//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`, `signal`, `control`, `tfidf`, and `ml` for the `ai.onnx.ml` domain, whose keys are
+//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`, `signal`, `control`, `tfidf`, `sequence`, and `ml` for the `ai.onnx.ml` domain, whose keys are
 //! spelled `ai.onnx.ml.Op`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
@@ -34,6 +34,7 @@ mod quant;
 mod recurrent;
 mod reduce;
 mod resize;
+mod sequence;
 mod shape;
 mod signal;
 mod tfidf;
@@ -100,6 +101,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         recurrent::register(&mut t);
         reduce::register(&mut t);
         resize::register(&mut t);
+        sequence::register(&mut t);
         shape::register(&mut t);
         signal::register(&mut t);
         tfidf::register(&mut t);
