@@ -144,3 +144,51 @@ def test_many_batch_rows(op):
     lens = list(rng.integers(0, 8, 13))
     _check(op, t=7, b=13, i=9, h=20, direction="bidirectional", lens=lens, h0=True,
            c0=op == "LSTM", seed=13)
+
+
+def _crnn(width, rng):
+    """A CRNN line recognizer as exporters write it: a conv stack over a 32-pixel-high line
+    image, the height folded into channels, a bidirectional LSTM over the width, and a
+    classifier with log-softmax over 37 classes."""
+    f = TensorProto.FLOAT
+    w = lambda *s: rng.uniform(-0.3, 0.3, s).astype(np.float32)  # noqa: E731
+    hid, classes = 24, 37
+    inits = {"c1": w(8, 1, 3, 3), "b1": w(8), "c2": w(16, 8, 3, 3), "b2": w(16),
+             "W": w(2, 4 * hid, 16 * 8), "R": w(2, 4 * hid, hid), "B": w(2, 8 * hid),
+             "fc": w(2 * hid, classes), "fcb": w(classes),
+             "fold": np.array([0, 16 * 8, -1], np.int64), "flat": np.array([0, 0, 2 * hid], np.int64)}
+    nodes = [
+        helper.make_node("Conv", ["img", "c1", "b1"], ["a1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "c2", "b2"], ["a2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a2"], ["r2"]),
+        helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 1], strides=[2, 1]),
+        helper.make_node("Reshape", ["p2", "fold"], ["seq_ncw"]),          # [N, C*H, W]
+        helper.make_node("Transpose", ["seq_ncw"], ["seq"], perm=[2, 0, 1]),  # [W, N, C*H]
+        helper.make_node("LSTM", ["seq", "W", "R", "B"], ["y"], hidden_size=hid,
+                         direction="bidirectional"),                        # [W, 2, N, H]
+        helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1, 3]),     # [W, N, 2, H]
+        helper.make_node("Reshape", ["yt", "flat"], ["feat"]),               # [W, N, 2H]
+        helper.make_node("MatMul", ["feat", "fc"], ["logits0"]),
+        helper.make_node("Add", ["logits0", "fcb"], ["logits"]),
+        helper.make_node("LogSoftmax", ["logits"], ["out"], axis=-1),
+    ]
+    graph = helper.make_graph(nodes, "crnn", [helper.make_tensor_value_info("img", f, [1, 1, 32, width])],
+                              [helper.make_tensor_value_info("out", f, [None, 1, classes])],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+@pytest.mark.parametrize("width", [96, 160])
+def test_crnn_line_recognizer(width):
+    rng = np.random.default_rng(width)
+    m = _crnn(width, rng)
+    img = rng.uniform(0, 1, (1, 1, 32, width)).astype(np.float32)
+    (got,) = run_kiln(m, {"img": img})
+    (want,) = _ort(m, {"img": img})
+    assert got.shape == want.shape == (width // 2, 1, 37)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
