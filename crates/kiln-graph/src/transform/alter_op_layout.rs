@@ -64,7 +64,10 @@ fn pack_grouped(w: &Tensor, groups: i64, b: i64) -> Result<Tensor> {
 }
 
 /// `nn.dense` with a `[N, K]` weight (2-D data, N with a matrix-kernel column block,
-/// [`column_block`]): the weight as `NK{b}n`.
+/// [`column_block`]): the weight as `NK{b}n`. When the block does not divide `N`, the product
+/// computes the padded columns too (zeros in the packed weight), so every column tile is
+/// whole vector code, and a slice keeps the first `N` (a copy of the output, not fused with
+/// the product).
 fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     let (d_ty, w_ty) = (orig.args()[0].ty()?, orig.args()[1].ty()?);
     let w = w_ty.shape();
@@ -83,15 +86,30 @@ fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
             ("dst_layout", attr(layout.as_str())),
         ],
     );
+    let n = w[0];
+    let padded = (n + b - 1) / b * b;
     let attrs = with_attr(
         &e.as_call().expect("a call").attrs,
         "units",
-        AttrValue::Int(w[0]),
+        AttrValue::Int(padded),
     );
-    Ok(Some(Expr::call_raw(
+    let dense = Expr::call_raw(
         Expr::op("nn.dense"),
         vec![e.args()[0].clone(), packed],
         attrs,
+    );
+    if padded == n {
+        return Ok(Some(dense));
+    }
+    Ok(Some(mk(
+        "strided_slice",
+        vec![dense],
+        &[
+            ("begin", attr(vec![0i64])),
+            ("end", attr(vec![n])),
+            ("strides", attr(vec![1i64])),
+            ("axes", attr(vec![1i64])),
+        ],
     )))
 }
 
@@ -443,10 +461,15 @@ mod tests {
             let body = m.main().unwrap().body().clone();
             assert_eq!(body.op_name(), Some("reshape"));
             assert_eq!(body.ty().unwrap(), Type::f32(&[2, 5, n]));
-            let dense = &body.args()[0];
+            // 37 columns are not whole blocks: the product computes the padded columns and a
+            // slice keeps 37.
+            let slice = &body.args()[0];
+            assert_eq!(slice.op_name(), Some("strided_slice"));
+            let dense = &slice.args()[0];
             assert_eq!(dense.op_name(), Some("nn.dense"));
             let b = column_block(n, lanes).expect("a block");
             assert_eq!(b, 2 * lanes);
+            assert_eq!(dense.ty().unwrap(), Type::f32(&[10, (n + b - 1) / b * b]));
             let pw = dense.args()[1].as_constant().expect("packed constant");
             let nb = (n + b - 1) / b;
             assert_eq!(pw.shape(), &[nb, k, b]);
