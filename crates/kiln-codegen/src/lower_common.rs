@@ -1,0 +1,90 @@
+//! Decisions from TIR that the C source back end ([`crate::c`]) and the LLVM back end
+//! ([`crate::llvm::codegen`]) share: which TIR math ops are plain libm calls and under which
+//! name, whether a function has the packed-API parameter list, and a function's exported
+//! name. Emission stays in each back end.
+
+use kiln_ffi::DataType;
+use kiln_tir::{DataTypeExt, PrimFunc};
+
+/// TIR math ops that lower to a plain libm call, with the libm function's (double) name; the
+/// float version adds an `f` suffix.
+const LIBM_OPS: &[(&str, &str)] = &[
+    ("tir.exp", "exp"),
+    ("tir.exp2", "exp2"),
+    ("tir.expm1", "expm1"),
+    ("tir.log", "log"),
+    ("tir.log2", "log2"),
+    ("tir.log10", "log10"),
+    ("tir.log1p", "log1p"),
+    ("tir.sqrt", "sqrt"),
+    ("tir.sin", "sin"),
+    ("tir.cos", "cos"),
+    ("tir.tan", "tan"),
+    ("tir.sinh", "sinh"),
+    ("tir.cosh", "cosh"),
+    ("tir.tanh", "tanh"),
+    ("tir.asin", "asin"),
+    ("tir.acos", "acos"),
+    ("tir.atan", "atan"),
+    ("tir.asinh", "asinh"),
+    ("tir.acosh", "acosh"),
+    ("tir.atanh", "atanh"),
+    ("tir.erf", "erf"),
+    ("tir.fabs", "fabs"),
+    ("tir.floor", "floor"),
+    ("tir.ceil", "ceil"),
+    ("tir.round", "nearbyint"),
+    ("tir.nearbyint", "nearbyint"),
+    ("tir.trunc", "trunc"),
+    ("tir.pow", "pow"),
+    ("tir.atan2", "atan2"),
+    ("tir.fmod", "fmod"),
+    ("tir.copysign", "copysign"),
+    ("tir.hypot", "hypot"),
+];
+
+/// The libm (double) name of a one- or two-operand TIR float op, when it is a plain libm call.
+pub(crate) fn libm_name(op: &str) -> Option<&'static str> {
+    LIBM_OPS
+        .iter()
+        .find(|(o, _)| *o == op)
+        .map(|(_, name)| *name)
+}
+
+/// True when `name` is a libm function that some TIR op lowers to, in its double (`exp`) or
+/// float (`expf`) version.
+pub(crate) fn is_libm_function(name: &str) -> bool {
+    LIBM_OPS
+        .iter()
+        .any(|(_, b)| name == *b || name.strip_suffix('f') == Some(*b))
+}
+
+/// True when `func` has the packed-API parameters `(handle, handle, int32, handle)`.
+pub(crate) fn has_packed_params(func: &PrimFunc) -> bool {
+    let p = func.params();
+    p.len() == 4
+        && p[0].dtype().is_handle()
+        && p[1].dtype().is_handle()
+        && p[2].dtype() == DataType::int(32)
+        && p[3].dtype().is_handle()
+}
+
+/// The exported name of a function: its `global_symbol`, else its key in the module.
+pub fn function_symbol(key: &str, func: &PrimFunc) -> String {
+    func.global_symbol().unwrap_or_else(|| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libm_names() {
+        assert_eq!(libm_name("tir.exp"), Some("exp"));
+        assert_eq!(libm_name("tir.round"), Some("nearbyint"));
+        assert_eq!(libm_name("tir.exp10"), None);
+        assert!(is_libm_function("expf"));
+        assert!(is_libm_function("nearbyint"));
+        assert!(!is_libm_function("sigmoid"));
+    }
+}
