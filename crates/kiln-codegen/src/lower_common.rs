@@ -1,10 +1,12 @@
 //! Decisions from TIR that the C source back end ([`crate::c`]) and the LLVM back end
 //! ([`crate::llvm::codegen`]) share: which TIR math ops are plain libm calls and under which
-//! name, whether a function has the packed-API parameter list, and a function's exported
-//! name. Emission stays in each back end.
+//! name, whether a function has the packed-API parameter list, a function's exported name,
+//! how an assert's message splits into error kind and text, an allocation's constant element
+//! count, and which buffer indices are contiguous. Emission stays in each back end.
 
 use kiln_ffi::DataType;
-use kiln_tir::{DataTypeExt, PrimFunc};
+use kiln_tir::stmt::AllocateObj;
+use kiln_tir::{DataTypeExt, ExprKind, PrimExpr, PrimFunc};
 
 /// TIR math ops that lower to a plain libm call, with the libm function's (double) name; the
 /// float version adds an `f` suffix.
@@ -72,6 +74,50 @@ pub(crate) fn has_packed_params(func: &PrimFunc) -> bool {
 /// The exported name of a function: its `global_symbol`, else its key in the module.
 pub fn function_symbol(key: &str, func: &PrimFunc) -> String {
     func.global_symbol().unwrap_or_else(|| key.to_string())
+}
+
+/// The error kind and message of an assert: `"Kind: message"` split at the first `": "` when
+/// the part before is one word (`RuntimeError` otherwise).
+pub fn assert_kind_message(message: &PrimExpr) -> (String, String) {
+    let text = match message.kind() {
+        ExprKind::StringImm(s) => s.to_string(),
+        _ => message.to_string(),
+    };
+    match text.split_once(": ") {
+        Some((k, m))
+            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+        {
+            (k.to_string(), m.to_string())
+        }
+        _ => ("RuntimeError".to_string(), text),
+    }
+}
+
+/// The element count of an allocation when every extent is a constant (their saturating
+/// product), else `None`.
+pub(crate) fn constant_element_count(a: &AllocateObj) -> Option<i64> {
+    a.extents
+        .iter()
+        .try_fold(1i64, |acc, e| e.as_int().map(|v| acc.saturating_mul(v)))
+}
+
+/// The base of a unit-stride ramp index (`ramp(base, 1, lanes)`): the first of the contiguous
+/// elements it addresses.
+pub(crate) fn unit_stride_base(index: &PrimExpr) -> Option<&PrimExpr> {
+    match index.kind() {
+        ExprKind::Ramp { base, stride, .. } if stride.is_const_int(1) => Some(base),
+        _ => None,
+    }
+}
+
+/// The first element of a contiguous vector access at `index`: the base of a unit-stride
+/// ramp, or a scalar index itself; `None` for a gather or scatter.
+pub(crate) fn contiguous_base(index: &PrimExpr) -> Option<PrimExpr> {
+    match unit_stride_base(index) {
+        Some(base) => Some(base.clone()),
+        None if index.dtype().lanes() <= 1 => Some(index.clone()),
+        None => None,
+    }
 }
 
 #[cfg(test)]

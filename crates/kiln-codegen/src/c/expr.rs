@@ -8,7 +8,7 @@
 //! prelude); `Div` / `Mod` truncate as in C.
 
 use super::{c_string, scalar_ctype, CodeGenC};
-use crate::lower_common::libm_name;
+use crate::lower_common::{contiguous_base, libm_name};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::op::{self, builtin};
 use kiln_tir::{BinOp, DataTypeExt, ExprKind, PrimExpr};
@@ -150,13 +150,7 @@ impl CodeGenC {
                     return Ok(format!("{ptr}[{i}]"));
                 }
                 // Contiguous lanes: a ramp of stride 1, or a scalar index of a vector load.
-                let contiguous = match idx.kind() {
-                    ExprKind::Ramp { base, stride, .. } if stride.is_const_int(1) => {
-                        Some(base.clone())
-                    }
-                    _ if idx.dtype().lanes() <= 1 => Some(idx.clone()),
-                    _ => None,
-                };
+                let contiguous = contiguous_base(idx);
                 if let Some(base) = contiguous {
                     if scalar_buffer {
                         let b = self.expr(&base)?;

@@ -228,6 +228,5 @@ impl CodeGenC {
     }
 }
 
-/// The error kind and message of an assert (one rule for both back ends: the LLVM code
-/// generator's).
-pub use crate::llvm::codegen::stmt::assert_kind_message;
+/// The error kind and message of an assert (one rule for both back ends).
+pub use crate::lower_common::assert_kind_message;
