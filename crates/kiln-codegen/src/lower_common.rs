@@ -2,9 +2,12 @@
 //! ([`crate::llvm::codegen`]) share: which TIR math ops are plain libm calls and under which
 //! name, whether a function has the packed-API parameter list, a function's exported name,
 //! how an assert's message splits into error kind and text, an allocation's constant element
-//! count, and which buffer indices are contiguous. Emission stays in each back end.
+//! count, which buffer indices are contiguous, and
+//! which runtime struct field a `tvm_struct_get` / `tvm_struct_set` reaches. Emission stays in each back end.
 
-use kiln_ffi::DataType;
+use crate::llvm::abi::{AnyField, DlTensorField};
+use kiln_ffi::{DataType, Error, Result};
+use kiln_tir::op::struct_field as sf;
 use kiln_tir::stmt::AllocateObj;
 use kiln_tir::{DataTypeExt, ExprKind, PrimExpr, PrimFunc};
 
@@ -118,6 +121,75 @@ pub(crate) fn contiguous_base(index: &PrimExpr) -> Option<PrimExpr> {
         None if index.dtype().lanes() <= 1 => Some(index.clone()),
         None => None,
     }
+}
+
+/// A field that `tir.tvm_struct_get` / `tir.tvm_struct_set` reach: of a `TVMFFIAny` or of a
+/// `DLTensor`.
+pub(crate) enum Field {
+    /// A `TVMFFIAny` field.
+    Any(AnyField),
+    /// A `DLTensor` field.
+    Dl(DlTensorField),
+}
+
+/// The field a `kiln_tir::op::struct_field` number names.
+pub(crate) fn field_of(code: i64) -> Result<Field> {
+    Ok(match code {
+        sf::DL_DATA => Field::Dl(DlTensorField::Data),
+        sf::DL_SHAPE => Field::Dl(DlTensorField::Shape),
+        sf::DL_STRIDES => Field::Dl(DlTensorField::Strides),
+        sf::DL_NDIM => Field::Dl(DlTensorField::Ndim),
+        sf::DL_DTYPE_CODE => Field::Dl(DlTensorField::DtypeCode),
+        sf::DL_DTYPE_BITS => Field::Dl(DlTensorField::DtypeBits),
+        sf::DL_DTYPE_LANES => Field::Dl(DlTensorField::DtypeLanes),
+        sf::DL_BYTE_OFFSET => Field::Dl(DlTensorField::ByteOffset),
+        sf::DL_DEVICE_ID => Field::Dl(DlTensorField::DeviceId),
+        sf::DL_DEVICE_TYPE => Field::Dl(DlTensorField::DeviceType),
+        sf::ANY_TYPE_INDEX => Field::Any(AnyField::TypeIndex),
+        sf::ANY_INT64 => Field::Any(AnyField::Int64),
+        sf::ANY_FLOAT64 => Field::Any(AnyField::Float64),
+        sf::ANY_PTR => Field::Any(AnyField::Pointer),
+        other => {
+            return Err(Error::value_error(format!(
+                "tvm_struct_get/set: unknown field kind {other}"
+            )))
+        }
+    })
+}
+
+/// The TIR type a field holds in memory (how its bits are read).
+pub(crate) fn field_dtype(f: &Field) -> DataType {
+    match f {
+        Field::Any(AnyField::TypeIndex | AnyField::ZeroPadding) => DataType::int(32),
+        Field::Any(AnyField::Int64) => DataType::int(64),
+        Field::Any(AnyField::Float64) => DataType::float(64),
+        Field::Any(AnyField::Pointer) => DataType::handle(),
+        Field::Dl(d) => match d {
+            DlTensorField::Data | DlTensorField::Shape | DlTensorField::Strides => {
+                DataType::handle()
+            }
+            DlTensorField::DeviceType | DlTensorField::DeviceId | DlTensorField::Ndim => {
+                DataType::int(32)
+            }
+            DlTensorField::DtypeCode | DlTensorField::DtypeBits => DataType::uint(8),
+            DlTensorField::DtypeLanes => DataType::uint(16),
+            DlTensorField::ByteOffset => DataType::uint(64),
+        },
+    }
+}
+
+/// Checks the arguments of a struct access, `(handle, index, field...)` with a constant field
+/// number, and returns that number; `what` names the operation in errors.
+pub(crate) fn struct_field_code(args: &[PrimExpr], what: &str) -> Result<i64> {
+    if args.len() < 3 {
+        return Err(Error::value_error(format!(
+            "{what} takes (handle, index, field...), got {} arguments",
+            args.len()
+        )));
+    }
+    args[2]
+        .as_int()
+        .ok_or_else(|| Error::value_error(format!("{what}: the field must be a constant")))
 }
 
 #[cfg(test)]
