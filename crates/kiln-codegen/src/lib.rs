@@ -23,6 +23,7 @@ pub mod driver;
 mod lazy_library;
 pub mod link;
 pub mod llvm;
+pub(crate) mod lower_common;
 pub mod target;
 pub mod variants;
 

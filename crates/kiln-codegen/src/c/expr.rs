@@ -8,6 +8,7 @@
 //! prelude); `Div` / `Mod` truncate as in C.
 
 use super::{c_string, scalar_ctype, CodeGenC};
+use crate::lower_common::{contiguous_base, libm_name};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::op::{self, builtin};
 use kiln_tir::{BinOp, DataTypeExt, ExprKind, PrimExpr};
@@ -65,44 +66,6 @@ pub fn float_literal(t: DataType, v: f64) -> Result<String> {
         format!("(({ct}){body})")
     } else {
         body
-    })
-}
-
-/// The libm name of a one- or two-operand float intrinsic, when it is a plain libm call.
-fn libm_name(op: &str) -> Option<&'static str> {
-    Some(match op {
-        "tir.exp" => "exp",
-        "tir.exp2" => "exp2",
-        "tir.expm1" => "expm1",
-        "tir.log" => "log",
-        "tir.log2" => "log2",
-        "tir.log10" => "log10",
-        "tir.log1p" => "log1p",
-        "tir.sqrt" => "sqrt",
-        "tir.sin" => "sin",
-        "tir.cos" => "cos",
-        "tir.tan" => "tan",
-        "tir.sinh" => "sinh",
-        "tir.cosh" => "cosh",
-        "tir.tanh" => "tanh",
-        "tir.asin" => "asin",
-        "tir.acos" => "acos",
-        "tir.atan" => "atan",
-        "tir.asinh" => "asinh",
-        "tir.acosh" => "acosh",
-        "tir.atanh" => "atanh",
-        "tir.erf" => "erf",
-        "tir.fabs" => "fabs",
-        "tir.floor" => "floor",
-        "tir.ceil" => "ceil",
-        "tir.round" | "tir.nearbyint" => "nearbyint",
-        "tir.trunc" => "trunc",
-        "tir.pow" => "pow",
-        "tir.atan2" => "atan2",
-        "tir.fmod" => "fmod",
-        "tir.copysign" => "copysign",
-        "tir.hypot" => "hypot",
-        _ => return None,
     })
 }
 
@@ -187,13 +150,7 @@ impl CodeGenC {
                     return Ok(format!("{ptr}[{i}]"));
                 }
                 // Contiguous lanes: a ramp of stride 1, or a scalar index of a vector load.
-                let contiguous = match idx.kind() {
-                    ExprKind::Ramp { base, stride, .. } if stride.is_const_int(1) => {
-                        Some(base.clone())
-                    }
-                    _ if idx.dtype().lanes() <= 1 => Some(idx.clone()),
-                    _ => None,
-                };
+                let contiguous = contiguous_base(idx);
                 if let Some(base) = contiguous {
                     if scalar_buffer {
                         let b = self.expr(&base)?;

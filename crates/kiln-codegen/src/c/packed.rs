@@ -7,7 +7,9 @@
 
 use super::expr::scalar_cast;
 use super::{c_string, CodeGenC};
+use crate::llvm::abi::{AnyField, DlTensorField};
 use crate::llvm::symbols::{ContextSlot, SET_RAISED_FROM_CSTR_PARTS};
+use crate::lower_common::{field_dtype, field_of, struct_field_code, Field};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::op::{self, builtin, struct_field as sf};
 use kiln_tir::stmt::AssertStmtObj;
@@ -15,44 +17,38 @@ use kiln_tir::{DataTypeExt, ExprKind, PrimExpr};
 
 /// The C access path of a struct field (after the element) and the field's TIR type.
 fn field_access(code: i64) -> Result<(bool, &'static str, DataType)> {
+    let f = field_of(code)?;
+    let member = match &f {
+        Field::Any(a) => match a {
+            AnyField::TypeIndex => "type_index",
+            AnyField::ZeroPadding => "zero_padding",
+            AnyField::Int64 => "v_int64",
+            AnyField::Float64 => "v_float64",
+            AnyField::Pointer => "v_ptr",
+        },
+        Field::Dl(d) => match d {
+            DlTensorField::Data => "data",
+            DlTensorField::Shape => "shape",
+            DlTensorField::Strides => "strides",
+            DlTensorField::Ndim => "ndim",
+            DlTensorField::DtypeCode => "dtype.code",
+            DlTensorField::DtypeBits => "dtype.bits",
+            DlTensorField::DtypeLanes => "dtype.lanes",
+            DlTensorField::ByteOffset => "byte_offset",
+            DlTensorField::DeviceId => "device.device_id",
+            DlTensorField::DeviceType => "device.device_type",
+        },
+    };
     // (is a TVMFFIAny field, member, type in memory)
-    Ok(match code {
-        sf::DL_DATA => (false, "data", DataType::handle()),
-        sf::DL_SHAPE => (false, "shape", DataType::handle()),
-        sf::DL_STRIDES => (false, "strides", DataType::handle()),
-        sf::DL_NDIM => (false, "ndim", DataType::int(32)),
-        sf::DL_DTYPE_CODE => (false, "dtype.code", DataType::uint(8)),
-        sf::DL_DTYPE_BITS => (false, "dtype.bits", DataType::uint(8)),
-        sf::DL_DTYPE_LANES => (false, "dtype.lanes", DataType::uint(16)),
-        sf::DL_BYTE_OFFSET => (false, "byte_offset", DataType::uint(64)),
-        sf::DL_DEVICE_ID => (false, "device.device_id", DataType::int(32)),
-        sf::DL_DEVICE_TYPE => (false, "device.device_type", DataType::int(32)),
-        sf::ANY_TYPE_INDEX => (true, "type_index", DataType::int(32)),
-        sf::ANY_INT64 => (true, "v_int64", DataType::int(64)),
-        sf::ANY_FLOAT64 => (true, "v_float64", DataType::float(64)),
-        sf::ANY_PTR => (true, "v_ptr", DataType::handle()),
-        other => {
-            return Err(Error::value_error(format!(
-                "tvm_struct_get/set: unknown field kind {other}"
-            )))
-        }
-    })
+    Ok((matches!(f, Field::Any(_)), member, field_dtype(&f)))
 }
 
 impl CodeGenC {
     /// `(handle, index, field)`: the C lvalue of the field and its type in memory.
     fn field_lvalue(&mut self, args: &[PrimExpr], what: &str) -> Result<(String, DataType)> {
-        if args.len() < 3 {
-            return Err(Error::value_error(format!(
-                "{what} takes (handle, index, field...), got {} arguments",
-                args.len()
-            )));
-        }
+        let code = struct_field_code(args, what)?;
         let h = self.expr(&args[0])?;
         let i = self.expr(&args[1])?;
-        let code = args[2]
-            .as_int()
-            .ok_or_else(|| Error::value_error(format!("{what}: the field must be a constant")))?;
         let (any, member, ft) = field_access(code)?;
         let st = if any { "TVMFFIAny" } else { "DLTensor" };
         Ok((format!("(({st}*){h})[{i}].{member}"), ft))
@@ -228,6 +224,5 @@ impl CodeGenC {
     }
 }
 
-/// The error kind and message of an assert (one rule for both back ends: the LLVM code
-/// generator's).
-pub use crate::llvm::codegen::stmt::assert_kind_message;
+/// The error kind and message of an assert (one rule for both back ends).
+pub use crate::lower_common::assert_kind_message;

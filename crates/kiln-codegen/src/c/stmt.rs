@@ -4,6 +4,7 @@
 //! evaluated calls (`tir.ret(v)` returns `v`).
 
 use super::CodeGenC;
+use crate::lower_common::{constant_element_count, contiguous_base};
 use kiln_ffi::{Error, Result};
 use kiln_tir::op::builtin;
 use kiln_tir::stmt::{AllocateObj, BufferStoreObj, ForObj};
@@ -135,12 +136,7 @@ impl CodeGenC {
         }
         let vt = self.ctype(t)?;
         let tmp = self.temp("val");
-        let contiguous_base = match idx.kind() {
-            ExprKind::Ramp { base, stride, .. } if stride.is_const_int(1) => Some(base.clone()),
-            _ if idx.dtype().lanes() <= 1 => Some(idx.clone()),
-            _ => None,
-        };
-        if let Some(base) = contiguous_base {
+        if let Some(base) = contiguous_base(idx) {
             let b = self.expr(&base)?;
             self.line(format!(
                 "{{ {vt} {tmp} = {v}; memcpy(&{ptr}[{b}], &{tmp}, sizeof({tmp})); }}"
@@ -161,19 +157,14 @@ impl CodeGenC {
     fn allocate(&mut self, a: &AllocateObj) -> Result<()> {
         let et = self.ctype(a.dtype)?;
         let mut count = String::new();
-        let mut constant: Option<i64> = Some(1);
         for e in a.extents.iter() {
-            constant = match (constant, e.as_int()) {
-                (Some(c), Some(x)) => Some(c.saturating_mul(x)),
-                _ => None,
-            };
             let x = self.expr(e)?;
             if !count.is_empty() {
                 count.push_str(" * ");
             }
             count.push_str(&format!("(int64_t)({x})"));
         }
-        let n = match constant {
+        let n = match constant_element_count(a) {
             Some(c) => c.max(1).to_string(),
             None => count,
         };

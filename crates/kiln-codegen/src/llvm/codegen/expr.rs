@@ -7,6 +7,7 @@
 
 use super::{pow2_align, with_fast_math, CodeGen};
 use crate::llvm::llvm_error;
+use crate::lower_common::unit_stride_base;
 use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
 use inkwell::{FloatPredicate, IntPredicate};
@@ -646,17 +647,13 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let v = self.load(mem_t, p, align)?;
             self.tag_access(v.as_instruction_value(), buffer);
             v
-        } else if let ExprKind::Ramp { base, stride, .. } = index.kind() {
-            if stride.is_const_int(1) {
-                let i = self.expr(base)?;
-                let p = self.element_ptr(buffer, i, base.dtype())?;
-                let align = self.access_align(buffer, base, elem_bytes);
-                let v = self.load(mem_t, p, align)?;
-                self.tag_access(v.as_instruction_value(), buffer);
-                v
-            } else {
-                self.gather(buffer, index, mem_t)?
-            }
+        } else if let Some(base) = unit_stride_base(index) {
+            let i = self.expr(base)?;
+            let p = self.element_ptr(buffer, i, base.dtype())?;
+            let align = self.access_align(buffer, base, elem_bytes);
+            let v = self.load(mem_t, p, align)?;
+            self.tag_access(v.as_instruction_value(), buffer);
+            v
         } else {
             self.gather(buffer, index, mem_t)?
         };

@@ -48,26 +48,13 @@ fn llvm_intrinsic(op: &str) -> Option<&'static str> {
     })
 }
 
-/// The libm function behind a TIR math op (double version; `f` suffix for float).
+/// The libm function behind a TIR math op that has no LLVM intrinsic (double version; `f`
+/// suffix for float); `tir.fmod` is a `frem` instead.
 fn libm_function(op: &str) -> Option<&'static str> {
-    Some(match op {
-        "tir.tan" => "tan",
-        "tir.sinh" => "sinh",
-        "tir.cosh" => "cosh",
-        "tir.tanh" => "tanh",
-        "tir.asin" => "asin",
-        "tir.acos" => "acos",
-        "tir.atan" => "atan",
-        "tir.asinh" => "asinh",
-        "tir.acosh" => "acosh",
-        "tir.atanh" => "atanh",
-        "tir.atan2" => "atan2",
-        "tir.erf" => "erf",
-        "tir.expm1" => "expm1",
-        "tir.log1p" => "log1p",
-        "tir.hypot" => "hypot",
-        _ => return None,
-    })
+    if llvm_intrinsic(op).is_some() || op == "tir.fmod" {
+        return None;
+    }
+    crate::lower_common::libm_name(op)
 }
 
 impl<'a, 'ctx> CodeGen<'a, 'ctx> {

@@ -38,6 +38,8 @@ use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::{DataTypeExt, IRModule, PrimFunc, Var};
 use std::collections::HashMap;
 
+pub use crate::lower_common::function_symbol;
+
 /// The per-function state: the LLVM function being filled and its entry block (where stack
 /// allocations go).
 #[derive(Clone, Copy)]
@@ -281,11 +283,7 @@ fn vectorize(elem: BasicTypeEnum<'_>, lanes: u16) -> Result<BasicTypeEnum<'_>> {
 /// Checks the packed-API shape: four parameters `(handle, handle, int32, handle)`.
 fn check_packed_signature(name: &str, func: &PrimFunc) -> Result<()> {
     let p = func.params();
-    let ok = p.len() == 4
-        && p[0].dtype().is_handle()
-        && p[1].dtype().is_handle()
-        && p[2].dtype() == DataType::int(32)
-        && p[3].dtype().is_handle();
+    let ok = crate::lower_common::has_packed_params(func);
     let conv = func
         .get_attr("calling_conv")
         .and_then(|v| v.try_as::<i64>().ok());
@@ -298,11 +296,6 @@ fn check_packed_signature(name: &str, func: &PrimFunc) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The exported name of `func` in `module`: its `global_symbol`, else its key.
-pub fn function_symbol(key: &str, func: &PrimFunc) -> String {
-    func.global_symbol().unwrap_or_else(|| key.to_string())
 }
 
 /// Generates one LLVM module named `name` for every function of `module` (each exported as

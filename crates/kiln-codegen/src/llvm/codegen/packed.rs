@@ -9,64 +9,14 @@ use super::CodeGen;
 use crate::llvm::abi::{AnyField, DlTensorField};
 use crate::llvm::llvm_error;
 use crate::llvm::symbols::{self, ContextSlot};
+use crate::lower_common::{field_dtype, field_of, struct_field_code, Field};
 use inkwell::module::Linkage;
 use inkwell::types::{BasicMetadataTypeEnum, BasicType};
 use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 use kiln_ffi::abi::type_index;
 use kiln_ffi::{DataType, Error, Result};
-use kiln_tir::op::struct_field as sf;
 use kiln_tir::{DataTypeExt, ExprKind, PrimExpr};
-
-enum Field {
-    Any(AnyField),
-    Dl(DlTensorField),
-}
-
-fn field_of(code: i64) -> Result<Field> {
-    Ok(match code {
-        sf::DL_DATA => Field::Dl(DlTensorField::Data),
-        sf::DL_SHAPE => Field::Dl(DlTensorField::Shape),
-        sf::DL_STRIDES => Field::Dl(DlTensorField::Strides),
-        sf::DL_NDIM => Field::Dl(DlTensorField::Ndim),
-        sf::DL_DTYPE_CODE => Field::Dl(DlTensorField::DtypeCode),
-        sf::DL_DTYPE_BITS => Field::Dl(DlTensorField::DtypeBits),
-        sf::DL_DTYPE_LANES => Field::Dl(DlTensorField::DtypeLanes),
-        sf::DL_BYTE_OFFSET => Field::Dl(DlTensorField::ByteOffset),
-        sf::DL_DEVICE_ID => Field::Dl(DlTensorField::DeviceId),
-        sf::DL_DEVICE_TYPE => Field::Dl(DlTensorField::DeviceType),
-        sf::ANY_TYPE_INDEX => Field::Any(AnyField::TypeIndex),
-        sf::ANY_INT64 => Field::Any(AnyField::Int64),
-        sf::ANY_FLOAT64 => Field::Any(AnyField::Float64),
-        sf::ANY_PTR => Field::Any(AnyField::Pointer),
-        other => {
-            return Err(Error::value_error(format!(
-                "tvm_struct_get/set: unknown field kind {other}"
-            )))
-        }
-    })
-}
-
-/// The TIR type a field holds in memory (how its bits are read).
-fn field_dtype(f: &Field) -> DataType {
-    match f {
-        Field::Any(AnyField::TypeIndex | AnyField::ZeroPadding) => DataType::int(32),
-        Field::Any(AnyField::Int64) => DataType::int(64),
-        Field::Any(AnyField::Float64) => DataType::float(64),
-        Field::Any(AnyField::Pointer) => DataType::handle(),
-        Field::Dl(d) => match d {
-            DlTensorField::Data | DlTensorField::Shape | DlTensorField::Strides => {
-                DataType::handle()
-            }
-            DlTensorField::DeviceType | DlTensorField::DeviceId | DlTensorField::Ndim => {
-                DataType::int(32)
-            }
-            DlTensorField::DtypeCode | DlTensorField::DtypeBits => DataType::uint(8),
-            DlTensorField::DtypeLanes => DataType::uint(16),
-            DlTensorField::ByteOffset => DataType::uint(64),
-        },
-    }
-}
 
 impl<'a, 'ctx> CodeGen<'a, 'ctx> {
     fn struct_args(
@@ -74,20 +24,12 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         args: &[PrimExpr],
         what: &str,
     ) -> Result<(inkwell::values::PointerValue<'ctx>, IntValue<'ctx>, Field)> {
-        if args.len() < 3 {
-            return Err(Error::value_error(format!(
-                "{what} takes (handle, index, field...), got {} arguments",
-                args.len()
-            )));
-        }
+        let code = struct_field_code(args, what)?;
         let handle = self.expr(&args[0])?.into_pointer_value();
         let index = self.expr(&args[1])?;
         let index = self
             .cast(args[1].dtype(), DataType::int(64), index)?
             .into_int_value();
-        let code = args[2]
-            .as_int()
-            .ok_or_else(|| Error::value_error(format!("{what}: the field must be a constant")))?;
         Ok((handle, index, field_of(code)?))
     }
 

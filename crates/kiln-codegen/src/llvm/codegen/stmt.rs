@@ -7,11 +7,14 @@
 use super::expr::buffer_alignment;
 use super::{pow2_align, CodeGen};
 use crate::llvm::{llvm_error, symbols};
+use crate::lower_common::{constant_element_count, unit_stride_base};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::stmt::{AllocateObj, AssertStmtObj, BufferStoreObj, ForObj};
-use kiln_tir::{DataTypeExt, ExprKind, ForKind, PrimExpr, Stmt, StmtKind, Var};
+use kiln_tir::{DataTypeExt, ForKind, Stmt, StmtKind, Var};
+
+pub use crate::lower_common::assert_kind_message;
 
 /// Stack allocations larger than this many bytes are still made on the stack, but with a
 /// dynamic size they are made where they appear.
@@ -177,13 +180,11 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let align = self.access_align(buffer, index, elem_bytes);
             return self.store_tagged(value, p, align, buffer);
         }
-        if let ExprKind::Ramp { base, stride, .. } = index.kind() {
-            if stride.is_const_int(1) {
-                let i = self.expr(base)?;
-                let p = self.element_ptr(buffer, i, base.dtype())?;
-                let align = self.access_align(buffer, base, elem_bytes);
-                return self.store_tagged(value, p, align, buffer);
-            }
+        if let Some(base) = unit_stride_base(index) {
+            let i = self.expr(base)?;
+            let p = self.element_ptr(buffer, i, base.dtype())?;
+            let align = self.access_align(buffer, base, elem_bytes);
+            return self.store_tagged(value, p, align, buffer);
         }
         // Scatter lane by lane.
         let iv = self.expr(index)?.into_vector_value();
@@ -232,11 +233,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
     fn allocate(&mut self, a: &AllocateObj) -> Result<()> {
         let elem = self.memory_type(a.dtype)?;
         let elem_bytes = (a.dtype.bits() as i64 * a.dtype.lanes() as i64 + 7) / 8;
-        let constant: Option<i64> = a
-            .extents
-            .iter()
-            .try_fold(1i64, |acc, e| e.as_int().map(|v| acc.saturating_mul(v)));
-        let ptr = match constant {
+        let ptr = match constant_element_count(a) {
             Some(n) if n.saturating_mul(elem_bytes) <= ENTRY_ALLOCA_MAX_BYTES => {
                 let n = n.max(1) as u32;
                 let ty = match elem {
@@ -295,22 +292,5 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             .map_err(llvm_error)?;
         self.b.position_at_end(ok_bb);
         self.stmt(&a.body)
-    }
-}
-
-/// The error kind and message of an assert: `"Kind: message"` split at the first `": "` when
-/// the part before is one word (`RuntimeError` otherwise).
-pub fn assert_kind_message(message: &PrimExpr) -> (String, String) {
-    let text = match message.kind() {
-        ExprKind::StringImm(s) => s.to_string(),
-        _ => message.to_string(),
-    };
-    match text.split_once(": ") {
-        Some((k, m))
-            if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-        {
-            (k.to_string(), m.to_string())
-        }
-        _ => ("RuntimeError".to_string(), text),
     }
 }
