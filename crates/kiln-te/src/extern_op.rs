@@ -9,7 +9,7 @@
 //! inside the body with `Allocate`. The stage of an extern operation has no loops a schedule
 //! could change: it is emitted as written, once, covering its whole outputs.
 
-use crate::tensor::{upcast_op, Operation, OperationObj, Tensor};
+use crate::tensor::{upcast_op, OperationObj, Tensor};
 use kiln_ffi::{DataType, Error, Map, Object, ObjectRef, Result};
 use kiln_tir::node::NodeList;
 use kiln_tir::{Buffer, PrimExpr, Stmt};
@@ -104,11 +104,6 @@ pub fn extern_op(
         body: stmt,
     }));
     Ok((0..op.num_outputs()).map(|i| op.output(i)).collect())
-}
-
-/// Whether `op` is an extern operation.
-pub fn is_extern(op: &Operation) -> bool {
-    op.as_extern().is_some()
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ fn run_subgraph(ctx: &mut Ctx<'_>, attr: &str, sub: &Graph, inputs: &[Expr]) -> 
 }
 
 /// `parts` stacked on a new axis `axis` (`reverse`: last part first).
-fn stack(mut parts: Vec<Expr>, axis: i64, reverse: bool) -> CResult<Expr> {
+pub(super) fn stack(mut parts: Vec<Expr>, axis: i64, reverse: bool) -> CResult<Expr> {
     if reverse {
         parts.reverse();
     }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use kiln_graph::ir::{AttrValue, Expr};
 use kiln_topi::nn::ActivationKind;
 
+use super::control::stack;
 use super::conv::slice_axis;
 use super::{
     call, constant, dtype_of, reshape, shape_of, transpose, typed, CResult, ConvertFn, Ctx, Msg,
@@ -281,23 +282,17 @@ fn convert(ctx: &mut Ctx<'_>, node: &Node, kind: Kind) -> CResult<Vec<Expr>> {
         let attr_refs: Vec<(&str, AttrValue)> =
             attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let out = call(kind.op(), args, &attr_refs)?;
-        let add_axis = |e: Expr, axis: i64| call("expand_dims", vec![e], &[("axis", axis.into())]);
-        ys.push(add_axis(typed(Expr::get_item(out.clone(), 0))?, 1)?);
-        yhs.push(add_axis(typed(Expr::get_item(out.clone(), 1))?, 0)?);
+        ys.push(typed(Expr::get_item(out.clone(), 0))?);
+        yhs.push(typed(Expr::get_item(out.clone(), 1))?);
         if kind == Kind::Lstm {
-            ycs.push(add_axis(typed(Expr::get_item(out, 2))?, 0)?);
+            ycs.push(typed(Expr::get_item(out, 2))?);
         }
     }
-    let stack = |parts: Vec<Expr>, axis: i64| -> CResult<Expr> {
-        if parts.len() == 1 {
-            return Ok(parts.into_iter().next().expect("one part"));
-        }
-        call("concatenate", parts, &[("axis", axis.into())])
-    };
-    let mut y = stack(ys, 1)?;
-    let mut yh = stack(yhs, 0)?;
+    // Directions on a new axis: 1 of Y, 0 of the states.
+    let mut y = stack(ys, 1, false)?;
+    let mut yh = stack(yhs, 0, false)?;
     let mut yc = if kind == Kind::Lstm {
-        Some(stack(ycs, 0)?)
+        Some(stack(ycs, 0, false)?)
     } else {
         None
     };

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
+use super::control::stack;
 use super::conv::slice_axis;
 use super::{call, const_i64, norm_axis, reshape, shape_of, typed, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
@@ -120,17 +121,13 @@ fn concat_from_sequence(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let new_axis = node.attr_i("new_axis", 0)? != 0;
     let axis = node.attr_i("axis", 0)?;
     let axis = norm_axis(axis, rank + usize::from(new_axis))? as i64;
-    let parts = if new_axis {
-        seq.into_iter()
-            .map(|t| call("expand_dims", vec![t], &[("axis", axis.into())]))
-            .collect::<CResult<Vec<_>>>()?
-    } else {
-        seq
-    };
-    if parts.len() == 1 {
-        return Ok(parts);
+    if new_axis {
+        return Ok(vec![stack(seq, axis, false)?]);
     }
-    Ok(vec![call("concatenate", parts, &[("axis", axis.into())])?])
+    if seq.len() == 1 {
+        return Ok(seq);
+    }
+    Ok(vec![call("concatenate", seq, &[("axis", axis.into())])?])
 }
 
 fn split_to_sequence(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {

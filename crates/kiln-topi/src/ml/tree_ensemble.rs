@@ -9,12 +9,10 @@
 //! nodes are expanded by the converter into chains of equality tests, so the kernel knows six
 //! comparisons. Walks take at most `depth` steps (the deepest tree's).
 
-use crate::transform::util::{const_shape, constant, value_error};
+use crate::transform::util::{const_shape, constant, for_n, value_error};
 use kiln_ffi::Result;
 use kiln_te::{extern_op, ExternOutput, Tensor};
-use kiln_tir::{
-    cast, logical_and, logical_or, select, Buffer, DataType, ForKind, PrimExpr, Stmt, Var,
-};
+use kiln_tir::{cast, logical_and, logical_or, select, Buffer, DataType, PrimExpr, Stmt};
 
 /// How the trees' values for one target are combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,22 +157,17 @@ pub fn tree_ensemble(
                 Aggregate::Min => big,
                 Aggregate::Max => -big,
             };
-            let loop_ = |v: &str, extent: i64, body: &dyn Fn(PrimExpr) -> Stmt| {
-                let var = Var::new(v, it);
-                let b = body(var.to_expr());
-                Stmt::for_loop(&var, c(0), c(extent), ForKind::Serial, b)
-            };
             let idx = |e: PrimExpr| cast(it, e);
-            let body = loop_("row", n, &|row| {
-                let reset = loop_("t", n_targets, &|k| {
+            let body = for_n("row", it, n, |row| {
+                let reset = for_n("t", it, n_targets, |k| {
                     Stmt::seq(vec![
                         acc.store(constant(dt, init), vec![k.clone()]),
                         hit.store(c(0), vec![k]),
                     ])
                 });
-                let trees = loop_("tree", roots, &|r| {
+                let trees = for_n("tree", it, roots, |r| {
                     let start = cur.store(idx(rootb.load(vec![r])), vec![c(0)]);
-                    let walk = loop_("step", depth, &|_| {
+                    let walk = for_n("step", it, depth, |_| {
                         let s = cur.load(vec![c(0)]);
                         let v = xb.load(vec![
                             cast(xi, row.clone()),
@@ -230,7 +223,7 @@ pub fn tree_ensemble(
                         hit.store(c(1), vec![tgt]),
                     ])
                 });
-                let write = loop_("t", n_targets, &|k| {
+                let write = for_n("t", it, n_targets, |k| {
                     let v = acc.load(vec![k.clone()]);
                     let v = if aggregate == Aggregate::Average {
                         v / constant(dt, roots.max(1) as f64)

@@ -13,7 +13,7 @@
 //! own last step down to 0 (ONNX's semantics). Gate pre-activations are clipped to
 //! `[-clip, clip]` when `clip` is set.
 
-use crate::transform::util::{constant, index_dtype, value_error};
+use crate::transform::util::{constant, for_kind, for_n, index_dtype, value_error};
 use kiln_ffi::{DataType, Result};
 use kiln_te::{extern_op, ExternOutput, Tensor};
 use kiln_tir::{cast, max, min, op, select, Buffer, CpuDesc, ForKind, PrimExpr, Stmt, Var};
@@ -318,26 +318,6 @@ pub fn recurrent(
 
 fn ci(t: DataType, v: i64) -> PrimExpr {
     PrimExpr::const_int(t, v)
-}
-
-/// A serial loop `for v in 0..extent` named `name`, its body built from the variable.
-fn for_n(name: &str, it: DataType, extent: i64, body: impl FnOnce(PrimExpr) -> Stmt) -> Stmt {
-    let v = Var::new(name, it);
-    let b = body(v.to_expr());
-    Stmt::for_loop(&v, ci(it, 0), ci(it, extent), ForKind::Serial, b)
-}
-
-/// A loop of kind `kind`.
-fn for_kind(
-    name: &str,
-    it: DataType,
-    extent: i64,
-    kind: ForKind,
-    body: impl FnOnce(PrimExpr) -> Stmt,
-) -> Stmt {
-    let v = Var::new(name, it);
-    let b = body(v.to_expr());
-    Stmt::for_loop(&v, ci(it, 0), ci(it, extent), kind, b)
 }
 
 /// The statement builder of one layer.

@@ -96,3 +96,28 @@ pub fn require_float(t: &Tensor, op: &str) -> Result<()> {
         )))
     }
 }
+
+/// A loop `for v in 0..extent` of `kind` named `name` with index type `it`, its body built from
+/// the loop variable (for statements written by hand: extern operations' bodies).
+pub fn for_kind(
+    name: &str,
+    it: DataType,
+    extent: i64,
+    kind: kiln_tir::ForKind,
+    body: impl FnOnce(PrimExpr) -> kiln_tir::Stmt,
+) -> kiln_tir::Stmt {
+    let v = Var::new(name, it);
+    let b = body(v.to_expr());
+    let zero = PrimExpr::const_int(it, 0);
+    kiln_tir::Stmt::for_loop(&v, zero, PrimExpr::const_int(it, extent), kind, b)
+}
+
+/// [`for_kind`] for a serial loop.
+pub fn for_n(
+    name: &str,
+    it: DataType,
+    extent: i64,
+    body: impl FnOnce(PrimExpr) -> kiln_tir::Stmt,
+) -> kiln_tir::Stmt {
+    for_kind(name, it, extent, kiln_tir::ForKind::Serial, body)
+}
