@@ -48,15 +48,15 @@ pub fn det(x: &Tensor) -> Result<Tensor> {
         std::slice::from_ref(x),
         &[ExternOutput::new(out_shape, dt)],
         |ins, outs| {
-            // Flat views: `[batch, n * n]` in, `[batch]` out.
+            // Matrix `b` of the flattened batch, the input read and the output written through
+            // their own (unflattened) indices.
             let inp = ins[0].clone();
             let out = outs[0].clone();
             let a = Buffer::decl_in("lu", dt, vec![c(n * n)], "global");
             let acc = Buffer::decl_in("det_acc", dt, vec![c(1)], "local");
             let piv = Buffer::decl_in("pivot", it, vec![c(1)], "local");
             let at = |i: PrimExpr, j: PrimExpr| i * c(n) + j;
-            // The input element (b, i, j) through the input's own (unflattened) indices.
-            let read = |b: PrimExpr, flat: PrimExpr| {
+            let batch_index = |b: PrimExpr| {
                 let mut idx = Vec::with_capacity(r);
                 let mut rest = b;
                 for d in (0..r - 2).rev() {
@@ -64,20 +64,15 @@ pub fn det(x: &Tensor) -> Result<Tensor> {
                     rest = kiln_tir::floordiv(rest, c(s[d]));
                 }
                 idx.reverse();
+                idx
+            };
+            let read = |b: PrimExpr, flat: PrimExpr| {
+                let mut idx = batch_index(b);
                 idx.push(kiln_tir::floordiv(flat.clone(), c(n)));
                 idx.push(kiln_tir::floormod(flat, c(n)));
                 inp.load(idx)
             };
-            let write = |b: PrimExpr, v: PrimExpr| {
-                let mut idx = Vec::with_capacity(r - 2);
-                let mut rest = b;
-                for d in (0..r - 2).rev() {
-                    idx.push(kiln_tir::floormod(rest.clone(), c(s[d])));
-                    rest = kiln_tir::floordiv(rest, c(s[d]));
-                }
-                idx.reverse();
-                out.store(v, idx)
-            };
+            let write = |b: PrimExpr, v: PrimExpr| out.store(v, batch_index(b));
             let zero = constant(dt, 0.0);
             let per_matrix = for_range("b", c(0), c(batch), |b| {
                 let copy = for_range("e", c(0), c(n * n), |e| {
