@@ -2,6 +2,7 @@
 # Installs what Kiln's build, tests and benchmarks need on a fresh machine; idempotent.
 #   - Debian packages: valgrind (C leak checks), llvm-19-dev (kiln-codegen links LLVM 19 through
 #     inkwell; .cargo/config.toml points llvm-sys at /usr/lib/llvm-19)
+#   - the toolchain's rust-src component (the deploy runtime is built with std rebuilt from it)
 #   - .venv with the packages in python/requirements-test.txt (skipped with --system: the build
 #     and the demo need only the Debian packages)
 set -euo pipefail
@@ -18,6 +19,17 @@ if ((${#need_apt[@]})); then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
     echo "setup: please install ${need_apt[*]} (not root, skipping)" >&2
+  fi
+fi
+
+# The toolchain's std source: scripts/runtime_size.sh rebuilds std for the deploy runtime.
+sysroot=$(rustc --print sysroot)
+if [[ ! -d "$sysroot/lib/rustlib/src/rust/library/std" ]]; then
+  if command -v rustup >/dev/null; then
+    echo "setup: rustup component add rust-src"
+    rustup component add rust-src >/dev/null 2>&1 || echo "setup: could not add rust-src" >&2
+  else
+    echo "setup: no rustup; the deploy runtime's size check needs rust-src in $sysroot" >&2
   fi
 fi
 

@@ -22,6 +22,8 @@ MODEL = os.path.join(ROOT, "examples", "model", "model.onnx")
 LIB_DIR = os.path.dirname(os.path.abspath(kiln.LIB_PATH))
 KILN = os.path.join(LIB_DIR, "kiln")
 SHAPE = (1, 3, 32, 32)
+# Where scripts/runtime_size.sh leaves the size-built deploy runtime (CI builds it first).
+SIZED_RUNTIME_DIR = os.path.join(ROOT, "target", "deploy")
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +49,16 @@ def python_run(lib_path, x):
     return gm.get_output(0).numpy()
 
 
-def build_c_example(out_dir):
-    """``examples/c/run_model.c`` built against ``libkiln_runtime.so`` of ``LIB_DIR``."""
+def build_c_example(out_dir, lib_dir=LIB_DIR):
+    """``examples/c/run_model.c`` built against ``libkiln_runtime.so`` of ``lib_dir``."""
     if shutil.which("cc") is None:
         pytest.skip("needs a C compiler")
-    if not os.path.exists(os.path.join(LIB_DIR, "libkiln_runtime.so")):
-        pytest.skip(f"no libkiln_runtime.so in {LIB_DIR}")
+    if not os.path.exists(os.path.join(lib_dir, "libkiln_runtime.so")):
+        pytest.skip(f"no libkiln_runtime.so in {lib_dir}")
     exe = os.path.join(out_dir, "run_model")
     cmd = ["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
            os.path.join(ROOT, "examples", "c", "run_model.c"), "-I", os.path.join(ROOT, "include"),
-           "-L", LIB_DIR, "-lkiln_runtime", f"-Wl,-rpath,{LIB_DIR}", "-o", exe]
+           "-L", lib_dir, "-lkiln_runtime", f"-Wl,-rpath,{lib_dir}", "-o", exe]
     subprocess.run(cmd, check=True)
     return exe
 
@@ -90,8 +92,35 @@ def test_cli_c_python_and_onnxruntime_agree(deploy, tmp_path):
     np.testing.assert_allclose(py, want, rtol=1e-4, atol=1e-5)
 
 
+def test_size_built_runtime_runs_the_model(deploy, tmp_path):
+    """The deploy runtime as ``scripts/runtime_size.sh`` ships it (fat LTO, opt-level "z", std
+    rebuilt without its backtrace symbolizer) runs the model from C and matches onnxruntime, and
+    reports bad inputs as the debug build does."""
+    ort = pytest.importorskip("onnxruntime")
+    if not os.path.exists(os.path.join(SIZED_RUNTIME_DIR, "libkiln_runtime.so")):
+        pytest.skip(f"no {SIZED_RUNTIME_DIR}/libkiln_runtime.so (scripts/runtime_size.sh)")
+    exe = build_c_example(str(tmp_path), SIZED_RUNTIME_DIR)
+    x = fresh_input()
+    x_path = str(tmp_path / "x.npy")
+    np.save(x_path, x)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    subprocess.run([exe, deploy, f"input={x_path}", "-o", str(out_dir)], check=True,
+                   capture_output=True)
+    got = np.load(out_dir / "output_0.npy")
+    sess = ort.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"input": x})[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    check_bad_inputs(exe, deploy, tmp_path)
+
+
 def test_c_example_reports_bad_inputs(deploy, tmp_path):
-    exe = build_c_example(str(tmp_path))
+    check_bad_inputs(build_c_example(str(tmp_path)), deploy, tmp_path)
+
+
+def check_bad_inputs(exe, deploy, tmp_path):
+    """Each bad argument to the C example fails with status 1 and a message naming it."""
     wrong = str(tmp_path / "wrong.npy")
     np.save(wrong, np.zeros((1, 3, 8, 8), np.float32))
     garbage = str(tmp_path / "garbage.npy")
