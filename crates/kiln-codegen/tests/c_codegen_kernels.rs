@@ -29,16 +29,7 @@ fn check_matmul(
     seed: u64,
 ) -> String {
     let module = build(s, &[a.clone(), b.clone(), cc.clone()], "mm");
-    let av = random((n * l) as usize, seed);
-    let bv = random((l * m) as usize, seed + 1);
-    let want = matmul_ref(&av, &bv, n as usize, m as usize, l as usize);
-    let out = poisoned(&[n, m]);
-    module
-        .function("mm")
-        .unwrap()
-        .invoke::<()>((tensor(&av, &[n, l]), tensor(&bv, &[l, m]), out.clone()))
-        .unwrap();
-    assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-4, "mm", seed);
+    check_matmul_module(&module, (n, m, l), seed, "mm");
     module.inspect_source("c").unwrap()
 }
 
@@ -82,21 +73,7 @@ fn conv2d_with_inlined_padding() {
     let (ci, h, w, co, kh, kw, pad) = dims;
     let (data, weight, conv, s) = conv2d(ci, h, w, co, kh, kw, pad);
     let module = build(&s, &[data, weight, conv], "conv");
-    let seed = seed("c_conv2d");
-    let dv = random((ci * h * w) as usize, seed);
-    let wv = random((co * ci * kh * kw) as usize, seed + 1);
-    let want = conv2d_ref(&dv, &wv, dims);
-    let out = poisoned(&[co, h, w]);
-    module
-        .function("conv")
-        .unwrap()
-        .invoke::<()>((
-            tensor(&dv, &[ci, h, w]),
-            tensor(&wv, &[co, ci, kh, kw]),
-            out.clone(),
-        ))
-        .unwrap();
-    assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-4, "conv", seed);
+    check_conv2d_module(&module, dims, seed("c_conv2d"), "conv");
 }
 
 #[test]

@@ -36,16 +36,7 @@ fn globals_lower_and_build() {
         .unwrap();
     assert!(packed.to_string().contains("tvm_struct_get"), "{packed}");
 
-    let check = |module: &Module| {
-        let f = module.function("mm").unwrap();
-        let av = random((n * l) as usize, seed);
-        let bv = random((l * m) as usize, seed + 1);
-        let out = poisoned(&[n, m]);
-        f.invoke::<()>((tensor(&av, &[n, l]), tensor(&bv, &[l, m]), out.clone()))
-            .unwrap();
-        let want = matmul_ref(&av, &bv, n as usize, m as usize, l as usize);
-        assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-4, "mm", seed);
-    };
+    let check = |module: &Module| check_matmul_module(module, (n, m, l), seed, "mm");
     // From a schedule, from the simple-mode module (finished lowering there), from the packed one.
     let built: Module = global("driver.Build")
         .invoke((s, args, NATIVE, "mm"))

@@ -38,23 +38,6 @@ fn check_matmul(s: &kiln_te::Schedule, args: &[kiln_te::Tensor], dims: (i64, i64
     }
 }
 
-fn check_matmul_module(
-    module: &kiln_runtime::module::Module,
-    dims: (i64, i64, i64),
-    seed: u64,
-    target: &str,
-) {
-    let (n, m, l) = dims;
-    let f = module.function("mm").unwrap();
-    let av = random((n * l) as usize, seed);
-    let bv = random((l * m) as usize, seed + 1);
-    let out = poisoned(&[n, m]);
-    f.invoke::<()>((tensor(&av, &[n, l]), tensor(&bv, &[l, m]), out.clone()))
-        .unwrap();
-    let want = matmul_ref(&av, &bv, n as usize, m as usize, l as usize);
-    assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-4, target, seed);
-}
-
 #[test]
 fn matmul_naive() {
     let seed = seed("matmul_naive");
@@ -137,20 +120,7 @@ fn conv2d_with_padding() {
             "conv",
         )
         .unwrap();
-        let dv = random((ci * h * w) as usize, seed);
-        let wv = random((co * ci * kh * kw) as usize, seed + 1);
-        let out = poisoned(&[co, h, w]);
-        module
-            .function("conv")
-            .unwrap()
-            .invoke::<()>((
-                tensor(&dv, &[ci, h, w]),
-                tensor(&wv, &[co, ci, kh, kw]),
-                out.clone(),
-            ))
-            .unwrap();
-        let want = conv2d_ref(&dv, &wv, (ci, h, w, co, kh, kw, pad));
-        assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-4, target, seed);
+        check_conv2d_module(&module, (ci, h, w, co, kh, kw, pad), seed, target);
     }
 }
 

@@ -41,3 +41,48 @@ pub fn targets_by<T: Copy, const N: usize>(items: [T; N]) -> Vec<(&'static str, 
         .flat_map(|t| items.iter().map(move |i| (*t, *i)))
         .collect()
 }
+
+/// Runs `module`'s `mm` (C = A x B, A `[n, l]`, B `[l, m]`) on fresh inputs drawn from `seed`
+/// into a poisoned output and checks it against the naive product; `what` names the failure.
+pub fn check_matmul_module(
+    module: &kiln_runtime::module::Module,
+    (n, m, l): (i64, i64, i64),
+    seed: u64,
+    what: &str,
+) {
+    let av = random((n * l) as usize, seed);
+    let bv = random((l * m) as usize, seed + 1);
+    let out = poisoned(&[n, m]);
+    module
+        .function("mm")
+        .unwrap()
+        .invoke::<()>((tensor(&av, &[n, l]), tensor(&bv, &[l, m]), out.clone()))
+        .unwrap();
+    let want = matmul_ref(&av, &bv, n as usize, m as usize, l as usize);
+    assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-4, what, seed);
+}
+
+/// Runs `module`'s `conv` (CHW data, OIHW weight, stride 1, `pad` on each side) on fresh
+/// inputs drawn from `seed` into a poisoned output and checks it against the naive loop.
+pub fn check_conv2d_module(
+    module: &kiln_runtime::module::Module,
+    dims: (i64, i64, i64, i64, i64, i64, i64),
+    seed: u64,
+    what: &str,
+) {
+    let (ci, h, w, co, kh, kw, _pad) = dims;
+    let dv = random((ci * h * w) as usize, seed);
+    let wv = random((co * ci * kh * kw) as usize, seed + 1);
+    let out = poisoned(&[co, h, w]);
+    module
+        .function("conv")
+        .unwrap()
+        .invoke::<()>((
+            tensor(&dv, &[ci, h, w]),
+            tensor(&wv, &[co, ci, kh, kw]),
+            out.clone(),
+        ))
+        .unwrap();
+    let want = conv2d_ref(&dv, &wv, dims);
+    assert_close(&out.to_vec::<f32>().unwrap(), &want, 1e-4, what, seed);
+}

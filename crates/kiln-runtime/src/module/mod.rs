@@ -13,7 +13,7 @@
 //!   [`export`]: `export_library`.
 //!
 //! Global functions use TVM-FFI's names (`ffi.ModuleGetFunction`, `ffi.ModuleLoadFromFile`, ...),
-//! see [`globals`].
+//! see the private `globals` module.
 
 pub mod blob;
 mod context;

@@ -423,63 +423,51 @@ unsafe fn export_c<M: Managed>(from: *mut c_void, out: *mut *mut M) -> c_int {
     })
 }
 
-/// Imports a legacy DLPack tensor as an `ffi.Tensor` (zero-copy); on failure the caller keeps
-/// ownership of `from`.
-///
-/// # Safety
-/// `from` must be NULL or a managed tensor the caller owns; `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn TVMFFITensorFromDLPack(
-    from: *mut DLManagedTensor,
-    require_alignment: i32,
-    require_contiguous: i32,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: as this function's contract.
-    unsafe { import_c(from, require_alignment, require_contiguous, out) }
+/// Writes the C entry points that import and export one DLPack struct (`$managed`, named
+/// `$variant` in their docs): both are thin calls of the generic [`import_c`] / [`export_c`].
+macro_rules! dlpack_c_entry_points {
+    ($variant:literal, $managed:ty, $from:ident, $to:ident) => {
+        #[doc = concat!("Imports a ", $variant, " DLPack tensor as an `ffi.Tensor` (zero-copy); on")]
+        /// failure the caller keeps ownership of `from`.
+        ///
+        /// # Safety
+        /// `from` must be NULL or a managed tensor the caller owns; `out` NULL or writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $from(
+            from: *mut $managed,
+            require_alignment: i32,
+            require_contiguous: i32,
+            out: *mut *mut c_void,
+        ) -> c_int {
+            // SAFETY: as this function's contract.
+            unsafe { import_c(from, require_alignment, require_contiguous, out) }
+        }
+
+        #[doc = concat!("Exports an `ffi.Tensor` (any runtime's) as a ", $variant, " DLPack tensor")]
+        /// sharing its memory.
+        ///
+        /// # Safety
+        /// `from` must be NULL or a live object; `out` NULL or writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $to(from: *mut c_void, out: *mut *mut $managed) -> c_int {
+            // SAFETY: as this function's contract.
+            unsafe { export_c(from, out) }
+        }
+    };
 }
 
-/// Imports a versioned DLPack tensor as an `ffi.Tensor` (zero-copy); on failure the caller
-/// keeps ownership of `from`.
-///
-/// # Safety
-/// `from` must be NULL or a managed tensor the caller owns; `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn TVMFFITensorFromDLPackVersioned(
-    from: *mut DLManagedTensorVersioned,
-    require_alignment: i32,
-    require_contiguous: i32,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: as this function's contract.
-    unsafe { import_c(from, require_alignment, require_contiguous, out) }
-}
-
-/// Exports an `ffi.Tensor` (any runtime's) as a legacy DLPack tensor sharing its memory.
-///
-/// # Safety
-/// `from` must be NULL or a live object; `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn TVMFFITensorToDLPack(
-    from: *mut c_void,
-    out: *mut *mut DLManagedTensor,
-) -> c_int {
-    // SAFETY: as this function's contract.
-    unsafe { export_c(from, out) }
-}
-
-/// Exports an `ffi.Tensor` (any runtime's) as a versioned DLPack tensor sharing its memory.
-///
-/// # Safety
-/// `from` must be NULL or a live object; `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn TVMFFITensorToDLPackVersioned(
-    from: *mut c_void,
-    out: *mut *mut DLManagedTensorVersioned,
-) -> c_int {
-    // SAFETY: as this function's contract.
-    unsafe { export_c(from, out) }
-}
+dlpack_c_entry_points!(
+    "legacy",
+    DLManagedTensor,
+    TVMFFITensorFromDLPack,
+    TVMFFITensorToDLPack
+);
+dlpack_c_entry_points!(
+    "versioned",
+    DLManagedTensorVersioned,
+    TVMFFITensorFromDLPackVersioned,
+    TVMFFITensorToDLPackVersioned
+);
 
 /// Makes a tensor with `prototype`'s metadata that keeps `source` alive (shape and strides are
 /// copied; NULL strides mean compact).

@@ -3,7 +3,7 @@
 //! The object is the 24-byte header immediately followed by a `DLTensor`, which is all that
 //! other runtimes (and generated code) read: `object + 24` is the `DLTensor`. Kiln's tensors add
 //! their own fields after it: the shape and strides storage the `DLTensor` points into, and what
-//! owns the data ([`Storage`]): a device allocation, a DLPack producer to call back, a parent
+//! owns the data (its private `Storage`): a device allocation, a DLPack producer to call back, a parent
 //! tensor for views, or nothing for a borrowed `DLTensor*`.
 //!
 //! Kiln always fills `strides` (compact strides for the tensors it allocates), as TVM-FFI does.
