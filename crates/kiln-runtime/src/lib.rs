@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod device;
 pub mod graph_executor;
 pub mod module;
+pub mod opencl;
 pub mod tensor;
 pub mod thread_pool;
 pub mod time_evaluator;
