@@ -28,8 +28,11 @@ register_global!(
 );
 register_global!(
     "te.IterVar",
-    |dom: Option<Range>, var: Var, iter_type: i64, _thread_tag: String| IterVar::new(
-        dom, var, iter_type
+    |dom: Option<Range>, var: Var, iter_type: i64, thread_tag: String| IterVar::with_tag(
+        dom,
+        var,
+        iter_type,
+        &thread_tag
     )
 );
 register_global!(
@@ -183,6 +186,9 @@ register_global!(
 );
 register_global!("te.StageComputeInline", |st: Stage| st.compute_inline());
 register_global!("te.StageComputeRoot", |st: Stage| st.compute_root());
+register_global!("te.ThreadAxis", |tag: String| crate::thread_axis(&tag));
+register_global!("te.StageBind", |st: Stage, iv: IterVar, thread: IterVar| st
+    .bind(&iv, &thread));
 register_global!("te.StageSetScope", |st: Stage, scope: String| st
     .set_scope(&scope));
 register_global!(

@@ -7,6 +7,7 @@
 //! | [`extern_op`] | [`extern_op()`] (`te.extern`): tensors computed by a TIR statement, for recurrences |
 //! | [`reduce`] | [`sum`], [`max`], [`min`], [`prod`], [`comm_reduce`] (any commutative combiner with an identity) |
 //! | [`schedule`] | [`create_schedule`], [`Schedule`] (`te.Schedule`), [`Stage`] (`te.Stage`): split, fuse, reorder, tile, vectorize, parallel, unroll, pragma, compute_at, compute_inline |
+//! | `thread` | [`thread_axis`] and [`Stage::bind`]: loops bound to GPU thread axes (`blockIdx.x`, `threadIdx.x`, ...) |
 //! | `cache` | [`Schedule::cache_read`], [`Schedule::cache_write`] |
 //! | [`bound`] | [`infer_bound`]: the range of every loop |
 //! | [`lower()`] | the schedule as a `PrimFunc` |
@@ -60,7 +61,7 @@
 //!   `te.StageReorder(stage, ivs)`, `te.StageTile(stage, x, y, xf, yf)` -> `[xo, yo, xi,
 //!   yi]`, `te.StageVectorize` / `te.StageParallel` / `te.StageUnroll(stage, iv)`,
 //!   `te.StagePragma(stage, iv, key, value)`, `te.StageComputeAt(stage, parent, iv)`,
-//!   `te.StageComputeInline(stage)`, `te.StageComputeRoot(stage)`, `te.StageSetScope(stage,
+//!   `te.StageComputeInline(stage)`, `te.StageBind(stage, iv, thread_axis)`, `te.ThreadAxis(tag)`, `te.StageComputeRoot(stage)`, `te.StageSetScope(stage,
 //!   scope)`, `te.ScheduleCacheRead(sch, tensor, scope, readers)`,
 //!   `te.ScheduleCacheWrite(sch, tensor, scope)`.
 //! - Analysis and lowering: `te.InferBound(sch)` -> `{IterVar: Range}`, `te.Lower(sch, args,
@@ -76,6 +77,7 @@ pub mod lower;
 pub mod reduce;
 pub mod schedule;
 pub mod tensor;
+mod thread;
 
 pub use bound::infer_bound;
 pub use extern_op::{extern_op, ExternOutput};
@@ -88,3 +90,4 @@ pub use tensor::{
     compute, compute_multi, compute_op, iter_type, placeholder, reduce_axis, reduce_axis_n,
     IterVar, OpKind, Operation, Tensor,
 };
+pub use thread::thread_axis;

@@ -12,6 +12,9 @@
 //! - Every stage that is not a function argument gets `Allocate` + `DeclBuffer` of its bounded
 //!   region (multi-dimensional, in the stage's scope) around its producer and consumers; reads
 //!   of it are shifted by the region's minimum. Nothing is flattened here.
+//! - A loop bound to a thread axis ([`crate::Stage::bind`]) becomes `AttrStmt(thread,
+//!   "thread_extent", extent, body)` with the loop variable replaced by the thread variable;
+//!   stages bound to the same tag share one variable (the first bound axis's).
 //! - Inlined stages are already substituted ([`crate::bound::effective_bodies`]).
 
 use crate::bound::{effective_bodies, op_stage_map, pass_up_index, Bounds};
@@ -22,6 +25,7 @@ use crate::tensor::{IterVar, OpKind, Tensor};
 use kiln_ffi::{Error, Result};
 use kiln_tir::mutator::{substitute, substitute_stmt, transform_expr, transform_stmt};
 use kiln_tir::op::likely;
+use kiln_tir::thread_axis::THREAD_EXTENT;
 use kiln_tir::{logical_and, Buffer, ExprKind, ForKind, PrimExpr, PrimFunc, Stmt, StmtKind, Var};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -50,6 +54,7 @@ pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc> {
         bufs: HashMap::new(),
         args: HashSet::new(),
         attached: HashMap::new(),
+        thread_vars: RefCell::new(HashMap::new()),
         error: RefCell::new(None),
     };
     let mut arg_bufs = Vec::new();
@@ -105,6 +110,8 @@ struct Lower<'a> {
     bufs: HashMap<(usize, usize), (Buffer, Vec<PrimExpr>)>,
     args: HashSet<(usize, usize)>,
     attached: HashMap<Var, Vec<usize>>,
+    /// One thread variable per thread tag: stages bound to the same tag share it.
+    thread_vars: RefCell<HashMap<String, Var>>,
     error: RefCell<Option<Error>>,
 }
 
@@ -363,6 +370,18 @@ impl Lower<'_> {
         } else {
             None
         };
+        if let Some(r) = first_red {
+            if let Some(iv) = leaves[r..].iter().find(|iv| st.bind.contains_key(iv.var())) {
+                return Err(Error::value_error(format!(
+                    "lower: stage `{}`: loop `{}` is bound to `{}` inside reduction loop `{}`; \
+                     bind only loops outside the reduction loops",
+                    st.op.name(),
+                    iv.name(),
+                    st.bind[iv.var()].thread_tag(),
+                    leaves[r].name()
+                )));
+            }
+        }
         let init = first_red.map(|r| self.init_nest(s, r, guard(data_conds, Stmt::seq(inits))));
         let mut stmt = provide;
         for pos in (0..leaves.len()).rev() {
@@ -422,7 +441,9 @@ impl Lower<'_> {
             .unwrap_or(ForKind::Serial);
         let zero = PrimExpr::const_int(ext.dtype(), 0);
         // As TVM, a loop of one iteration is no loop: its variable is 0.
-        let mut stmt = if ext.is_const_int(1) && kind != ForKind::Vectorized {
+        let mut stmt = if let Some(thread) = st.bind.get(iv.var()) {
+            self.launch_thread(iv, thread, &ext, body)
+        } else if ext.is_const_int(1) && kind != ForKind::Vectorized {
             let map = HashMap::from([(iv.var().clone(), zero)]);
             substitute_stmt(&body, &map)
         } else {
@@ -434,6 +455,35 @@ impl Lower<'_> {
             }
         }
         stmt
+    }
+
+    /// Loop `iv` bound to `thread`: `body` under `thread_extent = ext` of the tag's shared
+    /// variable, which replaces the loop variable (TVM's `MakeLoopNest` for bound axes).
+    fn launch_thread(&self, iv: &IterVar, thread: &IterVar, ext: &PrimExpr, body: Stmt) -> Stmt {
+        let tv = self
+            .thread_vars
+            .borrow_mut()
+            .entry(thread.thread_tag().to_string())
+            .or_insert_with(|| {
+                if thread.var().name() == thread.thread_tag() {
+                    thread.var().clone()
+                } else {
+                    Var::new(thread.thread_tag(), kiln_tir::DataType::int(32))
+                }
+            })
+            .clone();
+        let value = if tv.dtype() == iv.var().dtype() {
+            tv.to_expr()
+        } else {
+            tv.to_expr().cast(iv.var().dtype())
+        };
+        let body = substitute_stmt(&body, &HashMap::from([(iv.var().clone(), value)]));
+        let ext = if ext.dtype() == tv.dtype() {
+            ext.clone()
+        } else {
+            ext.cast(tv.dtype())
+        };
+        Stmt::attr(tv, THREAD_EXTENT, ext, body)
     }
 
     /// `body` preceded by the nests of the stages attached at loop `var` (with their

@@ -54,6 +54,8 @@ pub(crate) struct StageData {
     pub relations: Vec<Relation>,
     pub for_kind: HashMap<Var, ForKind>,
     pub pragmas: HashMap<Var, Vec<(String, PrimExpr)>>,
+    /// Loops bound to thread axes: leaf variable to thread axis.
+    pub bind: HashMap<Var, IterVar>,
     pub attach: Attach,
     pub is_output: bool,
     pub scope: String,
@@ -70,6 +72,7 @@ impl StageData {
             relations: Vec::new(),
             for_kind: HashMap::new(),
             pragmas: HashMap::new(),
+            bind: HashMap::new(),
             attach: Attach::Root,
             is_output,
             scope: "global".into(),
@@ -423,6 +426,15 @@ impl Stage {
     fn set_kind(&self, iv: &IterVar, kind: ForKind) -> Result<()> {
         self.with(|s| {
             s.leaf_pos(iv)?;
+            if let Some(t) = s.bind.get(iv.var()) {
+                return Err(Error::value_error(format!(
+                    "stage `{}`: loop `{}` is bound to `{}` and cannot be made {}",
+                    s.op.name(),
+                    iv.name(),
+                    t.thread_tag(),
+                    kind.name()
+                )));
+            }
             s.for_kind.insert(iv.var().clone(), kind);
             Ok(())
         })
@@ -452,6 +464,62 @@ impl Stage {
                 .entry(iv.var().clone())
                 .or_default()
                 .push((key.to_string(), value));
+            Ok(())
+        })
+    }
+
+    /// Binds loop `iv` to the thread axis `thread` (from [`crate::thread_axis`]): lowering
+    /// replaces the loop by a launch of the axis over its body (TVM's `Stage.bind`). Errors
+    /// when `iv` is not a leaf axis or is bound already, when the stage binds another loop to
+    /// the same tag, when `thread` is not a thread axis, and for reduction axes (cross-thread
+    /// reductions are not supported).
+    pub fn bind(&self, iv: &IterVar, thread: &IterVar) -> Result<()> {
+        let tag = crate::thread::thread_tag_of(thread)?;
+        self.with(|s| {
+            s.leaf_pos(iv)?;
+            let stage = s.op.name().to_string();
+            if let Some(prev) = s.bind.get(iv.var()) {
+                return Err(Error::value_error(format!(
+                    "bind: stage `{stage}`: loop `{}` is already bound to `{}`",
+                    iv.name(),
+                    prev.thread_tag()
+                )));
+            }
+            if let Some((v, _)) = s
+                .bind
+                .iter()
+                .find(|(_, t)| t.thread_tag() == thread.thread_tag())
+            {
+                return Err(Error::value_error(format!(
+                    "bind: stage `{stage}`: `{}` is bound to loop `{}` already, cannot bind                      `{}` to it too",
+                    thread.thread_tag(),
+                    v.name(),
+                    iv.name()
+                )));
+            }
+            if is_reduce_iv(iv) {
+                let what = match tag.rank {
+                    kiln_tir::thread_axis::ThreadRank::Block => {
+                        "a reduction axis cannot be bound to a block index"
+                    }
+                    kiln_tir::thread_axis::ThreadRank::Thread => {
+                        "cross-thread reductions are not supported"
+                    }
+                };
+                return Err(Error::value_error(format!(
+                    "bind: stage `{stage}`: `{}` is a reduction axis and `{}` a thread axis:                      {what}",
+                    iv.name(),
+                    thread.thread_tag()
+                )));
+            }
+            if let Some(kind) = s.for_kind.get(iv.var()) {
+                return Err(Error::value_error(format!(
+                    "bind: stage `{stage}`: loop `{}` is already {} and cannot be bound to a                      thread",
+                    iv.name(),
+                    kind.name()
+                )));
+            }
+            s.bind.insert(iv.var().clone(), thread.clone());
             Ok(())
         })
     }

@@ -61,6 +61,22 @@ impl IterVar {
         }))
     }
 
+    /// As [`IterVar::new`], with a thread tag (`blockIdx.x`, `threadIdx.y`, ...; empty for
+    /// none).
+    pub fn with_tag(dom: Option<Range>, var: Var, iter_type: i64, thread_tag: &str) -> IterVar {
+        IterVar(ObjectRef::new(IterVarObj {
+            dom,
+            var,
+            iter_type,
+            thread_tag: thread_tag.into(),
+        }))
+    }
+
+    /// The thread tag (empty when the variable is not a thread axis).
+    pub fn thread_tag(&self) -> &str {
+        &self.0.thread_tag
+    }
+
     /// The domain, if known.
     pub fn dom(&self) -> Option<&Range> {
         self.0.dom.as_ref()

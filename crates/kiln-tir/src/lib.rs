@@ -87,6 +87,7 @@ pub mod op;
 pub mod printer;
 pub mod stmt;
 pub mod structural;
+pub mod thread_axis;
 pub mod transform;
 pub mod visitor;
 

@@ -66,7 +66,7 @@ from ..tir.op import (
     truncmod,
 )
 from .reduction import comm_reducer, max, min, prod, sum
-from .schedule import Schedule, Stage, create_schedule
+from .schedule import Schedule, Stage, create_schedule, thread_axis
 from .tensor import (
     ComputeOp,
     IterVar,
@@ -142,6 +142,7 @@ __all__ = [
     "sum",
     "tan",
     "tanh",
+    "thread_axis",
     "trunc",
     "truncdiv",
     "truncmod",

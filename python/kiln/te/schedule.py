@@ -31,6 +31,11 @@ def create_schedule(ops: Tensor | Operation | Sequence[Tensor | Operation]) -> S
     return _ffi_api.CreateSchedule([_as_op(op) for op in items])
 
 
+def thread_axis(tag: str) -> IterVar:
+    """A GPU thread axis for :meth:`Stage.bind`: ``"blockIdx.x"`` ... ``"threadIdx.z"``."""
+    return _ffi_api.ThreadAxis(tag)
+
+
 @register_node("te.Schedule")
 class Schedule(Node):
     """A schedule: ``s[T]`` (a tensor or operation) is the :class:`Stage` of ``T``'s
@@ -118,6 +123,11 @@ class Stage(Node):
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
         _ffi_api.StageReorder(self, list(args))
+
+    def bind(self, ivar: IterVar, thread_ivar: IterVar) -> None:
+        """Bind loop ``ivar`` to the thread axis ``thread_ivar`` (from :func:`thread_axis`):
+        the loop becomes a launch of that GPU thread index."""
+        _ffi_api.StageBind(self, ivar, thread_ivar)
 
     def vectorize(self, var: IterVar) -> None:
         """Make loop ``var`` a vector loop."""
