@@ -8,6 +8,8 @@
 //!   ([`llvm::abi`], [`llvm::symbols`]).
 //! - [`c`]: the `c` target: TIR to self-contained C compiled by `cc` ([`build_c`],
 //!   [`CSourceModule`]), for machines without LLVM.
+//! - [`device`]: OpenCL C and CUDA C++ kernels from the device part of functions with thread
+//!   bindings, and the device build (host module importing the device module).
 //! - [`link`]: `cc -shared -fPIC` linking through the runtime's one toolchain.
 //! - [`variants`]: the target record every library carries, and code for several CPUs in one
 //!   library.
@@ -19,6 +21,7 @@
 
 pub mod build;
 pub mod c;
+pub mod device;
 pub mod driver;
 mod lazy_library;
 pub mod link;
@@ -29,6 +32,7 @@ pub mod variants;
 
 pub use build::{build, build_compiled, LlvmModule};
 pub use c::{build_c, CSourceModule};
+pub use device::module::CudaSourceModule;
 pub use link::{link_shared, LinkOptions};
 pub use llvm::LlvmTarget;
 pub use target::{Target, TargetKind};

@@ -117,6 +117,9 @@ pub mod builtin {
     pub const ALLOC_WORKSPACE: &str = "tir.TVMBackendAllocWorkspace";
     /// `tir.TVMBackendFreeWorkspace(device_type, device_id, ptr)`: releases it (returns int32).
     pub const FREE_WORKSPACE: &str = "tir.TVMBackendFreeWorkspace";
+    /// `tir.tvm_storage_sync("shared")`: a barrier of the threads of a block over their
+    /// `shared` memory (device code).
+    pub const TVM_STORAGE_SYNC: &str = "tir.tvm_storage_sync";
 }
 
 /// The `field` argument of `tir.tvm_struct_get` / `tir.tvm_struct_set`: which field of a runtime

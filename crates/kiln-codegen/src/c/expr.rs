@@ -84,8 +84,13 @@ impl CodeGenC {
     pub fn expr(&mut self, e: &PrimExpr) -> Result<String> {
         let t = e.dtype();
         match e.kind() {
-            ExprKind::IntImm(v) => int_literal(t, v),
-            ExprKind::FloatImm(v) => float_literal(t, v),
+            ExprKind::IntImm(v) => self.dialect.int_literal(t, v),
+            ExprKind::FloatImm(v) => self.dialect.float_literal(t, v),
+            ExprKind::StringImm(s) if self.dialect.is_device() => Err(Error::value_error(format!(
+                "{} code generation of `{}`: string {s:?} cannot be a value in a kernel",
+                self.dialect.name(),
+                self.func_name
+            ))),
             ExprKind::StringImm(s) => Ok(format!("((void*){})", c_string(s))),
             ExprKind::Var(v) => self.var_name(&v),
             ExprKind::Binary(op, a, b) => {
@@ -96,7 +101,7 @@ impl CodeGenC {
                     let et = at.element_of();
                     return self.lanewise(t, &ops, |l, _| scalar_binary(op, et, &l[0], &l[1]));
                 }
-                Ok(scalar_binary(op, at, &x, &y))
+                Ok(self.dialect.binary(op, at, &x, &y))
             }
             ExprKind::Not(a) => {
                 let x = self.expr(a)?;
@@ -114,7 +119,7 @@ impl CodeGenC {
                         scalar_cast(from, to, &l[0]).unwrap_or_default()
                     });
                 }
-                scalar_cast(from, to, &x)
+                self.dialect.cast(from, to, &x)
             }
             ExprKind::Select { cond, t: tv, f: fv } => {
                 let c = self.expr(cond)?;
@@ -180,16 +185,30 @@ impl CodeGenC {
         }
     }
 
-    /// A pointer to the elements of `buffer` (`((float*)A_data)`, offset by `elem_offset`).
+    /// A pointer to the elements of `buffer` (`((float*)A_data)`, offset by `elem_offset`;
+    /// a pointer declared with the buffer's element type is used as it is).
     pub(crate) fn buffer_ptr(&mut self, buffer: &kiln_tir::Buffer) -> Result<String> {
         let et = self.ctype(buffer.dtype())?;
         let data = self.var_name(buffer.data())?;
+        let base = match self.typed_ptrs.get(buffer.data()) {
+            Some((t, _)) if *t == buffer.dtype() => data,
+            Some((_, space)) => format!("(({space} {et}*){data})"),
+            None if self.dialect.is_device() => {
+                return Err(Error::value_error(format!(
+                    "{} code generation of `{}`: buffer `{}` has no declared memory",
+                    self.dialect.name(),
+                    self.func_name,
+                    buffer.name()
+                )))
+            }
+            None => format!("(({et}*){data})"),
+        };
         let off = buffer.elem_offset();
         if off.is_const_int(0) {
-            Ok(format!("(({et}*){data})"))
+            Ok(base)
         } else {
             let o = self.expr(off)?;
-            Ok(format!("((({et}*){data}) + {o})"))
+            Ok(format!("({base} + {o})"))
         }
     }
 
@@ -250,7 +269,7 @@ impl CodeGenC {
                 return self.lanewise(t, &ops, |l, _| scalar_math(op, et, l));
             }
             let l: Vec<String> = ops.into_iter().map(|(e, _)| e).collect();
-            return Ok(scalar_math(op, et, &l));
+            return Ok(self.dialect.math(op, et, &l));
         }
         match op {
             op::LIKELY => {
@@ -285,7 +304,7 @@ impl CodeGenC {
                     op::SHIFT_LEFT => "<<",
                     _ => ">>",
                 };
-                let ct = scalar_ctype(t)?;
+                let ct = self.dialect.scalar_type(t)?;
                 let ops = [
                     (self.expr(&args[0])?, args[0].dtype()),
                     (self.expr(&args[1])?, args[1].dtype()),
@@ -298,7 +317,7 @@ impl CodeGenC {
             }
             op::BITWISE_NOT => {
                 argc(1)?;
-                let ct = scalar_ctype(t)?;
+                let ct = self.dialect.scalar_type(t)?;
                 let x = self.expr(&args[0])?;
                 if t.lanes() > 1 {
                     return self.lanewise(t, &[(x, args[0].dtype())], |l, _| {
@@ -307,6 +326,11 @@ impl CodeGenC {
                 }
                 Ok(format!("(({ct})~{x})"))
             }
+            op::REINTERPRET if self.dialect.is_device() => Err(Error::value_error(format!(
+                "{} code generation of `{}`: tir.reinterpret is not supported in kernels",
+                self.dialect.name(),
+                self.func_name
+            ))),
             op::REINTERPRET => {
                 argc(1)?;
                 let x = self.expr(&args[0])?;
@@ -319,6 +343,7 @@ impl CodeGenC {
             builtin::RET => Err(Error::value_error(
                 "c codegen: tir.ret may only appear as a statement (Evaluate)",
             )),
+            _ if self.dialect.is_device() => self.device_call(t, op, args),
             _ => self.builtin_call(t, op, args),
         }
     }

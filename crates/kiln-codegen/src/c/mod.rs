@@ -28,12 +28,14 @@
 //!   `__tvm_parallel_lambda_<n>` closures; [`packed`]: runtime structs, workspace, asserts;
 //!   [`module`]: [`CSourceModule`] (kind `"c"`) and [`build_c`].
 
+pub mod dialect;
 pub mod expr;
 pub mod module;
 pub mod packed;
 pub mod parallel;
 pub mod stmt;
 
+pub use dialect::Dialect;
 pub use module::{build_c, c_compile_options, CSourceModule};
 
 use crate::llvm::symbols::{exported_symbol, ContextSlot, MAIN_SYMBOL};
@@ -197,6 +199,13 @@ pub struct CodeGenC {
     pub(crate) in_parallel: bool,
     /// The function being generated, for error messages.
     pub(crate) func_name: String,
+    /// The language written.
+    pub(crate) dialect: Dialect,
+    /// Pointer variables declared with their element type and address space qualifier
+    /// (device kernels' buffer parameters and arrays): indexed without a cast.
+    pub(crate) typed_ptrs: HashMap<Var, (DataType, &'static str)>,
+    /// Declarations to put at the top of the current kernel (`__local` arrays).
+    pub(crate) hoisted: Vec<String>,
     functions: String,
 }
 
@@ -209,7 +218,15 @@ impl Default for CodeGenC {
 impl CodeGenC {
     /// An empty generator.
     pub fn new() -> CodeGenC {
+        CodeGenC::with_dialect(Dialect::C)
+    }
+
+    /// An empty generator writing `dialect`.
+    pub fn with_dialect(dialect: Dialect) -> CodeGenC {
         CodeGenC {
+            dialect,
+            typed_ptrs: HashMap::new(),
+            hoisted: Vec::new(),
             vector_types: BTreeMap::new(),
             slots: BTreeSet::new(),
             toplevel: String::new(),
@@ -226,9 +243,17 @@ impl CodeGenC {
 
     /// The C type of `t`: a scalar type, or a vector struct (registered for the prelude).
     pub fn ctype(&mut self, t: DataType) -> Result<String> {
-        let scalar = scalar_ctype(t)?;
+        let scalar = self.dialect.scalar_type(t)?;
         if t.lanes() <= 1 {
             return Ok(scalar.to_string());
+        }
+        if self.dialect.is_device() {
+            return Err(Error::value_error(format!(
+                "{} code generation of `{}`: vector type {t} is not supported in kernels \
+                 (do not vectorize loops of device code)",
+                self.dialect.name(),
+                self.func_name
+            )));
         }
         if t.is_handle() {
             return Err(Error::value_error(format!(

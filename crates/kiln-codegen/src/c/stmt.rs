@@ -51,6 +51,11 @@ impl CodeGenC {
                 Ok(())
             }
             StmtKind::AttrStmt(a) => self.stmt(&a.body),
+            StmtKind::Assert(_) if self.dialect.is_device() => Err(Error::value_error(format!(
+                "{} code generation of `{}`: asserts are not supported in kernels",
+                self.dialect.name(),
+                self.func_name
+            ))),
             StmtKind::Assert(a) => self.assert_stmt(a),
             StmtKind::Evaluate(e) => {
                 if let ExprKind::Call { op, args } = e.value.kind() {
@@ -86,6 +91,15 @@ impl CodeGenC {
     }
 
     fn for_loop(&mut self, f: &ForObj) -> Result<()> {
+        if f.kind == ForKind::Parallel && self.dialect.is_device() {
+            return Err(Error::value_error(format!(
+                "{} code generation of `{}`: loop `{}` is parallel, which a kernel cannot run \
+                 (bind it to a thread axis instead)",
+                self.dialect.name(),
+                self.func_name,
+                f.loop_var.name()
+            )));
+        }
         if f.kind == ForKind::Parallel && !self.in_parallel {
             return self.parallel_for(f);
         }
@@ -155,6 +169,9 @@ impl CodeGenC {
     }
 
     fn allocate(&mut self, a: &AllocateObj) -> Result<()> {
+        if self.dialect.is_device() {
+            return self.device_allocate(a);
+        }
         let et = self.ctype(a.dtype)?;
         let mut count = String::new();
         for e in a.extents.iter() {

@@ -10,7 +10,9 @@
 //! assert T.TVMBackendFreeWorkspace(1, 0, buf) == 0, "RuntimeError: Failed to free workspace"
 //! ```
 //!
-//! (a `LetStmt` binding the allocation's handle variable; device CPU 1, id 0). Small constant
+//! (a `LetStmt` binding the allocation's handle variable; device CPU 1, id 0). In the host
+//! part of a device function (attribute `kiln.device_type`, set by SplitHostDevice) every
+//! allocation goes to that device's workspace. Small constant
 //! allocations stay `Allocate` (code generation makes them stack allocas).
 
 use super::{prim_func_pass, Pass};
@@ -26,7 +28,8 @@ pub const MAX_STACK_ALLOCA: i64 = 1024;
 /// The LowerTVMBuiltin pass (`tir.LowerTVMBuiltin`, opt level 0).
 pub fn lower_tvm_builtin() -> Pass {
     prim_func_pass("tir.LowerTVMBuiltin", 0, |f, _| {
-        let body = lower_builtin_stmt(f.body());
+        let device_type = super::split_host_device::device_type_of(&f);
+        let body = Lower { device_type }.mutate_stmt(f.body());
         Ok(if body.same_as(f.body()) {
             f
         } else {
@@ -37,10 +40,14 @@ pub fn lower_tvm_builtin() -> Pass {
 
 /// Lowers the allocations of `s` (see the module docs).
 pub fn lower_builtin_stmt(s: &Stmt) -> Stmt {
-    Lower.mutate_stmt(s)
+    Lower { device_type: 1 }.mutate_stmt(s)
 }
 
-struct Lower;
+/// The rewriter; `device_type` is where the function's buffers live (1: CPU). Host code of a
+/// device function allocates every buffer on the device (its kernels read it there).
+struct Lower {
+    device_type: i64,
+}
 
 impl ExprMutator for Lower {
     fn mutate_expr(&mut self, e: &PrimExpr) -> PrimExpr {
@@ -59,7 +66,8 @@ impl StmtMutator for Lower {
             acc * cast(DataType::int(64), e.clone())
         });
         let nbytes = crate::arith::simplify(&(count * elem_bytes));
-        if nbytes.as_int().is_some_and(|b| b <= MAX_STACK_ALLOCA) {
+        let on_device = self.device_type != 1;
+        if !on_device && nbytes.as_int().is_some_and(|b| b <= MAX_STACK_ALLOCA) {
             return if body.same_as(&a.body) {
                 s.clone()
             } else {
@@ -81,7 +89,7 @@ impl StmtMutator for Lower {
             DataType::handle(),
             builtin::ALLOC_WORKSPACE,
             vec![
-                PrimExpr::i32(1),
+                PrimExpr::i32(self.device_type),
                 PrimExpr::i32(0),
                 nbytes.clone(),
                 PrimExpr::i32(a.dtype.code() as i64),
@@ -91,7 +99,11 @@ impl StmtMutator for Lower {
         let free = PrimExpr::call(
             i32t,
             builtin::FREE_WORKSPACE,
-            vec![PrimExpr::i32(1), PrimExpr::i32(0), var.to_expr()],
+            vec![
+                PrimExpr::i32(self.device_type),
+                PrimExpr::i32(0),
+                var.to_expr(),
+            ],
         );
         let free_ok = Stmt::assert(
             free.equal(0),

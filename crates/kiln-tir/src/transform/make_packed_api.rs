@@ -14,7 +14,8 @@
 //!    (2); ints accept int and bool; the scalar parameter variable itself is bound by `let`;
 //! 3. per tensor: handle non-null, `ndim`, dtype code/bits/lanes, `let f_A_shape =
 //!    DL_SHAPE` with a `DeclBuffer` over it (int64, `[ndim]`) whose loads read the dims, symbolic
-//!    dims bound by `let` on first sight, `device_type == 1` (cpu), `let dev_id` (first tensor);
+//!    dims bound by `let` on first sight, `device_type == 1` (cpu; the function's
+//!    `kiln.device_type` attribute when SplitHostDevice set one), `let dev_id` (first tensor);
 //! 4. per tensor: dims already bound must match (`expected to match A.shape[0]`), strides NULL
 //!    or compact (`let f_A_strides = DL_STRIDES` with its `DeclBuffer`; `if !isnullptr(..):
 //!    assert ...`), same `device_id` as the first tensor, `let A_data = DL_DATA` (the buffer's
@@ -135,6 +136,12 @@ pub fn make_packed_func(f: &PrimFunc) -> Result<PrimFunc> {
         Var::new("result", handle_t),
     );
     let n = f.params().len();
+    let device_type = super::split_host_device::device_type_of(f);
+    let device_name = match device_type {
+        2 => "cuda",
+        4 => "opencl",
+        _ => "cpu",
+    };
     let mut b = Builder {
         steps: Vec::new(),
         sig: signature(&name, f),
@@ -267,8 +274,8 @@ pub fn make_packed_func(f: &PrimFunc) -> Result<PrimFunc> {
                 _ => {}
             }
         }
-        let dtype_ok = struct_get(i32t, h, 0, struct_field::DL_DEVICE_TYPE).equal(1);
-        let msg = b.arg_msg(&format!("Mismatched {bn}.device_type"), i, "cpu");
+        let dtype_ok = struct_get(i32t, h, 0, struct_field::DL_DEVICE_TYPE).equal(device_type);
+        let msg = b.arg_msg(&format!("Mismatched {bn}.device_type"), i, device_name);
         b.assert(dtype_ok, "ValueError", msg);
         if dev_id.is_none() {
             let v = Var::new("dev_id", i32t);

@@ -10,6 +10,7 @@
 //! | 0 | [`StorageFlatten`](storage_flatten) |
 //! | 1 | [`Simplify`](simplify), [`LoopPartition`](loop_partition) |
 //! | 2 | [`VectorizeLoop`](vectorize_loop), [`UnrollLoop`](unroll_loop), `Simplify`, [`StorageRewrite`](storage_rewrite), [`RemoveNoOp`](remove_no_op), [`RewriteUnsafeSelect`](rewrite_unsafe_select) |
+//! | device | [`SplitHostDevice`](split_host_device) (device targets only, before host lowering) |
 //! | host | [`MakePackedAPI`](make_packed_api), [`LowerTVMBuiltin`](lower_tvm_builtin) |
 //!
 //! # Configuration keys
@@ -34,6 +35,7 @@ mod pass;
 pub mod remove_no_op;
 pub mod rewrite_unsafe_select;
 pub mod simplify;
+pub mod split_host_device;
 pub mod storage_flatten;
 pub mod storage_rewrite;
 pub mod unroll_loop;
@@ -49,6 +51,7 @@ pub use pass::{PassNode, PassRef};
 pub use remove_no_op::remove_no_op;
 pub use rewrite_unsafe_select::rewrite_unsafe_select;
 pub use simplify::simplify;
+pub use split_host_device::split_host_device;
 pub use storage_flatten::storage_flatten;
 pub use storage_rewrite::storage_rewrite;
 pub use unroll_loop::unroll_loop;

@@ -1,0 +1,115 @@
+//! Building for a device target: the host part of each function through the host back end
+//! (`llvm` by default), the kernels as OpenCL C in a `kiln_runtime::opencl::OpenClModule` or as
+//! CUDA C++ in a [`CudaSourceModule`], imported by the host module (which launches each kernel
+//! as the packed function of its name, see [`kiln_tir::transform::split_host_device`]).
+
+use super::{generate, DeviceSource};
+use crate::c::Dialect;
+use crate::target::{Target, TargetKind};
+use kiln_ffi::{Error, Function, Result};
+use kiln_runtime::module::{Module, ModuleNode};
+use kiln_runtime::opencl::OpenClModule;
+use kiln_tir::transform::split_host_device::{is_device_kernel, split_host_device};
+use kiln_tir::transform::{Pass, PassContext};
+use kiln_tir::IRModule;
+
+/// CUDA C++ kernels as a source-only module (kind `"cuda"`): `inspect_source("cu")` gives the
+/// source; it has no functions to call (nothing compiles it yet).
+pub struct CudaSourceModule {
+    source: String,
+}
+
+impl CudaSourceModule {
+    /// A module holding CUDA source `source`.
+    pub fn new(source: String) -> Module {
+        Module::new(CudaSourceModule { source })
+    }
+}
+
+impl ModuleNode for CudaSourceModule {
+    fn kind(&self) -> &str {
+        "cuda"
+    }
+
+    fn get_function(&self, _name: &str) -> Result<Option<Function>> {
+        Ok(None)
+    }
+
+    fn inspect_source(&self, format: &str) -> Result<String> {
+        Ok(match format {
+            "" | "cu" | "cuda" => self.source.clone(),
+            _ => String::new(),
+        })
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The dialect of a device target kind.
+fn dialect_of(kind: TargetKind) -> Result<Dialect> {
+    match kind {
+        TargetKind::OpenCl => Ok(Dialect::OpenCl),
+        TargetKind::Cuda => Ok(Dialect::Cuda),
+        other => Err(Error::value_error(format!(
+            "`{other}` is not a device target (opencl or cuda)"
+        ))),
+    }
+}
+
+/// Splits `module` (after the phase passes, before host lowering) into host functions and
+/// device kernels for `target`; returns the host module (not yet host-lowered) and the
+/// kernels' source.
+pub fn split_and_generate(
+    module: &IRModule,
+    target: &Target,
+    ctx: &PassContext,
+) -> Result<(IRModule, DeviceSource)> {
+    let dialect = dialect_of(target.kind)?;
+    let split = split_host_device(target.kind.device_type() as i64, target.kind.name());
+    let module = split.run(module.clone(), ctx)?;
+    let mut host = Vec::new();
+    let mut kernels = Vec::new();
+    for (key, f) in module.functions().iter() {
+        if is_device_kernel(f) {
+            kernels.push(f.clone());
+        } else {
+            host.push((key.clone(), f.clone()));
+        }
+    }
+    let source = generate(&kernels, dialect)?;
+    Ok((IRModule::new(host)?, source))
+}
+
+/// Builds `module` (after the phase passes, before host lowering) for device `target` with
+/// host code for `host`: the host module, compiled after `host_passes`, importing the device
+/// module.
+pub fn build_device(
+    module: &IRModule,
+    target: &Target,
+    host: &Target,
+    host_passes: &[Pass],
+    ctx: &PassContext,
+) -> Result<Module> {
+    if !host.kind.is_host() {
+        return Err(Error::value_error(format!(
+            "target_host `{host}` is not a host target (llvm or c)"
+        )));
+    }
+    let (host_mod, source) = split_and_generate(module, target, ctx)?;
+    let mut m = host_mod;
+    for p in host_passes {
+        m = p.run(m, ctx)?;
+    }
+    let built = match host.kind {
+        TargetKind::C => crate::c::build_c(&m, host)?,
+        _ => crate::build::build(&m, host)?,
+    };
+    let device = match target.kind {
+        TargetKind::OpenCl => OpenClModule::new(source.source, source.functions),
+        _ => CudaSourceModule::new(source.source),
+    };
+    built.import(&device)?;
+    Ok(built)
+}
