@@ -13,9 +13,14 @@
 //!
 //! # Globals
 //! `driver.Lower(schedule, args, name, simple_mode?)` -> `IRModule`;
-//! `driver.Build(schedule_or_IRModule, args?, target, name?)` -> `runtime.Module` (modules not
-//! yet in packed form are run through the remaining passes first);
-//! `codegen.Build(IRModule, target)` -> `runtime.Module`.
+//! `driver.Build(schedule_or_IRModule, args?, target, name?, target_host?)` -> `runtime.Module`
+//! (modules not yet in packed form are run through the remaining passes first);
+//! `codegen.Build(IRModule, target, target_host?)` -> `runtime.Module`.
+//!
+//! Device targets (`opencl`, `cuda`): the schedule is lowered through the phase passes
+//! (without StorageRewrite), SplitHostDevice makes the kernels, the host part is lowered and
+//! compiled for `target_host` (default `llvm`) and imports the device module
+//! ([`crate::device::module`]).
 
 use crate::target::{Target, TargetKind};
 use kiln_ffi::{register_global, Any, Error, Result};
@@ -86,6 +91,30 @@ pub fn lower_with(
     }
 }
 
+/// The context a device build lowers under: `ctx` without StorageRewrite (which would hoist a
+/// kernel's `shared`/`local` arrays out of it to the host).
+fn device_ctx(ctx: &PassContext) -> PassContext {
+    ctx.clone().disable("tir.StorageRewrite")
+}
+
+/// The host target of a device build: `target_host`, else `llvm`.
+fn host_target(target_host: Option<&str>) -> Result<Target> {
+    Target::parse(target_host.unwrap_or("llvm"))
+}
+
+/// Builds a module not yet in packed form for device target `target` (host code for `host`).
+fn build_device_module(module: &IRModule, target: &Target, host: &Target) -> Result<Module> {
+    if is_packed(module) {
+        return Err(Error::value_error(format!(
+            "build for `{target}`: the module is already lowered for the host (packed form); \
+             give the schedule, or the module from lower(..., simple_mode=True)"
+        )));
+    }
+    let ctx = device_ctx(&PassContext::default());
+    let module = run_passes(&phase_passes(), module.clone(), &ctx)?;
+    crate::device::module::build_device(&module, target, host, &host_passes(), &ctx)
+}
+
 /// True when every function of `module` is already in packed form (`calling_conv` set).
 fn is_packed(module: &IRModule) -> bool {
     module
@@ -98,7 +127,20 @@ fn is_packed(module: &IRModule) -> bool {
 /// through the phase and host passes first (functions already lowered pass through them
 /// unchanged).
 pub fn codegen_build(module: &IRModule, target: &str) -> Result<Module> {
+    codegen_build_with_host(module, target, None)
+}
+
+/// [`codegen_build`] with the host target of a device build (`opencl`, `cuda`): `target_host`
+/// (default `llvm`); ignored for host targets.
+pub fn codegen_build_with_host(
+    module: &IRModule,
+    target: &str,
+    target_host: Option<&str>,
+) -> Result<Module> {
     let target = Target::parse(target)?;
+    if !target.kind.is_host() {
+        return build_device_module(module, &target, &host_target(target_host)?);
+    }
     build_for(&packed(module)?, &target)
 }
 
@@ -127,6 +169,12 @@ pub fn codegen_build_variants(parts: &[(IRModule, String)]) -> Result<Module> {
         .iter()
         .map(|(_, t)| Target::parse(t))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(t) = targets.iter().find(|t| !t.kind.is_host()) {
+        return Err(Error::value_error(format!(
+            "build: device target `{t}` cannot be one of several code variants; build for it \
+             alone"
+        )));
+    }
     let mut built = Vec::with_capacity(parts.len());
     for v in crate::variants::variants(&targets)? {
         let i = targets
@@ -144,14 +192,38 @@ fn build_for(module: &IRModule, target: &Target) -> Result<Module> {
         TargetKind::Llvm => crate::build::build(module, target),
         TargetKind::C => crate::c::build_c(module, target),
         other => Err(Error::value_error(format!(
-            "build: target kind `{other}` generates device code only; build for `llvm` (or `c`)"
+            "build: target kind `{other}` generates device code, which needs the module before \
+             host lowering (driver::build or codegen_build)"
         ))),
     }
 }
 
 /// Lowers `schedule` over `args` (full pipeline) and compiles it for `target`; the module's
 /// function is called `name`.
+///
+/// For a device target (`opencl`, `cuda`) the result is the host module (`llvm`) importing
+/// the device module (kind `opencl`: runnable kernels; `cuda`: source only); every loop that
+/// touches memory must be bound to a thread axis ([`kiln_te::Stage::bind`]).
 pub fn build(schedule: &Schedule, args: &[Tensor], target: &str, name: &str) -> Result<Module> {
+    build_with_host(schedule, args, target, None, name)
+}
+
+/// [`build`] with the host target of a device build: `target_host` (an `llvm ...` target;
+/// default `llvm`); ignored for host targets.
+pub fn build_with_host(
+    schedule: &Schedule,
+    args: &[Tensor],
+    target: &str,
+    target_host: Option<&str>,
+    name: &str,
+) -> Result<Module> {
+    let t = Target::parse(target)?;
+    if !t.kind.is_host() {
+        let func = kiln_te::lower(schedule, args, name)
+            .map_err(|e| e.context(format!("lowering schedule `{name}`")))?;
+        let module = IRModule::from_func(name, func);
+        return build_device_module(&module, &t, &host_target(target_host)?);
+    }
     let module = lower(schedule, args, name, false)?;
     codegen_build(&module, target)
 }
@@ -173,6 +245,25 @@ pub fn build_any(
     targets: &[String],
     name: &str,
 ) -> Result<Module> {
+    build_any_with_host(input, args, targets, None, name)
+}
+
+/// [`build_any`] with the host target of a device build (see [`build_with_host`]).
+pub fn build_any_with_host(
+    input: &BuildInput,
+    args: &[Tensor],
+    targets: &[String],
+    target_host: Option<&str>,
+    name: &str,
+) -> Result<Module> {
+    if let [t] = targets {
+        if !Target::parse(t)?.kind.is_host() {
+            return match input {
+                BuildInput::Schedule(s) => build_with_host(s, args, t, target_host, name),
+                BuildInput::Module(m) => codegen_build_with_host(m, t, target_host),
+            };
+        }
+    }
     let module = match input {
         BuildInput::Schedule(s) => lower(s, args, name, false)?,
         BuildInput::Module(m) => m.clone(),
@@ -228,7 +319,8 @@ register_global!("driver.Lower", |schedule: Schedule,
 register_global!("driver.Build", |input: Any,
                                   args: Option<NodeList<Tensor>>,
                                   target: Option<Any>,
-                                  name: Option<String>|
+                                  name: Option<String>,
+                                  target_host: Option<String>|
  -> Result<Module> {
     let input = if let Ok(s) = input.try_as::<Schedule>() {
         BuildInput::Schedule(s)
@@ -240,15 +332,24 @@ register_global!("driver.Build", |input: Any,
         ));
     };
     let args = args.map(|a| a.to_vec()).unwrap_or_default();
-    build_any(
+    build_any_with_host(
         &input,
         &args,
         &target_list(target)?,
+        target_host.as_deref(),
         name.as_deref().unwrap_or(DEFAULT_NAME),
     )
 });
 
-register_global!("codegen.Build", |module: IRModule, target: Any| {
+register_global!("codegen.Build", |module: IRModule,
+                                   target: Any,
+                                   target_host: Option<String>|
+ -> Result<Module> {
+    if let Ok(t) = target.try_as::<String>() {
+        if !Target::parse(&t)?.kind.is_host() {
+            return codegen_build_with_host(&module, &t, target_host.as_deref());
+        }
+    }
     let parts: Vec<(IRModule, String)> = target_list(Some(target))?
         .into_iter()
         .map(|t| (module.clone(), t))

@@ -263,8 +263,9 @@ impl Dialect {
         }
     }
 
-    /// The helpers device code may call (floor division and modulo of signed integers).
-    pub fn device_helpers(self) -> String {
+    /// The helpers (floor division and modulo of signed integers) that device code `code`
+    /// calls.
+    pub fn device_helpers(self, code: &str) -> String {
         let (qual, types): (&str, &[(&str, u32)]) = match self {
             Dialect::C => return String::new(),
             Dialect::OpenCl => (
@@ -283,6 +284,10 @@ impl Dialect {
         };
         let mut s = String::new();
         for (ty, bits) in types {
+            let used = |f: &str| code.contains(&format!("kiln_{f}_i{bits}("));
+            if !used("floordiv") && !used("floormod") {
+                continue;
+            }
             s.push_str(&format!(
                 "static {qual} {ty} kiln_floordiv_i{bits}({ty} a, {ty} b) {{\n  {ty} q = a / b;\n  \
                  {ty} r = a % b;\n  return (r != 0 && ((r < 0) != (b < 0))) ? ({ty})(q - 1) : q;\n}}\n\

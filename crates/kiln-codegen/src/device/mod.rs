@@ -88,7 +88,7 @@ pub fn generate(kernels: &[PrimFunc], dialect: Dialect) -> Result<DeviceSource> 
         source.push_str("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n");
     }
     source.push('\n');
-    source.push_str(&dialect.device_helpers());
+    source.push_str(&dialect.device_helpers(&text));
     source.push('\n');
     source.push_str(&text);
     Ok(DeviceSource { source, functions })

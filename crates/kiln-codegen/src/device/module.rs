@@ -1,5 +1,4 @@
-//! Building for a device target: the host part of each function through the host back end
-//! (`llvm` by default), the kernels as OpenCL C in a `kiln_runtime::opencl::OpenClModule` or as
+//! Building for a device target: the host part of each function through the LLVM back end, the kernels as OpenCL C in a `kiln_runtime::opencl::OpenClModule` or as
 //! CUDA C++ in a [`CudaSourceModule`], imported by the host module (which launches each kernel
 //! as the packed function of its name, see [`kiln_tir::transform::split_host_device`]).
 
@@ -97,15 +96,18 @@ pub fn build_device(
             "target_host `{host}` is not a host target (llvm or c)"
         )));
     }
+    if host.kind == TargetKind::C {
+        return Err(Error::value_error(format!(
+            "target_host `{host}` cannot launch kernels: the c back end has no packed calls \
+             yet; use an llvm host"
+        )));
+    }
     let (host_mod, source) = split_and_generate(module, target, ctx)?;
     let mut m = host_mod;
     for p in host_passes {
         m = p.run(m, ctx)?;
     }
-    let built = match host.kind {
-        TargetKind::C => crate::c::build_c(&m, host)?,
-        _ => crate::build::build(&m, host)?,
-    };
+    let built = crate::build::build(&m, host)?;
     let device = match target.kind {
         TargetKind::OpenCl => OpenClModule::new(source.source, source.functions),
         _ => CudaSourceModule::new(source.source),
