@@ -75,6 +75,7 @@ def build(
     args: Sequence[Any] | None = None,
     target: str | Sequence[str] = "llvm",
     name: str = "default_function",
+    target_host: str | None = None,
 ) -> Module:
     """Compile ``inp`` for ``target`` into a :class:`kiln.Module`; ``mod[name]`` runs it.
 
@@ -84,6 +85,12 @@ def build(
     list of ``llvm`` target strings for one library with code for each CPU. The
     function takes ``kiln.Tensor`` arguments (numpy arrays are accepted too and written back).
     Raises ``NotImplementedError`` when the runtime library has no code generator.
+
+    A device target (``"opencl"``, ``"cuda"``, with flags) gives the host module (compiled for
+    ``target_host``, default ``"llvm"``) importing the kernels' module (``mod.imports``;
+    ``inspect_source("cl")`` / ``("cu")``); every loop must be bound to a thread axis
+    (``s[T].bind(axis, te.thread_axis("threadIdx.x"))``). The module is lowered by the code
+    generator then, not under the current pass context.
     """
     codegen = optional_global(CODEGEN_BUILD)
     if codegen is None:
@@ -91,8 +98,16 @@ def build(
             "kiln.build needs the global function %r (code generation), which the runtime "
             "library does not provide; kiln.lower works without it" % CODEGEN_BUILD
         )
+    if isinstance(target, str) and _is_device_target(target):
+        return codegen(_as_module(inp, args, name), target, target_host)
     mod = lower(inp, args, name) if not isinstance(inp, IRModule) else _finish_lowering(inp)
     return codegen(mod, str(target) if isinstance(target, str) else [str(t) for t in target])
+
+
+def _is_device_target(target: str) -> bool:
+    """True for target strings of device kinds (their kernels need the module unlowered)."""
+    kind = target.split()[0] if target.split() else ""
+    return kind in ("opencl", "cuda")
 
 
 def _finish_lowering(mod: IRModule) -> IRModule:

@@ -47,7 +47,7 @@ fn split_host_device_launches_the_kernel() {
     assert!(text.contains(r#""kiln.device_type": 4"#), "{text}");
     assert!(!text.contains("thread_extent"), "{text}");
     let k = split.lookup("vadd_kernel0").unwrap();
-    assert_eq!(launch_params_of(&k), ["blockIdx.x", "threadIdx.x"]);
+    assert_eq!(launch_params_of(k), ["blockIdx.x", "threadIdx.x"]);
     let types: Vec<String> = k.params().iter().map(|p| p.dtype().to_string()).collect();
     assert_eq!(types, ["handle", "handle", "handle", "int32"]);
     let ktext = k.to_string();
@@ -145,9 +145,9 @@ fn matmul_kernel_on_a_2d_grid() {
 #[test]
 fn double_precision_enables_fp64_and_math_uses_builtins() {
     let n = PrimExpr::i32(256);
-    let a = placeholder(&[n.clone()], DataType::float(64), "A");
+    let a = placeholder(std::slice::from_ref(&n), DataType::float(64), "A");
     let b = compute(
-        &[n.clone()],
+        std::slice::from_ref(&n),
         |i| kiln_tir::max(kiln_tir::op::exp(a.at_vars(i)), PrimExpr::f64(0.5)),
         "B",
     );
@@ -211,8 +211,8 @@ fn target_host() {
 #[test]
 fn unbound_loops_are_reported() {
     let n = PrimExpr::i32(1024);
-    let a = placeholder(&[n.clone()], DataType::float(32), "A");
-    let b = compute(&[n.clone()], |i| a.at_vars(i) * 2.0, "B");
+    let a = placeholder(std::slice::from_ref(&n), DataType::float(32), "A");
+    let b = compute(std::slice::from_ref(&n), |i| a.at_vars(i) * 2.0, "B");
     let s = create_schedule(&[b.op().clone()]);
     let e = driver::build(&s, &[a.clone(), b.clone()], "opencl", "scale")
         .unwrap_err()
@@ -222,7 +222,7 @@ fn unbound_loops_are_reported() {
         "{e}"
     );
     // One stage bound, its producer not: the producer's loop runs on the host.
-    let c = compute(&[n.clone()], |i| b.at_vars(i) + 1.0, "C");
+    let c = compute(std::slice::from_ref(&n), |i| b.at_vars(i) + 1.0, "C");
     let s = create_schedule(&[c.op().clone()]);
     let (o, i) = s.stage(&c).split(&c.axis(0), 64).unwrap();
     s.stage(&c)
@@ -243,9 +243,9 @@ fn unbound_loops_are_reported() {
 #[test]
 fn kernels_may_not_allocate_global_memory() {
     let n = PrimExpr::i32(256);
-    let a = placeholder(&[n.clone()], DataType::float(32), "A");
-    let b = compute(&[n.clone()], |i| a.at_vars(i) * 2.0, "B");
-    let c = compute(&[n.clone()], |i| b.at_vars(i) + 1.0, "C");
+    let a = placeholder(std::slice::from_ref(&n), DataType::float(32), "A");
+    let b = compute(std::slice::from_ref(&n), |i| a.at_vars(i) * 2.0, "B");
+    let c = compute(std::slice::from_ref(&n), |i| b.at_vars(i) + 1.0, "C");
     let s = create_schedule(&[c.op().clone()]);
     let (o, i) = s.stage(&c).split(&c.axis(0), 64).unwrap();
     s.stage(&c)

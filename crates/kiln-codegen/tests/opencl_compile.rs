@@ -183,11 +183,11 @@ fn source(s: &Schedule, args: &[Tensor], name: &str) -> String {
 /// min/max of ints and floats, math builtins, casts, int64 and double values, selects.
 fn mixed() -> (Schedule, Vec<Tensor>) {
     let n = PrimExpr::i32(300);
-    let a = placeholder(&[n.clone()], DataType::float(32), "A");
-    let d = placeholder(&[n.clone()], DataType::float(64), "D");
-    let ix = placeholder(&[n.clone()], DataType::int(64), "I");
+    let a = placeholder(std::slice::from_ref(&n), DataType::float(32), "A");
+    let d = placeholder(std::slice::from_ref(&n), DataType::float(64), "D");
+    let ix = placeholder(std::slice::from_ref(&n), DataType::int(64), "I");
     let b = compute(
-        &[n.clone()],
+        std::slice::from_ref(&n),
         |i| {
             let x = a.at_vars(i);
             let k = ix.at_vars(i);

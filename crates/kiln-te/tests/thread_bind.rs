@@ -63,7 +63,7 @@ fn binding_errors() {
     let k = reduce_axis_n(16, "k");
     let r = compute(
         &[PrimExpr::i32(16)],
-        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), &[k.clone()]),
+        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), std::slice::from_ref(&k)),
         "R",
     );
     let s = create_schedule(&[r.op().clone()]);

@@ -19,7 +19,9 @@ pub struct CudaSourceModule {
 }
 
 impl CudaSourceModule {
-    /// A module holding CUDA source `source`.
+    /// A module holding CUDA source `source` (as `OpenClModule::new`, the node wrapped in its
+    /// module).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(source: String) -> Module {
         Module::new(CudaSourceModule { source })
     }

@@ -28,7 +28,7 @@ pub fn rowsum() -> (Schedule, Vec<Tensor>) {
     let k = reduce_axis_n(128, "k");
     let r = compute(
         &[n.to_expr()],
-        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), &[k.clone()]),
+        |i| sum(a.at(&[i[0].to_expr(), k.expr()]), std::slice::from_ref(&k)),
         "R",
     );
     let s = create_schedule(&[r.op().clone()]);
@@ -51,7 +51,7 @@ pub fn matmul() -> (Schedule, Vec<Tensor>) {
         |i| {
             sum(
                 a.at(&[i[0].to_expr(), k.expr()]) * b.at(&[k.expr(), i[1].to_expr()]),
-                &[k.clone()],
+                std::slice::from_ref(&k),
             )
         },
         "C",
