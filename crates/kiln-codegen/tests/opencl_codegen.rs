@@ -268,3 +268,35 @@ fn kernels_may_not_allocate_global_memory() {
     let src = dev.inspect_source("cl").unwrap();
     assert!(src.contains("float B[1];"), "{src}");
 }
+
+#[test]
+fn shared_memory_tiles_and_barriers() {
+    let (s, args) = device_common::matmul_shared(64);
+    let dev = build_opencl(&s, &args, "mm");
+    let src = dev.inspect_source("cl").unwrap();
+    let (ty, tx) = ("((int)get_local_id(1))", "((int)get_local_id(0))");
+    let expected = [
+        "  __local float A_shared[64];\n  __local float B_shared[64];\n".to_string(),
+        "  for (int k_outer = 0; k_outer < 8; ++k_outer) {\n    barrier(CLK_LOCAL_MEM_FENCE);\n    \
+         A_shared["
+            .to_string(),
+        format!("B_shared[(({ty} * 8) + {tx})] = B["),
+        "    barrier(CLK_LOCAL_MEM_FENCE);\n    for (int k_inner = 0; k_inner < 8; ++k_inner) {"
+            .to_string(),
+        format!("(A_shared[(({ty} * 8) + k_inner)] * B_shared[((k_inner * 8) + {tx})])"),
+    ];
+    for e in expected {
+        assert!(src.contains(&e), "missing {e:?} in\n{src}");
+    }
+    assert_eq!(src.matches("barrier(").count(), 2, "{src}");
+    let f = &functions(&dev)[0];
+    assert_eq!(
+        f.launch_param_tags,
+        ["blockIdx.y", "blockIdx.x", "threadIdx.y", "threadIdx.x"]
+    );
+    // The same kernel for CUDA.
+    let m = driver::build(&s, &args, "cuda", "mm").unwrap();
+    let cu = m.imports()[0].inspect_source("cu").unwrap();
+    assert!(cu.contains("  __shared__ float A_shared[64];"), "{cu}");
+    assert_eq!(cu.matches("__syncthreads();").count(), 2, "{cu}");
+}

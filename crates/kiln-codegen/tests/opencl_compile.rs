@@ -4,7 +4,7 @@
 
 mod device_common;
 
-use device_common::{matmul, rowsum, vadd};
+use device_common::{matmul, matmul_shared, rowsum, vadd};
 use kiln_codegen::driver;
 use kiln_te::{compute, create_schedule, placeholder, thread_axis, Schedule, Tensor};
 use kiln_tir::{DataType, PrimExpr};
@@ -232,6 +232,7 @@ fn generated_opencl_builds_on_the_device() {
         ("vadd", vadd()),
         ("rowsum", rowsum()),
         ("matmul", matmul()),
+        ("matmul_shared", matmul_shared(64)),
         ("mixed", mixed()),
     ];
     for (name, (s, args)) in programs {

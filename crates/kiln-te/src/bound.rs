@@ -4,7 +4,9 @@
 //! domain; a stage attached with `compute_at` covers the union of the regions its consumers
 //! read, with the loop variables in scope at the attach point held fixed and every other loop
 //! variable relaxed over its range (symbolic interval arithmetic, simplified with the
-//! [`Analyzer`]). Ranges then flow down splits and fuses to the leaf loops.
+//! [`Analyzer`]). Ranges then flow down splits and fuses to the leaf loops. A stage in
+//! `shared` memory attached inside thread-bound loops covers what all threads of the block
+//! read there (the `threadIdx` loops are relaxed too; `global` relaxes `blockIdx` as well).
 //!
 //! Inlined stages are substituted into their readers first ([`effective_bodies`]), so they have
 //! no ranges and their consumers read through them.
@@ -15,6 +17,7 @@ use crate::tensor::{IterVar, OpKind, Tensor};
 use kiln_ffi::Result;
 use kiln_tir::arith::ConstIntBound;
 use kiln_tir::mutator::{substitute, transform_expr};
+use kiln_tir::thread_axis::{ThreadRank, ThreadTag};
 use kiln_tir::visitor::{post_order_visit_expr, uses_var_where};
 use kiln_tir::Analyzer;
 use kiln_tir::{floordiv, BinOp, DataTypeExt, ExprKind, PrimExpr, Range, Var};
@@ -397,7 +400,25 @@ impl Bounds {
         op_stage: &HashMap<usize, usize>,
         s: usize,
     ) -> Option<Vec<Range>> {
-        let fixed = scope_vars(inner, s);
+        let mut fixed = scope_vars(inner, s);
+        // Memory shared by a block's threads (or by all blocks) must cover what every thread
+        // of the attach point reads: the thread loops it is shared over are relaxed too
+        // (TVM's `NeedRelax` by storage rank).
+        let shared_over: &[ThreadRank] = match inner.stages[s].scope.as_str() {
+            "shared" => &[ThreadRank::Thread],
+            "global" => &[ThreadRank::Thread, ThreadRank::Block],
+            _ => &[],
+        };
+        if inner.stages[s].attach != Attach::Root {
+            fixed.retain(|v| {
+                !inner.order.iter().any(|&c| {
+                    inner.stages[c].bind.get(v).is_some_and(|t| {
+                        ThreadTag::parse(t.thread_tag())
+                            .is_some_and(|tag| shared_over.contains(&tag.rank))
+                    })
+                })
+            });
+        }
         let op_key = inner.stages[s].op.key();
         let mut relax: HashMap<Var, Range> = HashMap::new();
         for &c in &inner.order {

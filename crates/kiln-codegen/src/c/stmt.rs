@@ -75,6 +75,11 @@ impl CodeGenC {
                 if e.value.is_const() {
                     return Ok(());
                 }
+                if self.dialect.is_device() {
+                    let v = self.expr(&e.value)?;
+                    self.line(format!("{v};"));
+                    return Ok(());
+                }
                 let v = self.expr(&e.value)?;
                 self.line(format!("(void){v};"));
                 Ok(())

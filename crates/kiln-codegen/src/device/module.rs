@@ -9,7 +9,7 @@ use kiln_ffi::{Error, Function, Result};
 use kiln_runtime::module::{Module, ModuleNode};
 use kiln_runtime::opencl::OpenClModule;
 use kiln_tir::transform::split_host_device::{is_device_kernel, split_host_device};
-use kiln_tir::transform::{Pass, PassContext};
+use kiln_tir::transform::{thread_sync, Pass, PassContext};
 use kiln_tir::IRModule;
 
 /// CUDA C++ kernels as a source-only module (kind `"cuda"`): `inspect_source("cu")` gives the
@@ -60,7 +60,7 @@ fn dialect_of(kind: TargetKind) -> Result<Dialect> {
 }
 
 /// Splits `module` (after the phase passes, before host lowering) into host functions and
-/// device kernels for `target`; returns the host module (not yet host-lowered) and the
+/// device kernels for `target` (with barriers around `shared` memory, ThreadSync); returns the host module (not yet host-lowered) and the
 /// kernels' source.
 pub fn split_and_generate(
     module: &IRModule,
@@ -70,6 +70,7 @@ pub fn split_and_generate(
     let dialect = dialect_of(target.kind)?;
     let split = split_host_device(target.kind.device_type() as i64, target.kind.name());
     let module = split.run(module.clone(), ctx)?;
+    let module = thread_sync().run(module, ctx)?;
     let mut host = Vec::new();
     let mut kernels = Vec::new();
     for (key, f) in module.functions().iter() {

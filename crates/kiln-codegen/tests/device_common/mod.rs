@@ -65,3 +65,44 @@ pub fn matmul() -> (Schedule, Vec<Tensor>) {
     st.bind(&xi, &thread_axis("threadIdx.x").unwrap()).unwrap();
     (s, vec![a, b, c])
 }
+
+/// The matmul of [`matmul`] (`n` x `n` x `n`) tiled for shared memory: 8 x 8 threads per block
+/// each compute one element; per step of 8 along `k` the block copies an 8 x 8 tile of `A`
+/// and of `B` into `shared` memory (one element per thread) and reads them from there.
+pub fn matmul_shared(n: i64) -> (Schedule, Vec<Tensor>) {
+    let m = PrimExpr::i32(n);
+    let f32t = DataType::float(32);
+    let a = placeholder(&[m.clone(), m.clone()], f32t, "A");
+    let b = placeholder(&[m.clone(), m.clone()], f32t, "B");
+    let k = reduce_axis_n(n, "k");
+    let c = compute(
+        &[m.clone(), m.clone()],
+        |i| {
+            sum(
+                a.at(&[i[0].to_expr(), k.expr()]) * b.at(&[k.expr(), i[1].to_expr()]),
+                std::slice::from_ref(&k),
+            )
+        },
+        "C",
+    );
+    let s = create_schedule(&[c.op().clone()]);
+    let aa = s.cache_read(&a, "shared", &[c.op().clone()]).unwrap();
+    let bb = s.cache_read(&b, "shared", &[c.op().clone()]).unwrap();
+    let st = s.stage(&c);
+    let (yo, xo, yi, xi) = st.tile(&c.axis(0), &c.axis(1), 8, 8).unwrap();
+    let (ko, _ki) = st.split(&k, 8).unwrap();
+    st.bind(&yo, &thread_axis("blockIdx.y").unwrap()).unwrap();
+    st.bind(&xo, &thread_axis("blockIdx.x").unwrap()).unwrap();
+    st.bind(&yi, &thread_axis("threadIdx.y").unwrap()).unwrap();
+    st.bind(&xi, &thread_axis("threadIdx.x").unwrap()).unwrap();
+    for t in [&aa, &bb] {
+        let cs = s.stage(t);
+        cs.compute_at(&st, &ko).unwrap();
+        let leaves = cs.leaf_iter_vars();
+        cs.bind(&leaves[0], &thread_axis("threadIdx.y").unwrap())
+            .unwrap();
+        cs.bind(&leaves[1], &thread_axis("threadIdx.x").unwrap())
+            .unwrap();
+    }
+    (s, vec![a, b, c])
+}

@@ -10,7 +10,7 @@
 //! | 0 | [`StorageFlatten`](storage_flatten) |
 //! | 1 | [`Simplify`](simplify), [`LoopPartition`](loop_partition) |
 //! | 2 | [`VectorizeLoop`](vectorize_loop), [`UnrollLoop`](unroll_loop), `Simplify`, [`StorageRewrite`](storage_rewrite), [`RemoveNoOp`](remove_no_op), [`RewriteUnsafeSelect`](rewrite_unsafe_select) |
-//! | device | [`SplitHostDevice`](split_host_device) (device targets only, before host lowering) |
+//! | device | [`SplitHostDevice`](split_host_device), [`ThreadSync`](thread_sync) (device targets only, before host lowering) |
 //! | host | [`MakePackedAPI`](make_packed_api), [`LowerTVMBuiltin`](lower_tvm_builtin) |
 //!
 //! # Configuration keys
@@ -38,6 +38,7 @@ pub mod simplify;
 pub mod split_host_device;
 pub mod storage_flatten;
 pub mod storage_rewrite;
+pub mod thread_sync;
 pub mod unroll_loop;
 pub mod vectorize_loop;
 
@@ -54,6 +55,7 @@ pub use simplify::simplify;
 pub use split_host_device::split_host_device;
 pub use storage_flatten::storage_flatten;
 pub use storage_rewrite::storage_rewrite;
+pub use thread_sync::thread_sync;
 pub use unroll_loop::unroll_loop;
 pub use vectorize_loop::vectorize_loop;
 
