@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 #: The global function that compiles a packed-form IRModule for a target string.
 CODEGEN_BUILD = "codegen.Build"
+#: The same with the host target of a device build (target, target_host).
+CODEGEN_BUILD_WITH_HOST = "codegen.BuildWithHost"
 
 
 def _pipeline(names: Sequence[str], label: str) -> Pass:
@@ -99,7 +101,10 @@ def build(
             "library does not provide; kiln.lower works without it" % CODEGEN_BUILD
         )
     if isinstance(target, str) and _is_device_target(target):
-        return codegen(_as_module(inp, args, name), target, target_host)
+        mod = _as_module(inp, args, name)
+        if target_host is None:
+            return codegen(mod, target)
+        return optional_global(CODEGEN_BUILD_WITH_HOST)(mod, target, str(target_host))
     mod = lower(inp, args, name) if not isinstance(inp, IRModule) else _finish_lowering(inp)
     return codegen(mod, str(target) if isinstance(target, str) else [str(t) for t in target])
 

@@ -13,9 +13,10 @@
 //!
 //! # Globals
 //! `driver.Lower(schedule, args, name, simple_mode?)` -> `IRModule`;
-//! `driver.Build(schedule_or_IRModule, args?, target, name?, target_host?)` -> `runtime.Module`
-//! (modules not yet in packed form are run through the remaining passes first);
-//! `codegen.Build(IRModule, target, target_host?)` -> `runtime.Module`.
+//! `driver.Build(schedule_or_IRModule, args?, target, name?)` -> `runtime.Module` (modules not
+//! yet in packed form are run through the remaining passes first);
+//! `codegen.Build(IRModule, target)` -> `runtime.Module`; `codegen.BuildWithHost(IRModule,
+//! target, target_host)`: a device target with the host part compiled for `target_host`.
 //!
 //! Device targets (`opencl`, `cuda`): the schedule is lowered through the phase passes
 //! (without StorageRewrite), SplitHostDevice makes the kernels, the host part is lowered and
@@ -319,8 +320,7 @@ register_global!("driver.Lower", |schedule: Schedule,
 register_global!("driver.Build", |input: Any,
                                   args: Option<NodeList<Tensor>>,
                                   target: Option<Any>,
-                                  name: Option<String>,
-                                  target_host: Option<String>|
+                                  name: Option<String>|
  -> Result<Module> {
     let input = if let Ok(s) = input.try_as::<Schedule>() {
         BuildInput::Schedule(s)
@@ -332,22 +332,27 @@ register_global!("driver.Build", |input: Any,
         ));
     };
     let args = args.map(|a| a.to_vec()).unwrap_or_default();
-    build_any_with_host(
+    build_any(
         &input,
         &args,
         &target_list(target)?,
-        target_host.as_deref(),
         name.as_deref().unwrap_or(DEFAULT_NAME),
     )
 });
 
+register_global!("codegen.BuildWithHost", |module: IRModule,
+                                           target: String,
+                                           target_host: String|
+ -> Result<Module> {
+    codegen_build_with_host(&module, &target, Some(&target_host))
+});
+
 register_global!("codegen.Build", |module: IRModule,
-                                   target: Any,
-                                   target_host: Option<String>|
+                                   target: Any|
  -> Result<Module> {
     if let Ok(t) = target.try_as::<String>() {
         if !Target::parse(&t)?.kind.is_host() {
-            return codegen_build_with_host(&module, &t, target_host.as_deref());
+            return codegen_build(&module, &t);
         }
     }
     let parts: Vec<(IRModule, String)> = target_list(Some(target))?
