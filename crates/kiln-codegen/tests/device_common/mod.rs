@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ocl;
+
 use kiln_te::*;
 use kiln_tir::{DataType, PrimExpr, Var};
 

@@ -1,5 +1,6 @@
 //! Schedules for the operators of [`crate::nn`] (and any injective/reduction op): x86 schedules
-//! ([`x86`]) and the generic fallback ([`generic`]); each graph operator names its x86 schedule
+//! ([`x86`]), the generic fallback ([`generic`]) and thread-bound schedules for GPU targets
+//! ([`gpu`]); each graph operator names its x86 schedule
 //! in its definition (`kiln_graph::op`).
 //!
 //! Every schedule function has the shape `fn(&Schedule, &Tensor) -> Result<()>`: it takes a
@@ -10,6 +11,7 @@
 //! epilogue's tile.
 
 pub mod generic;
+pub mod gpu;
 pub mod x86;
 
 pub use generic::{schedule_generic, schedule_injective, schedule_reduce_stages};
