@@ -300,3 +300,66 @@ fn shared_memory_tiles_and_barriers() {
     assert!(cu.contains("  __shared__ float A_shared[64];"), "{cu}");
     assert_eq!(cu.matches("__syncthreads();").count(), 2, "{cu}");
 }
+
+#[test]
+fn two_root_stages_are_two_kernels_with_a_device_buffer_between() {
+    let n = PrimExpr::i32(1000);
+    let a = placeholder(std::slice::from_ref(&n), DataType::float(32), "A");
+    let b = compute(std::slice::from_ref(&n), |i| a.at_vars(i) * 2.0, "B");
+    let c = compute(std::slice::from_ref(&n), |i| b.at_vars(i) + 1.0, "C");
+    let s = create_schedule(&[c.op().clone()]);
+    for t in [&b, &c] {
+        let (o, i) = s.stage(t).split(&t.axis(0), 128).unwrap();
+        s.stage(t)
+            .bind(&o, &thread_axis("blockIdx.x").unwrap())
+            .unwrap();
+        s.stage(t)
+            .bind(&i, &thread_axis("threadIdx.x").unwrap())
+            .unwrap();
+    }
+    let args = [a, c];
+    let host = driver::lower(&s, &args, "two", true).unwrap();
+    let split = split_host_device(4, "opencl")
+        .run(host, &PassContext::default())
+        .unwrap();
+    let text = split.lookup("two").unwrap().to_string();
+    assert!(text.contains(r#"T.call_packed("two_kernel0", "#), "{text}");
+    assert!(text.contains(r#"T.call_packed("two_kernel1", "#), "{text}");
+    // The intermediate buffer is allocated by the host, on the device.
+    let lowered = kiln_tir::transform::lower_tvm_builtin()
+        .run(split, &PassContext::default())
+        .unwrap();
+    let text = lowered.lookup("two").unwrap().to_string();
+    assert!(
+        text.contains("T.TVMBackendAllocWorkspace(4, 0, T.int64(4000)"),
+        "{text}"
+    );
+    let dev = build_opencl(&s, &args, "two");
+    let f = functions(&dev);
+    assert_eq!(f.len(), 2);
+    assert_eq!(f[0].name, "two_kernel0");
+    assert_eq!(f[1].name, "two_kernel1");
+    assert_eq!(f[1].arg_types, vec![DataType::handle(); 2]);
+}
+
+#[test]
+fn int64_indices_are_long() {
+    let n = PrimExpr::i64(300);
+    let a = placeholder(std::slice::from_ref(&n), DataType::float(32), "A");
+    let b = compute(std::slice::from_ref(&n), |i| a.at_vars(i) + 1.0, "B");
+    let s = create_schedule(&[b.op().clone()]);
+    let (o, i) = s.stage(&b).split(&b.axis(0), 64).unwrap();
+    s.stage(&b)
+        .bind(&o, &thread_axis("blockIdx.x").unwrap())
+        .unwrap();
+    s.stage(&b)
+        .bind(&i, &thread_axis("threadIdx.x").unwrap())
+        .unwrap();
+    let dev = build_opencl(&s, &[a, b], "wide");
+    let src = dev.inspect_source("cl").unwrap();
+    assert!(
+        src.contains("((long)(((int)get_group_id(0)))) * 64L"),
+        "{src}"
+    );
+    assert!(src.contains("300L"), "{src}");
+}

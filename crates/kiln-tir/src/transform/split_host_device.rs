@@ -336,3 +336,74 @@ fn verify_host_memory(name: &str, body: &Stmt, target: &str) -> Result<()> {
          to bind? (s[T].bind(axis, te.thread_axis(\"threadIdx.x\")))"
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::Buffer;
+    use crate::thread_axis::THREAD_EXTENT;
+
+    fn f32t() -> DataType {
+        DataType::float(32)
+    }
+
+    /// `for i in 0..n: B[i] = ...` as a function over A, B, with `body` inside a launch of
+    /// `threadIdx.x` over 64.
+    fn kernel_func(body: impl FnOnce(&Var, &Buffer, &Buffer) -> Stmt) -> PrimFunc {
+        let a = Buffer::decl("A", f32t(), vec![PrimExpr::i32(64)]);
+        let b = Buffer::decl("B", f32t(), vec![PrimExpr::i32(64)]);
+        let tx = Var::int32("threadIdx.x");
+        let inner = body(&tx, &a, &b);
+        let s = Stmt::attr(tx.clone(), THREAD_EXTENT, 64, inner);
+        PrimFunc::from_buffers("f", &[a, b], s)
+    }
+
+    #[test]
+    fn kernels_may_not_call_packed_functions() {
+        let f = kernel_func(|tx, _, b| {
+            Stmt::seq(vec![
+                b.store(PrimExpr::f32(1.0), vec![tx.to_expr()]),
+                Stmt::evaluate(call_packed("g", vec![])),
+            ])
+        });
+        let e = split_function("f", &f, 4, "opencl")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("kernel `f_kernel0` of `f` calls a packed function"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn one_tag_with_two_extents_is_refused() {
+        let f = kernel_func(|tx, a, b| {
+            Stmt::attr(
+                tx.clone(),
+                THREAD_EXTENT,
+                32,
+                b.store(a.load(vec![tx.to_expr()]), vec![tx.to_expr()]),
+            )
+        });
+        let e = split_function("f", &f, 4, "opencl")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("launches `threadIdx.x` with two extents, 64 and 32"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn kernels_take_handles_in_parameter_order_then_scalars() {
+        let f = kernel_func(|tx, a, b| b.store(a.load(vec![tx.to_expr()]), vec![tx.to_expr()]));
+        let (host, kernels) = split_function("f", &f, 2, "cuda").unwrap();
+        assert_eq!(device_type_of(&host), 2);
+        assert_eq!(kernels.len(), 1);
+        let names: Vec<&str> = kernels[0].params().iter().map(|p| p.name()).collect();
+        assert_eq!(names.len(), 2);
+        assert!(is_device_kernel(&kernels[0]));
+        assert_eq!(launch_params_of(&kernels[0]), ["threadIdx.x"]);
+        assert!(!is_device_kernel(&host));
+    }
+}

@@ -185,3 +185,33 @@ impl StmtMutator for Sync {
         self.visit(s, &mut HashSet::new())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::Buffer;
+    use crate::stmt::ForKind;
+
+    #[test]
+    fn barriers_between_shared_writes_and_reads() {
+        let sh = Buffer::decl_in("S", DataType::float(32), vec![PrimExpr::i32(8)], "shared");
+        let out = Buffer::decl("O", DataType::float(32), vec![PrimExpr::i32(8)]);
+        let (k, t) = (Var::int32("k"), Var::int32("t"));
+        let body = Stmt::seq(vec![
+            sh.store(PrimExpr::f32(1.0), vec![t.to_expr()]),
+            out.store(
+                sh.load(vec![PrimExpr::i32(7) - t.to_expr()]),
+                vec![t.to_expr()],
+            ),
+        ]);
+        let lp = Stmt::for_loop(&k, 0, 4, ForKind::Serial, body);
+        let s = Stmt::allocate_buffer(&sh, lp);
+        let text = thread_sync_stmt(&s).to_string();
+        assert_eq!(text.matches("tvm_storage_sync").count(), 2, "{text}");
+        let first = text.find("tvm_storage_sync").unwrap();
+        assert!(first < text.find("S[t] =").unwrap(), "{text}");
+        // Without shared memory nothing changes.
+        let plain = out.store(PrimExpr::f32(1.0), vec![t.to_expr()]);
+        assert!(thread_sync_stmt(&plain).same_as(&plain));
+    }
+}
