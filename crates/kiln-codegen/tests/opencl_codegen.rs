@@ -363,3 +363,25 @@ fn int64_indices_are_long() {
     );
     assert!(src.contains("300L"), "{src}");
 }
+
+#[test]
+fn names_of_opencl_builtins_are_renamed() {
+    let n = PrimExpr::i32(64);
+    let a = placeholder(std::slice::from_ref(&n), DataType::float(32), "min");
+    let b = compute(
+        std::slice::from_ref(&n),
+        |i| kiln_tir::min(a.at_vars(i), PrimExpr::f32(0.0)),
+        "local",
+    );
+    let s = create_schedule(&[b.op().clone()]);
+    s.stage(&b)
+        .bind(&b.axis(0), &thread_axis("threadIdx.x").unwrap())
+        .unwrap();
+    let dev = build_opencl(&s, &[a, b], "names");
+    let src = dev.inspect_source("cl").unwrap();
+    assert!(
+        src.contains("(__global const float* restrict min_, __global float* restrict local_)"),
+        "{src}"
+    );
+    assert!(src.contains("fmin(min_["), "{src}");
+}

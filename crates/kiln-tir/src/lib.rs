@@ -15,6 +15,7 @@
 //! | [`op`] | intrinsics and builtins called by name (`tir.exp`, `tir.call_packed`, ...) |
 //! | [`printer`] | the TVMScript-like text form (`Display` of every handle) |
 //! | [`structural`] | structural equality and hashing with variables matched by definition |
+//! | [`thread_axis`] | GPU thread tags (`blockIdx.x`, `threadIdx.y`, ...) and the `thread_extent` attribute that launches them |
 //! | [`visitor`], [`mutator`] | traversal and copy-on-write rewriting, substitution, use/def analysis |
 //! | [`arith`] | the [`Analyzer`]: constant folding, canonical linear forms, division rules, bounds, proofs, simplification |
 //! | [`dtype`] | [`DataTypeExt`]: predicates and limits of `kiln_ffi::DataType` |

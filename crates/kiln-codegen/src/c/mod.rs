@@ -281,7 +281,7 @@ impl CodeGenC {
         if base.is_empty() || base.starts_with(|c: char| c.is_ascii_digit() || c == '_') {
             base = format!("v_{base}");
         }
-        if is_reserved(&base) {
+        if is_reserved(&base) || (self.dialect.is_device() && is_device_reserved(&base)) {
             base.push('_');
         }
         let mut name = base.clone();
@@ -470,6 +470,49 @@ fn is_reserved(name: &str) -> bool {
     ];
     let libm = crate::lower_common::is_libm_function(name);
     WORDS.contains(&name) || libm || name.starts_with("__") || name.starts_with("kiln_")
+}
+
+/// OpenCL C and CUDA words and the builtins device code calls: a TIR variable of a kernel with
+/// one of these names gets a `_` appended.
+fn is_device_reserved(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "kernel",
+        "global",
+        "local",
+        "constant",
+        "private",
+        "generic",
+        "half",
+        "uchar",
+        "ushort",
+        "uint",
+        "ulong",
+        "signed",
+        "unsigned",
+        "restrict",
+        "min",
+        "max",
+        "fmin",
+        "fmax",
+        "fminf",
+        "fmaxf",
+        "rint",
+        "rsqrt",
+        "exp10",
+        "mad",
+        "clamp",
+        "select",
+        "barrier",
+        "get_group_id",
+        "get_local_id",
+        "get_global_id",
+        "blockIdx",
+        "threadIdx",
+        "blockDim",
+        "gridDim",
+        "__syncthreads",
+    ];
+    WORDS.contains(&name)
 }
 
 /// Checks the packed calling convention (four parameters: handle, handle, int32, handle).

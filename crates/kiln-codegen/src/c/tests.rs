@@ -81,3 +81,47 @@ fn unpacked_functions_are_refused() {
     let e = generate_c(&IRModule::from_func("f", f)).unwrap_err();
     assert!(e.message().contains("lower_pipeline"), "{}", e.message());
 }
+
+#[test]
+fn device_dialect_literals_types_and_ops() {
+    let t = |s: &str| s.parse::<DataType>().unwrap();
+    let (cl, cu) = (Dialect::OpenCl, Dialect::Cuda);
+    assert_eq!(cl.scalar_type(t("int64")).unwrap(), "long");
+    assert_eq!(cu.scalar_type(t("int64")).unwrap(), "long long");
+    assert_eq!(cl.scalar_type(t("uint8")).unwrap(), "uchar");
+    assert!(cl.scalar_type(t("float16")).is_err());
+    assert!(cu.scalar_type(t("handle")).is_err());
+    assert_eq!(cl.int_literal(t("int64"), 7).unwrap(), "7L");
+    assert_eq!(cu.int_literal(t("int64"), -7).unwrap(), "(-7LL)");
+    assert_eq!(
+        cl.int_literal(t("int32"), i32::MIN as i64).unwrap(),
+        "(-2147483647 - 1)"
+    );
+    assert_eq!(cl.int_literal(t("uint64"), 3).unwrap(), "3UL");
+    assert_eq!(cl.float_literal(t("float32"), f64::NAN).unwrap(), "NAN");
+    assert_eq!(
+        cu.float_literal(t("float32"), f64::NEG_INFINITY).unwrap(),
+        "(-__int_as_float(0x7f800000))"
+    );
+    assert_eq!(cl.binary(BinOp::Min, t("float32"), "a", "b"), "fmin(a, b)");
+    assert_eq!(cu.binary(BinOp::Max, t("float32"), "a", "b"), "fmaxf(a, b)");
+    assert_eq!(cl.binary(BinOp::Max, t("int32"), "a", "b"), "max(a, b)");
+    assert_eq!(
+        cl.binary(BinOp::FloorDiv, t("int64"), "a", "b"),
+        "kiln_floordiv_i64(a, b)"
+    );
+    assert_eq!(
+        cl.math("tir.nearbyint", t("float32"), &["x".into()]),
+        "rint(x)"
+    );
+    assert_eq!(cu.math("tir.exp", t("float32"), &["x".into()]), "expf(x)");
+    assert_eq!(cu.math("tir.exp", t("float64"), &["x".into()]), "exp(x)");
+    assert_eq!(
+        cl.cast(t("int32"), t("float32"), "i").unwrap(),
+        "((float)(i))"
+    );
+    assert!(cl.device_helpers("no helpers").is_empty());
+    assert!(cl
+        .device_helpers("kiln_floormod_i32(a, b)")
+        .contains("static inline int kiln_floormod_i32(int a, int b)"));
+}

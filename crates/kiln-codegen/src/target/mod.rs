@@ -6,8 +6,8 @@
 //! llvm -mcpu=native -opt-level=3         the machine this runs on (LLVM 19 says `znver5` here)
 //! llvm -mcpu=skylake-avx512 -mattr=+avx512f,-avx512bw -mtriple=x86_64-pc-linux-gnu -fast-math
 //! c -mcpu=znver4                         C source compiled by `cc`
-//! opencl -device=pocl                    device code (parsed only, for now)
-//! cuda -arch=sm_80                       device code (parsed only, for now)
+//! opencl -device=pocl                    OpenCL C kernels, host code through LLVM
+//! cuda -arch=sm_80                       CUDA C++ kernels (source only), host code through LLVM
 //! ```
 //!
 //! [`Target`] is a plain struct of strings, integers and flags (easy to reflect, print and
