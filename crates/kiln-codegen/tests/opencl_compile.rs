@@ -8,7 +8,7 @@
 mod device_common;
 
 use device_common::ocl::{assert_close, buf, data, Arg, Cl};
-use device_common::{matmul, matmul_shared, rowsum, vadd};
+use device_common::{matmul, matmul_shared, matmul_shared_local, rowsum, vadd};
 use kiln_codegen::driver;
 use kiln_te::{compute, create_schedule, placeholder, thread_axis, Schedule, Tensor};
 use kiln_tir::{DataType, PrimExpr};
@@ -68,8 +68,16 @@ fn generated_kernels_compute_on_the_device() {
     // Both 64 x 64 matmuls: 8 x 8 groups of 8 x 8 work-items.
     let (a, b) = (data(64 * 64, 4), data(64 * 64, 5));
     let want = matmul_ref(&a, &b, 64);
-    for (name, (s, args)) in [("naive", matmul()), ("shared", matmul_shared(64))] {
+    let variants = [
+        ("naive", matmul()),
+        ("shared", matmul_shared(64)),
+        ("shared_local", matmul_shared_local(64)),
+    ];
+    for (name, (s, args)) in variants {
         let src = source(&s, &args, name);
+        if std::env::var_os("KILN_PRINT_OPENCL").is_some() {
+            println!("{src}");
+        }
         let mut kargs = [
             Arg::Buf(a.clone()),
             Arg::Buf(b.clone()),

@@ -108,3 +108,47 @@ pub fn matmul_shared(n: i64) -> (Schedule, Vec<Tensor>) {
     }
     (s, vec![a, b, c])
 }
+
+/// [`matmul_shared`] with the accumulation in a private register (`cache_write(C, "local")`
+/// computed at each thread), the copy to `C` after the reduction.
+pub fn matmul_shared_local(n: i64) -> (Schedule, Vec<Tensor>) {
+    let m = PrimExpr::i32(n);
+    let f32t = DataType::float(32);
+    let a = placeholder(&[m.clone(), m.clone()], f32t, "A");
+    let b = placeholder(&[m.clone(), m.clone()], f32t, "B");
+    let k = reduce_axis_n(n, "k");
+    let c = compute(
+        &[m.clone(), m.clone()],
+        |i| {
+            sum(
+                a.at(&[i[0].to_expr(), k.expr()]) * b.at(&[k.expr(), i[1].to_expr()]),
+                std::slice::from_ref(&k),
+            )
+        },
+        "C",
+    );
+    let s = create_schedule(&[c.op().clone()]);
+    let aa = s.cache_read(&a, "shared", &[c.op().clone()]).unwrap();
+    let bb = s.cache_read(&b, "shared", &[c.op().clone()]).unwrap();
+    let cl = s.cache_write(&c, "local").unwrap();
+    let st = s.stage(&c);
+    let (yo, xo, yi, xi) = st.tile(&c.axis(0), &c.axis(1), 8, 8).unwrap();
+    st.bind(&yo, &thread_axis("blockIdx.y").unwrap()).unwrap();
+    st.bind(&xo, &thread_axis("blockIdx.x").unwrap()).unwrap();
+    st.bind(&yi, &thread_axis("threadIdx.y").unwrap()).unwrap();
+    st.bind(&xi, &thread_axis("threadIdx.x").unwrap()).unwrap();
+    let ls = s.stage(&cl);
+    ls.compute_at(&st, &xi).unwrap();
+    let kl = cl.op().as_compute().unwrap().reduce_axis[0].clone();
+    let (ko, _ki) = ls.split(&kl, 8).unwrap();
+    for t in [&aa, &bb] {
+        let cs = s.stage(t);
+        cs.compute_at(&ls, &ko).unwrap();
+        let leaves = cs.leaf_iter_vars();
+        cs.bind(&leaves[0], &thread_axis("threadIdx.y").unwrap())
+            .unwrap();
+        cs.bind(&leaves[1], &thread_axis("threadIdx.x").unwrap())
+            .unwrap();
+    }
+    (s, vec![a, b, c])
+}
