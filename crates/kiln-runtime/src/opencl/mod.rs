@@ -23,7 +23,9 @@ pub mod device;
 #[cfg(feature = "opencl")]
 pub mod launch;
 
-use kiln_ffi::{register_global_packed, Any, AnyView, DataType, Error, Function, Result};
+use kiln_ffi::{
+    register_global, register_global_packed, Any, AnyView, Array, DataType, Error, Function, Result,
+};
 use std::sync::Arc;
 
 use crate::module::blob::Reader;
@@ -312,4 +314,44 @@ register_global_packed!("__tvm_set_device", |args: &[AnyView<'_>]| -> Result<Any
         launch::set_current_device(id as i32);
     }
     Ok(Any::none())
+});
+
+// `runtime.OpenCLModuleCreate(source, kernels)`: an OpenCL module from hand-written OpenCL C,
+// `kernels` being `[name, [arg dtype, ...], [launch tag, ...]]` per kernel.
+register_global!("runtime.OpenCLModuleCreate", |source: String,
+                                                kernels: Array|
+ -> Result<Module> {
+    let mut functions = Vec::with_capacity(kernels.len());
+    for (i, k) in kernels.iter().enumerate() {
+        let bad = |what: &str| {
+            Error::type_error(format!(
+                "runtime.OpenCLModuleCreate: kernel #{i} must be [name, [arg dtypes], \
+                     [launch tags]]: {what}"
+            ))
+        };
+        let parts: Array = k.try_as().map_err(|_| bad("not a list"))?;
+        if parts.len() != 3 {
+            return Err(bad(&format!("{} items", parts.len())));
+        }
+        let name: String = parts.get(0)?.try_as().map_err(|_| bad("the name"))?;
+        let types: Array = parts.get(1)?.try_as().map_err(|_| bad("the dtypes"))?;
+        let tags: Array = parts.get(2)?.try_as().map_err(|_| bad("the tags"))?;
+        let arg_types = types
+            .iter()
+            .map(|t| match t.try_as::<DataType>() {
+                Ok(t) => Ok(t),
+                Err(_) => t
+                    .try_as::<String>()
+                    .ok()
+                    .and_then(|s| s.parse::<DataType>().ok())
+                    .ok_or_else(|| bad("an argument type is not a dtype")),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        functions.push(FunctionInfo {
+            name,
+            arg_types,
+            launch_param_tags: tags.to_vec::<String>()?,
+        });
+    }
+    OpenClModule::create(source, functions)
 });
