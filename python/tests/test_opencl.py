@@ -142,3 +142,11 @@ def test_kernel_through_rpc_on_the_servers_opencl_device(exported):
         sess.upload(exported)
         m = sess.load_module(os.path.basename(exported))
         run_scale_add(m["scale_add"], dev, 333, np.random.default_rng())
+
+
+def test_kiln_inspect_shows_the_device_module(exported):
+    exe = os.path.join(LIB_DIR, "kiln")
+    if not os.access(exe, os.X_OK):
+        pytest.skip(f"no kiln binary in {LIB_DIR}")
+    out = subprocess.run([exe, "inspect", exported], capture_output=True, text=True, check=True)
+    assert 'module "opencl"' in out.stdout and "kernels (1): scale_add" in out.stdout, out.stdout

@@ -258,6 +258,14 @@ impl ModuleNode for OpenClModule {
         )))
     }
 
+    fn function_names(&self) -> Vec<String> {
+        self.inner
+            .functions
+            .iter()
+            .map(|(f, _)| f.name.clone())
+            .collect()
+    }
+
     fn is_binary_serializable(&self) -> bool {
         true
     }
