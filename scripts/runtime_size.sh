@@ -38,6 +38,8 @@
 #                            2.36 or later (musl 1.2.4), so it is not the default
 #   KILN_RUNTIME_BUDGET      budget in bytes (600000)
 #   KILN_RUNTIME_CEILING     with --check, fail only above this many bytes (unset: the budget)
+#   KILN_RUNTIME_FEATURES    kiln-runtime features to build with (default `opencl`: the OpenCL
+#                            device API and module; empty for none)
 #   CARGO_TARGET_DIR         as for cargo (target)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,6 +55,7 @@ for arg in "$@"; do
 done
 
 BUDGET="${KILN_RUNTIME_BUDGET:-600000}"
+FEATURES="${KILN_RUNTIME_FEATURES-opencl}"
 CEILING="${KILN_RUNTIME_CEILING:-$BUDGET}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 LIB="$TARGET_DIR/deploy/libkiln_runtime.so"
@@ -82,13 +85,13 @@ if [[ "$BUILD_STD" == 1 ]]; then
   rm -f "$built"
   echo "runtime_size: std rebuilt without its backtrace symbolizer ($(rustc -V), -Zbuild-std)"
   RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" cargo rustc -q --profile deploy -p kiln-runtime --lib \
-    --crate-type cdylib --no-default-features --target "$host" \
+    --crate-type cdylib --no-default-features --features "$FEATURES" --target "$host" \
     -Zbuild-std=std,panic_unwind -Zbuild-std-features=panic-unwind
   [[ -f "$built" ]] && mkdir -p "$(dirname "$LIB")" && cp "$built" "$LIB"
 else
   echo "runtime_size: prebuilt std, with its backtrace symbolizer ($(rustc -V))"
   RUSTFLAGS="$flags" cargo rustc -q --profile deploy -p kiln-runtime --lib --crate-type cdylib \
-    --no-default-features
+    --no-default-features --features "$FEATURES"
 fi
 [[ -f "$LIB" ]] || { echo "runtime_size: $LIB was not built" >&2; exit 1; }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Kiln's build, tests and benchmarks need on a fresh machine; idempotent.
 #   - Debian packages: valgrind (C leak checks), llvm-19-dev (kiln-codegen links LLVM 19 through
-#     inkwell; .cargo/config.toml points llvm-sys at /usr/lib/llvm-19)
+#     inkwell; .cargo/config.toml points llvm-sys at /usr/lib/llvm-19), ocl-icd-libopencl1 and
+#     pocl-opencl-icd (an OpenCL driver for the CPU, for the OpenCL tests)
 #   - the toolchain's rust-src component (the deploy runtime is built with std rebuilt from it)
 #   - .venv with the packages in python/requirements-test.txt (skipped with --system: the build
 #     and the demo need only the Debian packages)
@@ -12,6 +13,10 @@ cd "$ROOT"
 need_apt=()
 command -v valgrind >/dev/null || need_apt+=(valgrind)
 command -v cc >/dev/null || need_apt+=(gcc)
+# OpenCL: the ICD loader (libOpenCL.so.1, which Kiln loads at run time) and PoCL, which exposes
+# the CPU as an OpenCL device, so the OpenCL tests run on any machine.
+{ ldconfig -p | grep -q 'libOpenCL.so.1 ' && ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; } ||
+  need_apt+=(ocl-icd-libopencl1 pocl-opencl-icd)
 [[ -x /usr/lib/llvm-19/bin/llvm-config && -e /usr/lib/llvm-19/lib/libLLVM-19.so ]] || need_apt+=(llvm-19-dev)
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -eq 0 ]]; then

@@ -166,3 +166,29 @@ def test_rotary_embedding_3d_needs_num_heads():
     model = single_node_model("RotaryEmbedding", feeds, [(1, 2, 8)], 23)
     with pytest.raises(Exception, match="num_heads"):
         kiln.onnx.from_onnx(model)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 5, 7), (3, 2, 4, 5)])
+def test_batch_norm_training_mode(shape):
+    """BatchNormalization with training_mode=1: normalized by the batch's statistics, running
+    statistics updated with momentum; against numpy and onnxruntime on fresh inputs."""
+    rng = np.random.default_rng()
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 2 + 0.5).astype("float32")
+    scale, bias = rng.standard_normal(c).astype("float32"), rng.standard_normal(c).astype("float32")
+    mean, var = rng.standard_normal(c).astype("float32"), rng.random(c).astype("float32") + 0.5
+    feeds = dict(x=x, scale=scale, bias=bias, mean=mean, var=var)
+    eps, momentum = 1e-3, 0.8
+    model = single_node_model("BatchNormalization", feeds, [shape, (c,), (c,)], 15,
+                              training_mode=1, epsilon=eps, momentum=momentum)
+    got = run_kiln(model, feeds)
+    axes = tuple(a for a in range(len(shape)) if a != 1)
+    bshape = (1, c) + (1,) * (len(shape) - 2)
+    m64, v64 = x.astype(np.float64).mean(axis=axes), x.astype(np.float64).var(axis=axes)
+    y = (x - m64.reshape(bshape)) / np.sqrt(v64.reshape(bshape) + eps)
+    want = [y * scale.reshape(bshape) + bias.reshape(bshape),
+            mean * momentum + m64 * (1 - momentum), var * momentum + v64 * (1 - momentum)]
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for g, w, o in zip(got, want, ref.run(None, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(g, o, rtol=1e-4, atol=1e-5)

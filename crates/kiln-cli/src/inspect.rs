@@ -5,7 +5,7 @@
 use crate::compile::human_size;
 use kiln_graph::transform::PassContext;
 use kiln_runtime::graph_executor::GraphExecutorFactory;
-use kiln_runtime::module::{load_module, LibraryModule, Module};
+use kiln_runtime::module::{load_module, Module};
 use std::path::Path;
 
 /// Runs `kiln inspect` on `path`: an ONNX model if it ends in `.onnx`, a library otherwise.
@@ -68,10 +68,15 @@ fn print_target_records(path: &Path) -> Result<(), String> {
 fn print_module(m: &Module, depth: usize) {
     let pad = "  ".repeat(depth);
     println!("{pad}module {:?}", m.kind());
-    if let Some(lib) = m.downcast_node::<LibraryModule>() {
-        let mut names = lib.function_names();
+    let mut names = m.function_names();
+    if !names.is_empty() {
         names.sort();
-        println!("{pad}  functions ({}): {}", names.len(), names.join(", "));
+        let what = if m.kind() == "library" {
+            "functions"
+        } else {
+            "kernels"
+        };
+        println!("{pad}  {what} ({}): {}", names.len(), names.join(", "));
     }
     if let Some(f) = m.downcast_node::<GraphExecutorFactory>() {
         print_factory(f, &pad);

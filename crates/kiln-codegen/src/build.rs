@@ -171,6 +171,13 @@ impl LlvmModule {
     pub fn loaded(&self) -> Result<&Module> {
         self.lib.loaded(|so| self.export_library(so))
     }
+
+    /// Makes `m` an import of the loaded library too (besides of this module's own object):
+    /// the compiled code's packed calls look functions up in the imports of the library they
+    /// were loaded with, e.g. a host function's device kernels.
+    pub fn import_for_code(&self, m: &Module) -> Result<()> {
+        self.lib.add_import(m)
+    }
 }
 
 impl ModuleNode for LlvmModule {

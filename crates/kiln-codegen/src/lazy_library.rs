@@ -2,11 +2,12 @@
 //! of the functions they export, and the shared library linked into that folder and loaded on
 //! first use (the folder goes with the module; a loaded library stays mapped).
 
+use kiln_ffi::sync::RecoverPoison;
 use kiln_ffi::{Error, Function, Result};
 use kiln_runtime::module::{load_module, Module};
 use kiln_runtime::toolchain::TempDir;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// A module's exported functions and its library, linked and loaded when first needed.
 pub(crate) struct LazyLibrary {
@@ -18,6 +19,9 @@ pub(crate) struct LazyLibrary {
     file: String,
     functions: Vec<String>,
     loaded: OnceLock<std::result::Result<Module, Error>>,
+    /// Modules the loaded library imports: where its code's packed calls find functions (a
+    /// host module's device kernels).
+    imports: Mutex<Vec<Module>>,
 }
 
 impl LazyLibrary {
@@ -30,7 +34,17 @@ impl LazyLibrary {
             file,
             functions,
             loaded: OnceLock::new(),
+            imports: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Makes `m` an import of the loaded library (now if it is loaded, else when it loads).
+    pub(crate) fn add_import(&self, m: &Module) -> Result<()> {
+        self.imports.lock().recover().push(m.clone());
+        if let Some(Ok(lib)) = self.loaded.get() {
+            lib.import(m)?;
+        }
+        Ok(())
     }
 
     /// The module's folder, created on first use.
@@ -58,7 +72,11 @@ impl LazyLibrary {
             .get_or_init(|| {
                 let so = self.dir()?.join(&self.file);
                 export(&so)?;
-                load_module(&so)
+                let lib = load_module(&so)?;
+                for m in self.imports.lock().recover().iter() {
+                    lib.import(m)?;
+                }
+                Ok(lib)
             })
             .as_ref()
             .map_err(Clone::clone)

@@ -15,8 +15,13 @@ pub mod time_evaluator;
 pub mod toolchain;
 pub mod workspace;
 
-/// Makes sure the FFI core (and its start-up registrations) is linked into this library.
+/// Makes sure the FFI core and the runtime parts that are reached only through their start-up
+/// registrations (the OpenCL module loader and device API) are linked into the library or
+/// executable that calls it.
 #[doc(hidden)]
 pub fn link_ffi() -> *const () {
+    std::hint::black_box(opencl::OpenClModule::load_from_bytes as *const ());
+    #[cfg(feature = "opencl")]
+    std::hint::black_box(&opencl::device::OPENCL as *const opencl::device::OpenClDeviceApi);
     kiln_ffi::c_api::TVMFFIGetVersion as *const ()
 }

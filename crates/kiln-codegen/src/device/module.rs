@@ -19,10 +19,8 @@ pub struct CudaSourceModule {
 }
 
 impl CudaSourceModule {
-    /// A module holding CUDA source `source` (as `OpenClModule::new`, the node wrapped in its
-    /// module).
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(source: String) -> Module {
+    /// A module holding CUDA source `source`.
+    pub fn module(source: String) -> Module {
         Module::new(CudaSourceModule { source })
     }
 }
@@ -112,9 +110,16 @@ pub fn build_device(
     }
     let built = crate::build::build(&m, host)?;
     let device = match target.kind {
-        TargetKind::OpenCl => OpenClModule::new(source.source, source.functions),
-        _ => CudaSourceModule::new(source.source),
+        TargetKind::OpenCl => OpenClModule::create(source.source, source.functions)?,
+        _ => CudaSourceModule::module(source.source),
     };
     built.import(&device)?;
+    if let Some(llvm) = built
+        .node()
+        .as_any()
+        .downcast_ref::<crate::build::LlvmModule>()
+    {
+        llvm.import_for_code(&device)?;
+    }
     Ok(built)
 }

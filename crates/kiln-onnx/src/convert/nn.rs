@@ -75,12 +75,90 @@ fn batch_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             "spatial=0 (statistics per channel and position) is not supported".into(),
         ));
     }
+    if ctx.opset >= 14 && node.attr_i("training_mode", 0)? != 0 {
+        let momentum = node.attr_f("momentum", 0.9)? as f64;
+        return batch_norm_training(args, eps, momentum);
+    }
     let bn = call(
         "nn.batch_norm",
         args,
         &[("axis", 1i64.into()), ("epsilon", eps.into())],
     )?;
     Ok(vec![Expr::get_item(bn, 0)])
+}
+
+/// BatchNormalization with `training_mode=1`: normalized with the batch's own statistics
+/// (mean and population variance over every axis but the channel axis), and the running
+/// statistics updated as `running * momentum + batch * (1 - momentum)`.
+fn batch_norm_training(args: Vec<Expr>, eps: f64, momentum: f64) -> CResult<Vec<Expr>> {
+    let [x, scale, bias, running_mean, running_var]: [Expr; 5] = args
+        .try_into()
+        .map_err(|_| Msg("BatchNormalization takes 5 inputs".into()))?;
+    let xs = shape_of(&x)?;
+    if xs.len() < 2 {
+        return Err(Msg(format!("input must be [N, C, ...], got {xs:?}")));
+    }
+    let st = Stash::of(dtype_of(&x)?);
+    let d = st.compute_dtype();
+    let x = st.widen(x)?;
+    // Scale, bias and the running statistics may have their own types (opset 15): each is
+    // computed in the stash type and given back in its own.
+    let to = |e: Expr, t: kiln_ffi::DataType| -> CResult<Expr> {
+        if dtype_of(&e)? == t {
+            Ok(e)
+        } else {
+            call("cast", vec![e], &[("dtype", t.to_string().as_str().into())])
+        }
+    };
+    let axes: Vec<i64> = (0..xs.len() as i64).filter(|&a| a != 1).collect();
+    let mean_keep = |e: Expr| {
+        call(
+            "mean",
+            vec![e],
+            &[("axis", axes.clone().into()), ("keepdims", true.into())],
+        )
+    };
+    let mean = mean_keep(x.clone())?;
+    let centered = call("subtract", vec![x, mean.clone()], &[])?;
+    let var = mean_keep(call(
+        "multiply",
+        vec![centered.clone(), centered.clone()],
+        &[],
+    )?)?;
+    let inv = call(
+        "rsqrt",
+        vec![call("add", vec![var.clone(), scalar(eps, d)?], &[])?],
+        &[],
+    )?;
+    // [C] -> [1, C, 1, ...] to broadcast against the input.
+    let mut per_channel = vec![1i64; xs.len()];
+    per_channel[1] = xs[1];
+    let channel = |e: Expr| {
+        call(
+            "reshape",
+            vec![e],
+            &[("newshape", per_channel.clone().into())],
+        )
+    };
+    let mut y = call("multiply", vec![centered, inv], &[])?;
+    y = call("multiply", vec![y, channel(to(scale, d)?)?], &[])?;
+    y = call("add", vec![y, channel(to(bias, d)?)?], &[])?;
+    let flat = |e: Expr| call("reshape", vec![e], &[("newshape", vec![xs[1]].into())]);
+    let update = |running: Expr, batch: Expr| -> CResult<Expr> {
+        let own = dtype_of(&running)?;
+        let r = call("multiply", vec![to(running, d)?, scalar(momentum, d)?], &[])?;
+        let b = call(
+            "multiply",
+            vec![flat(batch)?, scalar(1.0 - momentum, d)?],
+            &[],
+        )?;
+        to(call("add", vec![r, b], &[])?, own)
+    };
+    Ok(vec![
+        st.restore(y)?,
+        update(running_mean, mean)?,
+        update(running_var, var)?,
+    ])
 }
 
 fn layer_norm(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {

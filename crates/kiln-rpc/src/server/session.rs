@@ -112,16 +112,27 @@ impl ServerSession {
     /// the stream is returned.
     fn handle(&mut self, packet: Packet<'_>, stream: &mut impl Write) -> Result<()> {
         if let Packet::CopyFromRemote { tensor, nbytes } = &packet {
-            return match host_region(self, tensor, *nbytes) {
+            let mut staged = Vec::new();
+            let read = if kiln_runtime::device::is_host(Device(tensor.device)) {
+                host_region(self, tensor, *nbytes)
+            } else {
+                staged = vec![0u8; *nbytes as usize];
+                self.device_copy(tensor, staged.as_mut_ptr(), *nbytes, false)
+                    .map(|_| staged.as_ptr() as u64)
+            };
+            return match read {
                 Ok(ptr) => {
                     let mut head = Vec::with_capacity(12);
                     head.extend_from_slice(&(4 + *nbytes).to_le_bytes());
                     head.extend_from_slice(&code::COPY_ACK.to_le_bytes());
                     stream.write_all(&head).map_err(io_err)?;
-                    // SAFETY: `region` checked that the bytes lie in memory this session owns.
+                    // SAFETY: `region` checked that the bytes lie in memory this session owns,
+                    // or they were just staged from the device into `staged`.
                     let data =
                         unsafe { std::slice::from_raw_parts(ptr as *const u8, *nbytes as usize) };
-                    stream.write_all(data).map_err(io_err)
+                    let out = stream.write_all(data).map_err(io_err);
+                    drop(staged);
+                    out
                 }
                 Err(e) => stream.write_all(&exception_packet(&e)).map_err(io_err),
             };
@@ -163,6 +174,13 @@ impl ServerSession {
                 drop(views);
                 drop(call);
                 self.encode_return(rv)
+            }
+            Packet::CopyToRemote { tensor, data }
+                if !kiln_runtime::device::is_host(Device(tensor.device)) =>
+            {
+                let n = data.len() as u64;
+                self.device_copy(&tensor, data.as_ptr() as *mut u8, n, true)?;
+                Ok(vec![WireValue::None])
             }
             Packet::CopyToRemote { tensor, data } => {
                 let ptr = host_region(self, &tensor, data.len() as u64)?;
@@ -399,6 +417,47 @@ impl ServerSession {
         Err(Error::value_error(format!(
             "tensor memory [{start:#x}, {end:#x}) is not memory of this session"
         )))
+    }
+
+    /// Copies `n` bytes between host memory at `host` and device memory this session
+    /// allocated (an OpenCL buffer, ...), through the device's API: into the tensor's memory
+    /// when `into_device`, out of it otherwise. The tensor must start in one of the session's
+    /// device allocations and stay inside it.
+    fn device_copy(&self, t: &WireTensor, host: *mut u8, n: u64, into_device: bool) -> Result<()> {
+        let dev = Device(t.device);
+        let fits = self.allocs.get(&t.data).is_some_and(|a| {
+            a.device == dev
+                && t.byte_offset
+                    .checked_add(n)
+                    .is_some_and(|end| end <= a.size)
+        });
+        if !fits {
+            return Err(Error::value_error(format!(
+                "{n} bytes at offset {} of {dev} buffer {:#x} are not memory of this session",
+                t.byte_offset, t.data
+            )));
+        }
+        let mut shape = [n as i64];
+        let shape = shape.as_mut_ptr();
+        let bytes = |data: *mut c_void, device, byte_offset| DLTensor {
+            data,
+            device,
+            ndim: 1,
+            dtype: DataType::uint(8).0,
+            shape,
+            strides: std::ptr::null_mut(),
+            byte_offset,
+        };
+        let remote = bytes(t.data as *mut c_void, t.device, t.byte_offset);
+        let local = bytes(host as *mut c_void, Device::cpu(0).0, 0);
+        let (from, to) = if into_device {
+            (&local, &remote)
+        } else {
+            (&remote, &local)
+        };
+        // SAFETY: the device side lies inside one of this session's allocations (checked
+        // above) and the host side is `n` bytes the caller owns.
+        unsafe { kiln_runtime::device::copy_between(from, to, std::ptr::null_mut()) }
     }
 
     fn arguments(&self, args: &[WireValue]) -> Result<CallArgs> {

@@ -93,24 +93,47 @@ impl LibraryBin {
     }
 }
 
+/// The label of the blob's errors.
+const BLOB: &str = "library blob";
+
 fn blob_error(offset: usize, what: impl std::fmt::Display) -> Error {
-    Error::value_error(format!("library blob: {what} at byte offset {offset}"))
+    Error::value_error(format!("{BLOB}: {what} at byte offset {offset}"))
 }
 
-/// A bounds-checked little-endian reader over a blob.
-struct Reader<'a> {
+/// A bounds-checked little-endian reader over serialized bytes (the library blob, device
+/// modules' `save_to_bytes`): every error names what was read and its byte offset, prefixed by
+/// the reader's label.
+pub(crate) struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
+    label: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
+    /// A reader of `data` from `pos`, whose errors start with `label`.
+    pub(crate) fn new(data: &'a [u8], pos: usize, label: &'static str) -> Reader<'a> {
+        Reader { data, pos, label }
+    }
+
+    /// An error at byte `offset`.
+    pub(crate) fn error(&self, offset: usize, what: impl std::fmt::Display) -> Error {
+        Error::value_error(format!("{}: {what} at byte offset {offset}", self.label))
+    }
+
+    /// The current byte offset.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
 
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+    /// The next `n` bytes.
+    pub(crate) fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(blob_error(
+            return Err(self.error(
                 self.pos,
                 format!(
                     "{what} needs {n} bytes but only {} remain",
@@ -123,7 +146,8 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn u64(&mut self, what: &str) -> Result<u64> {
+    /// A little-endian u64.
+    pub(crate) fn u64(&mut self, what: &str) -> Result<u64> {
         let b = self.take(8, what)?;
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
@@ -134,7 +158,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A length or count, checked against the bytes that remain (`unit` bytes per item).
-    fn len(&mut self, what: &str, unit: usize) -> Result<usize> {
+    pub(crate) fn len(&mut self, what: &str, unit: usize) -> Result<usize> {
         let at = self.pos;
         let n = self.u64(what)?;
         let fits = usize::try_from(n)
@@ -142,7 +166,7 @@ impl<'a> Reader<'a> {
             .and_then(|n| n.checked_mul(unit))
             .is_some_and(|bytes| bytes <= self.remaining());
         if !fits {
-            return Err(blob_error(
+            return Err(self.error(
                 at,
                 format!("{what} is {n} but only {} bytes follow", self.remaining()),
             ));
@@ -150,16 +174,18 @@ impl<'a> Reader<'a> {
         Ok(n as usize)
     }
 
-    fn bytes(&mut self, what: &str) -> Result<&'a [u8]> {
+    /// A u64 length, then that many bytes.
+    pub(crate) fn bytes(&mut self, what: &str) -> Result<&'a [u8]> {
         let n = self.len(&format!("length of {what}"), 1)?;
         self.take(n, what)
     }
 
-    fn string(&mut self, what: &str) -> Result<String> {
+    /// A u64 length, then that many bytes of UTF-8.
+    pub(crate) fn string(&mut self, what: &str) -> Result<String> {
         let at = self.pos;
         let b = self.bytes(what)?;
         String::from_utf8(b.to_vec())
-            .map_err(|_| blob_error(at, format!("{what} is not valid UTF-8")))
+            .map_err(|_| self.error(at, format!("{what} is not valid UTF-8")))
     }
 
     fn vec_u64(&mut self, what: &str) -> Result<Vec<u64>> {
@@ -171,10 +197,10 @@ impl<'a> Reader<'a> {
 /// Parses a blob: `data` starts with the `u64 nbytes` prefix and may extend past its end (only
 /// `8 + nbytes` bytes are read; fewer present is an error).
 pub fn parse(data: &[u8]) -> Result<LibraryBin> {
-    let mut outer = Reader { data, pos: 0 };
+    let mut outer = Reader::new(data, 0, BLOB);
     let nbytes = outer.len("blob size (nbytes)", 1)?;
     let body = &data[..8 + nbytes];
-    let mut r = Reader { data: body, pos: 8 };
+    let mut r = Reader::new(body, 8, BLOB);
     let bin = match detect(&r)? {
         Layout::Tvm027 => parse_tvm027(&mut r)?,
         Layout::Legacy => parse_legacy(&mut r)?,

@@ -68,11 +68,7 @@ register_global!(
     |kind: String, bytes: Vec<u8>| { load_from_bytes(&kind, &bytes) }
 );
 register_global!("runtime.ModuleListFunctions", |m: Module| -> Array {
-    m.downcast_node::<LibraryModule>()
-        .map(|l| l.function_names())
-        .unwrap_or_default()
-        .into_iter()
-        .collect()
+    m.function_names().into_iter().collect()
 });
 // (module) -> Array of Map(str -> str): the target record of every code variant of every library
 // module in the module's tree (itself and its imports), with its keys (`variant`, `triple`,

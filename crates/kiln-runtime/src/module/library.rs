@@ -309,6 +309,10 @@ impl Drop for LibraryModule {
 }
 
 impl ModuleNode for LibraryModule {
+    fn function_names(&self) -> Vec<String> {
+        LibraryModule::function_names(self)
+    }
+
     fn kind(&self) -> &str {
         "library"
     }

@@ -58,6 +58,12 @@ pub trait ModuleNode: Send + Sync + 'static {
     /// The function `name` that this module itself defines (not its imports), or `None`.
     fn get_function(&self, name: &str) -> Result<Option<Function>>;
 
+    /// The names of the functions this module itself defines, when it can list them (a
+    /// library's exported functions, a device module's kernels); empty by default.
+    fn function_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// True when this module defines `name` (default: asks [`get_function`](Self::get_function)).
     fn implements_function(&self, name: &str) -> bool {
         matches!(self.get_function(name), Ok(Some(_)))
@@ -302,6 +308,11 @@ impl Module {
     /// See [`ModuleNode::write_formats`].
     pub fn write_formats(&self) -> Vec<String> {
         self.0.node.write_formats()
+    }
+
+    /// See [`ModuleNode::function_names`].
+    pub fn function_names(&self) -> Vec<String> {
+        self.0.node.function_names()
     }
 
     /// See [`ModuleNode::inspect_source`].

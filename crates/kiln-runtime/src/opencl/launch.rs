@@ -1,0 +1,348 @@
+//! Running an OpenCL module's kernels: the program is built on first call for each device and
+//! kept; a call sets the kernel's arguments and enqueues it with the launch dimensions that
+//! follow them (see [`FunctionInfo`]).
+
+use kiln_ffi::abi::DLTensor;
+use kiln_ffi::sync::RecoverPoison;
+use kiln_ffi::{Any, AnyView, DataType, Device, Error, Result};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex};
+
+use super::api::{self, Handle};
+use super::device::{check, cl_device, loaded, workspace};
+use super::{FunctionInfo, LaunchDims};
+
+thread_local! {
+    /// The OpenCL device this thread's kernel calls run on (`__tvm_set_device`; 0 by default).
+    static CURRENT_DEVICE: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes `device_id` the OpenCL device of this thread's following kernel calls.
+pub fn set_current_device(device_id: i32) {
+    CURRENT_DEVICE.with(|d| d.set(device_id));
+}
+
+/// A program built for one device and the kernels made from it so far (each behind a lock:
+/// setting arguments and enqueuing one `cl_kernel` must not interleave between threads).
+struct Built {
+    program: Handle,
+    kernels: HashMap<String, Arc<Mutex<KernelHandle>>>,
+}
+
+struct KernelHandle(Handle);
+
+// SAFETY: OpenCL objects are reference-counted handles usable from any thread; the only
+// non-thread-safe use (clSetKernelArg + enqueue on one kernel) is serialized by the Mutex
+// around each KernelHandle.
+unsafe impl Send for KernelHandle {}
+// SAFETY: as for KernelHandle: a program handle is used by thread-safe calls only.
+unsafe impl Send for Built {}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        let Ok(cl) = loaded() else { return };
+        for k in self.kernels.values() {
+            // SAFETY: each kernel was created once and is released once, here.
+            unsafe { (cl.clReleaseKernel)(k.lock().recover().0) };
+        }
+        // SAFETY: the program was created once and is released once, here.
+        unsafe { (cl.clReleaseProgram)(self.program) };
+    }
+}
+
+/// The programs of one module, per device id, built on first use.
+#[derive(Default)]
+pub(crate) struct Programs {
+    built: Mutex<HashMap<i32, Built>>,
+}
+
+/// The build log with, for each `<line>:<col>: error` it mentions, that line of the source.
+fn explain_build_log(log: &str, source: &str) -> String {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut out = String::new();
+    for l in log.lines() {
+        out.push_str(l);
+        out.push('\n');
+        // "<source>:12:5: error: ..." (clang-based drivers); the line number is the first
+        // number after a colon.
+        let line_no = l
+            .split(':')
+            .skip(1)
+            .find_map(|p| p.trim().parse::<usize>().ok());
+        if let (true, Some(n)) = (l.contains("error"), line_no) {
+            if let Some(src) = n.checked_sub(1).and_then(|i| lines.get(i)) {
+                out.push_str(&format!("  source line {n}: {}\n", src.trim_end()));
+            }
+        }
+    }
+    out
+}
+
+impl Programs {
+    /// The kernel `name` built for `device_id`, building the program first if needed.
+    fn kernel(&self, source: &str, device_id: i32, name: &str) -> Result<Arc<Mutex<KernelHandle>>> {
+        let cl = loaded()?;
+        let mut built = self.built.lock().recover();
+        let b = match built.entry(device_id) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(Built {
+                program: build_program(source, device_id)?,
+                kernels: HashMap::new(),
+            }),
+        };
+        if let Some(k) = b.kernels.get(name) {
+            return Ok(k.clone());
+        }
+        let cname = CString::new(name)
+            .map_err(|_| Error::value_error(format!("kernel name {name:?} holds a NUL byte")))?;
+        let mut code = 0;
+        // SAFETY: a built program and a NUL-terminated name.
+        let k = unsafe { (cl.clCreateKernel)(b.program, cname.as_ptr(), &mut code) };
+        check(&format!("clCreateKernel `{name}`"), code)?;
+        let k = Arc::new(Mutex::new(KernelHandle(k)));
+        b.kernels.insert(name.to_string(), k.clone());
+        Ok(k)
+    }
+}
+
+/// Builds `source` for OpenCL device `device_id`; a failed build's error holds the compiler's
+/// log with the source lines it points at.
+fn build_program(source: &str, device_id: i32) -> Result<Handle> {
+    let cl = loaded()?;
+    let dev = cl_device(Device::new(
+        kiln_ffi::device::device_type::OPENCL,
+        device_id,
+    ))?;
+    let ws = workspace()?;
+    let mut code = 0;
+    let (text, len) = (source.as_ptr() as *const std::ffi::c_char, source.len());
+    // SAFETY: one source string with its length (no NUL needed).
+    let program = unsafe { (cl.clCreateProgramWithSource)(ws.context, 1, &text, &len, &mut code) };
+    check("clCreateProgramWithSource", code)?;
+    // SAFETY: the program and device belong to the workspace's context; empty options,
+    // no callback (a blocking build).
+    let code = unsafe {
+        (cl.clBuildProgram)(
+            program,
+            1,
+            &dev.id,
+            c"".as_ptr(),
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        )
+    };
+    if code != 0 {
+        let mut n = 0usize;
+        let mut log = Vec::new();
+        // SAFETY: a size query, then a buffer of that size.
+        unsafe {
+            if (cl.clGetProgramBuildInfo)(
+                program,
+                dev.id,
+                api::PROGRAM_BUILD_LOG,
+                0,
+                std::ptr::null_mut(),
+                &mut n,
+            ) == 0
+            {
+                log.resize(n, 0u8);
+                (cl.clGetProgramBuildInfo)(
+                    program,
+                    dev.id,
+                    api::PROGRAM_BUILD_LOG,
+                    n,
+                    log.as_mut_ptr() as *mut c_void,
+                    std::ptr::null_mut(),
+                );
+            }
+            (cl.clReleaseProgram)(program);
+        }
+        let log = String::from_utf8_lossy(&log);
+        return Err(Error::runtime_error(format!(
+            "OpenCL: the module's program does not build for opencl:{device_id} (`{}`): {} \
+             ({code})\n{}",
+            dev.name,
+            api::status_name(code),
+            explain_build_log(log.trim_end_matches('\0'), source)
+        )));
+    }
+    Ok(program)
+}
+
+/// A buffer argument: an opaque pointer (the `cl_mem`), or a tensor on an OpenCL device
+/// whose data it is (at offset 0).
+fn buffer_arg(v: &AnyView<'_>, name: &str, i: usize) -> Result<*mut c_void> {
+    if let Ok(p) = v.try_as::<*mut c_void>() {
+        return Ok(p);
+    }
+    if let Ok(t) = v.try_as::<*mut DLTensor>() {
+        // SAFETY: a DLTensor view from the caller stays valid for the call.
+        let t = unsafe { &*t };
+        if Device(t.device).device_type() != kiln_ffi::device::device_type::OPENCL
+            || t.byte_offset != 0
+        {
+            return Err(Error::value_error(format!(
+                "kernel `{name}` argument {i}: the tensor must be on an OpenCL device at byte offset 0"
+            )));
+        }
+        return Ok(t.data);
+    }
+    Err(Error::type_error(format!(
+        "kernel `{name}` argument {i}: expected a buffer (an OpenCL tensor or its data handle), got type index {}",
+        v.type_index()
+    )))
+}
+
+/// Runs one kernel call: `args` are the kernel's arguments then its launch extents.
+pub(crate) fn launch(
+    programs: &Programs,
+    source: &str,
+    info: &FunctionInfo,
+    dims: &LaunchDims,
+    args: &[AnyView<'_>],
+) -> Result<Any> {
+    let name = info.name.as_str();
+    let nargs = info.arg_types.len();
+    if args.len() != nargs + info.launch_param_tags.len() {
+        return Err(Error::type_error(format!(
+            "kernel `{name}` takes {nargs} argument(s) and {} launch extent(s) ({}), got {} value(s)",
+            info.launch_param_tags.len(),
+            info.launch_param_tags.join(", "),
+            args.len()
+        )));
+    }
+    let mut extents = Vec::with_capacity(args.len() - nargs);
+    for (j, v) in args[nargs..].iter().enumerate() {
+        let e: i64 = v.try_as().map_err(|_| {
+            Error::type_error(format!(
+                "kernel `{name}`: launch extent of {} is not an integer",
+                info.launch_param_tags[j]
+            ))
+        })?;
+        if e < 0 {
+            return Err(Error::value_error(format!(
+                "kernel `{name}`: launch extent of {} is {e}",
+                info.launch_param_tags[j]
+            )));
+        }
+        extents.push(e as usize);
+    }
+    let (global, local) = dims.sizes(&extents);
+    if global.contains(&0) {
+        return Ok(Any::none());
+    }
+    let device_id = CURRENT_DEVICE.with(|d| d.get());
+    let dev = cl_device(Device::new(
+        kiln_ffi::device::device_type::OPENCL,
+        device_id,
+    ))?;
+    let group: usize = local.iter().product();
+    let per_dim_ok = local
+        .iter()
+        .enumerate()
+        .all(|(d, &l)| dev.max_work_item_sizes.get(d).is_none_or(|&m| l <= m));
+    if group > dev.max_work_group_size || !per_dim_ok {
+        return Err(Error::value_error(format!(
+            "kernel `{name}`: a work-group of {local:?} ({group} work-items) is larger than \
+             opencl:{device_id} (`{}`) allows: at most {} work-items, {:?} per dimension",
+            dev.name, dev.max_work_group_size, dev.max_work_item_sizes
+        )));
+    }
+    let kernel = programs.kernel(source, device_id, name)?;
+    let k = kernel.lock().recover();
+    for (i, (t, v)) in info.arg_types.iter().zip(args).enumerate() {
+        set_arg(k.0, i as u32, *t, v, name)?;
+    }
+    let cl = loaded()?;
+    // SAFETY: every argument of the kernel is set (its arity is nargs, from the module's own
+    // FunctionInfo), the work sizes have `global.len()` entries, and the queue belongs to the
+    // context the program was built in.
+    let code = unsafe {
+        (cl.clEnqueueNDRangeKernel)(
+            dev.queue,
+            k.0,
+            global.len() as u32,
+            std::ptr::null(),
+            global.as_ptr(),
+            local.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        )
+    };
+    check(
+        &format!("clEnqueueNDRangeKernel `{name}` global {global:?} local {local:?}"),
+        code,
+    )?;
+    Ok(Any::none())
+}
+
+fn set_arg(k: Handle, i: u32, t: DataType, v: &AnyView<'_>, name: &str) -> Result<()> {
+    let bad = |what: &str| {
+        Error::type_error(format!(
+            "kernel `{name}` argument {i}: expected {what} ({t}), got type index {}",
+            v.type_index()
+        ))
+    };
+    let cl = loaded()?;
+    macro_rules! scalar {
+        ($ty:ty, $get:ty) => {{
+            let x: $get = v.try_as().map_err(|_| bad("a number"))?;
+            let x = x as $ty;
+            // SAFETY: a scalar argument of exactly its declared size.
+            unsafe {
+                (cl.clSetKernelArg)(
+                    k,
+                    i,
+                    std::mem::size_of::<$ty>(),
+                    &x as *const $ty as *const c_void,
+                )
+            }
+        }};
+    }
+    let r = match (t.code(), t.bits()) {
+        (3, _) => {
+            let mem = buffer_arg(v, name, i as usize)?;
+            // SAFETY: a cl_mem argument is passed as the handle's address.
+            unsafe {
+                (cl.clSetKernelArg)(
+                    k,
+                    i,
+                    std::mem::size_of::<Handle>(),
+                    &mem as *const Handle as *const c_void,
+                )
+            }
+        }
+        (0, 8) => scalar!(i8, i64),
+        (0, 16) => scalar!(i16, i64),
+        (0, 32) => scalar!(i32, i64),
+        (0, 64) => scalar!(i64, i64),
+        (1, 1) | (1, 8) => scalar!(u8, i64),
+        (1, 16) => scalar!(u16, i64),
+        (1, 32) => scalar!(u32, i64),
+        (1, 64) => scalar!(u64, i64),
+        (2, 32) => scalar!(f32, f64),
+        (2, 64) => scalar!(f64, f64),
+        _ => return Err(bad("a supported argument type")),
+    };
+    check(&format!("clSetKernelArg `{name}` #{i}"), r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_log_lines_are_shown_with_their_source() {
+        let src = "__kernel void f() {\n  int x = y;\n}\n";
+        let log = "<source>:2:11: error: use of undeclared identifier 'y'";
+        let out = explain_build_log(log, src);
+        assert!(
+            out.contains("source line 2: int x = y;")
+                || out.contains("source line 2:   int x = y;"),
+            "{out}"
+        );
+    }
+}
