@@ -63,3 +63,20 @@ def test_unbound_schedule_is_refused():
     s = te.create_schedule(B.op)
     with pytest.raises(ValueError, match="Did you forget to bind"):
         kiln.build(s, [A, B], target="opencl")
+
+
+def test_built_kernels_run_on_the_opencl_device():
+    import numpy as np
+
+    dev = kiln.opencl(0)
+    if not dev.exist:
+        pytest.skip("no OpenCL device")
+    s, args = _vadd()
+    mod = kiln.build(s, args, target="opencl", name="vadd")
+    rng = np.random.default_rng(7)
+    for n in (1, 100, 1000):
+        x, y = rng.random(n, dtype="float32"), rng.random(n, dtype="float32")
+        a, b = kiln.tensor(x, dev), kiln.tensor(y, dev)
+        c = kiln.tensor(np.full(n, np.nan, "float32"), dev)
+        mod["vadd"](a, b, c)
+        np.testing.assert_allclose(c.numpy(), x + y, rtol=1e-6)
