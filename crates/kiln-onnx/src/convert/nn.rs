@@ -111,25 +111,12 @@ fn batch_norm_training(args: Vec<Expr>, eps: f64, momentum: f64) -> CResult<Vec<
         }
     };
     let axes: Vec<i64> = (0..xs.len() as i64).filter(|&a| a != 1).collect();
-    let mean_keep = |e: Expr| {
-        call(
-            "mean",
-            vec![e],
-            &[("axis", axes.clone().into()), ("keepdims", true.into())],
-        )
-    };
-    let mean = mean_keep(x.clone())?;
-    let centered = call("subtract", vec![x, mean.clone()], &[])?;
-    let var = mean_keep(call(
-        "multiply",
-        vec![centered.clone(), centered.clone()],
-        &[],
-    )?)?;
-    let inv = call(
-        "rsqrt",
-        vec![call("add", vec![var.clone(), scalar(eps, d)?], &[])?],
-        &[],
-    )?;
+    let Moments {
+        centered,
+        mean,
+        var,
+        inv,
+    } = moments(x, axes, eps, d)?;
     // [C] -> [1, C, 1, ...] to broadcast against the input.
     let mut per_channel = vec![1i64; xs.len()];
     per_channel[1] = xs[1];
@@ -235,6 +222,44 @@ impl Stash {
 
 /// LayerNormalization over the axes `axis..` with its Mean and InvStdDev outputs, from
 /// reductions and arithmetic (computed in float32, the stash type, for narrower floats).
+/// What normalizing over some axes computes: the input minus its mean, the mean and the
+/// (population) variance kept as reduced axes of size 1, and `1 / sqrt(var + eps)`.
+struct Moments {
+    centered: Expr,
+    mean: Expr,
+    var: Expr,
+    inv: Expr,
+}
+
+/// The [`Moments`] of `x` (of element type `d`) over `axes`.
+fn moments(x: Expr, axes: Vec<i64>, eps: f64, d: kiln_ffi::DataType) -> CResult<Moments> {
+    let mean_keep = |e: Expr| {
+        call(
+            "mean",
+            vec![e],
+            &[("axis", axes.clone().into()), ("keepdims", true.into())],
+        )
+    };
+    let mean = mean_keep(x.clone())?;
+    let centered = call("subtract", vec![x, mean.clone()], &[])?;
+    let var = mean_keep(call(
+        "multiply",
+        vec![centered.clone(), centered.clone()],
+        &[],
+    )?)?;
+    let inv = call(
+        "rsqrt",
+        vec![call("add", vec![var.clone(), scalar(eps, d)?], &[])?],
+        &[],
+    )?;
+    Ok(Moments {
+        centered,
+        mean,
+        var,
+        inv,
+    })
+}
+
 fn layer_norm_general(
     ctx: &mut Ctx<'_>,
     node: &Node,
@@ -247,25 +272,12 @@ fn layer_norm_general(
     let x = st.widen(x)?;
     let stash = st.compute_dtype();
     let axes: Vec<i64> = (axis as i64..xs.len() as i64).collect();
-    let reduce = |e: Expr| {
-        call(
-            "mean",
-            vec![e],
-            &[("axis", axes.clone().into()), ("keepdims", true.into())],
-        )
-    };
-    let mean = reduce(x.clone())?;
-    let centered = call("subtract", vec![x, mean.clone()], &[])?;
-    let var = reduce(call(
-        "multiply",
-        vec![centered.clone(), centered.clone()],
-        &[],
-    )?)?;
-    let inv = call(
-        "rsqrt",
-        vec![call("add", vec![var, scalar(eps, stash)?], &[])?],
-        &[],
-    )?;
+    let Moments {
+        centered,
+        mean,
+        inv,
+        ..
+    } = moments(x, axes, eps, stash)?;
     let mut y = call("multiply", vec![centered, inv.clone()], &[])?;
     y = call("multiply", vec![y, st.widen(ctx.input(node, 1)?)?], &[])?;
     if let Some(b) = ctx.opt_input(node, 2)? {
