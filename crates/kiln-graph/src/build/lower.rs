@@ -6,16 +6,18 @@
 //! with the heaviest fusion pattern (out-elementwise-fusable such as conv2d/dense, then
 //! reductions; TVM's rule), picks the schedule: the x86 schedule its definition names applied to the
 //! group's output (those schedules take an injective epilogue), the reduction schedule for a
-//! reduction, else the injective schedule. The function is lowered through
+//! reduction, else the injective schedule. GPU targets (`opencl`, `cuda`) get thread-bound
+//! schedules instead, whatever the master ([`ScheduleFamily`] decides which, once per target). The function is lowered through
 //! `kiln_codegen::driver::lower` with the placeholders then the output(s) as arguments.
 
 use super::compute::compute;
 use crate::ir::{Expr, Function, Type};
 use crate::op::{self, OpPattern};
+use kiln_codegen::target::{Target, TargetKind};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_te::{create_schedule, placeholder, Schedule, Tensor};
 use kiln_tir::{CpuDesc, PrimExpr, PrimFunc};
-use kiln_topi::schedule::inline_injective;
+use kiln_topi::schedule::{inline_injective, producers};
 use std::collections::HashMap;
 
 /// The tensor type of `t`, or an error naming `what`.
@@ -75,6 +77,9 @@ pub struct FusedCompute {
     pub outputs: Vec<Tensor>,
     /// The master op's name.
     pub master: Option<&'static str>,
+    /// The operators whose computes contain extern operations (hand-written loop nests, which
+    /// no GPU schedule can bind to threads), in call order.
+    pub externs: Vec<&'static str>,
 }
 
 /// Builds the TOPI computes of the primitive function `f` (typed) for code that runs on `cpu`.
@@ -93,6 +98,8 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
         memo.insert(p.expr().key(), vec![t]);
     }
     let mut master: Option<(&'static str, OpPattern)> = None;
+    let mut externs: Vec<&'static str> = Vec::new();
+    let mut extern_ops: Vec<kiln_te::Operation> = Vec::new();
     for e in crate::ir::visit::post_order(f.body()) {
         let value = match &e {
             Expr::Var(_) => {
@@ -131,8 +138,17 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
                 for a in c.args.iter() {
                     args.extend(memo[&a.key()].iter().cloned());
                 }
-                compute(name, &args, &e.attrs(), cpu)
-                    .map_err(|err| err.context(format!("in `{name}`")))?
+                let out = compute(name, &args, &e.attrs(), cpu)
+                    .map_err(|err| err.context(format!("in `{name}`")))?;
+                for op in out.iter().flat_map(producers) {
+                    if op.as_extern().is_some() && !extern_ops.iter().any(|x| x.same_as(&op)) {
+                        extern_ops.push(op);
+                        if !externs.contains(&def.name) {
+                            externs.push(def.name);
+                        }
+                    }
+                }
+                out
             }
             Expr::Function(_) => {
                 return Err(Error::value_error(
@@ -150,19 +166,66 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
         inputs,
         outputs,
         master: master.map(|m| m.0),
+        externs,
     })
 }
 
-/// Whether `target` gets the x86 schedules (LLVM code for an x86 CPU); others get the generic
-/// fallback.
-fn is_x86(target: &str) -> bool {
-    target.starts_with("llvm") && !target.contains("aarch64") && !target.contains("arm")
+/// How the primitive functions of one build are scheduled, decided once from the target's
+/// kind (the one place that tells CPU from GPU schedules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleFamily {
+    /// LLVM code for an x86 CPU: the x86 schedule each operator's definition names.
+    X86,
+    /// Other CPU targets (LLVM for another architecture, C): the generic fallback.
+    Cpu,
+    /// A GPU target (`opencl`, `cuda`): thread-bound schedules
+    /// ([`kiln_topi::schedule::gpu::schedule_outputs`]) in blocks of `num_threads`.
+    Gpu {
+        /// Threads per block: the target's `-max_num_threads`, else
+        /// [`kiln_topi::schedule::gpu::DEFAULT_NUM_THREADS`].
+        num_threads: i64,
+    },
 }
 
-/// Applies the master op's schedule (see the module docs) for `target` on `cpu`.
-fn schedule(fc: &FusedCompute, target: &str, cpu: &CpuDesc) -> Result<Schedule> {
+impl ScheduleFamily {
+    /// The family of a parsed target.
+    pub fn of(target: &Target) -> Result<ScheduleFamily> {
+        Ok(match target.kind {
+            TargetKind::Llvm if target.is_x86() => ScheduleFamily::X86,
+            TargetKind::Llvm | TargetKind::C => ScheduleFamily::Cpu,
+            TargetKind::OpenCl | TargetKind::Cuda => {
+                let num_threads = match target.attrs.get("max_num_threads") {
+                    Some(v) => v.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        Error::value_error(format!(
+                            "target `{target}`: -max_num_threads={v} is not a positive integer"
+                        ))
+                    })?,
+                    None => kiln_topi::schedule::gpu::DEFAULT_NUM_THREADS,
+                };
+                ScheduleFamily::Gpu { num_threads }
+            }
+        })
+    }
+
+    /// The family of a target string (errors name a bad string).
+    pub fn parse(target: &str) -> Result<ScheduleFamily> {
+        ScheduleFamily::of(&Target::parse(target)?)
+    }
+
+    /// Whether the functions run as device kernels (launched by host code).
+    pub fn is_device(self) -> bool {
+        matches!(self, ScheduleFamily::Gpu { .. })
+    }
+}
+
+/// Applies the master op's schedule (see the module docs) for `family` on `cpu`.
+fn schedule(fc: &FusedCompute, family: ScheduleFamily, cpu: &CpuDesc) -> Result<Schedule> {
     let ops: Vec<_> = fc.outputs.iter().map(|t| t.op().clone()).collect();
     let s = create_schedule(&ops);
+    if let ScheduleFamily::Gpu { num_threads } = family {
+        kiln_topi::schedule::gpu::schedule_outputs(&s, &fc.outputs, num_threads)?;
+        return Ok(s);
+    }
     if fc.outputs.len() > 1 {
         for out in &fc.outputs {
             inline_injective(&s, out, &ops)?;
@@ -174,7 +237,7 @@ fn schedule(fc: &FusedCompute, target: &str, cpu: &CpuDesc) -> Result<Schedule> 
     let master = fc.master.map(op::get).transpose()?;
     let pattern = master.map(|d| d.pattern);
     match (master.and_then(|d| d.schedule), pattern) {
-        (Some(sched), _) if is_x86(target) => sched(&s, out, cpu)?,
+        (Some(sched), _) if family == ScheduleFamily::X86 => sched(&s, out, cpu)?,
         (Some(_), _) => kiln_topi::schedule::generic::schedule_generic(&s, out, cpu)?,
         (None, Some(OpPattern::CommReduce)) => {
             inline_injective(&s, out, &[])?;
@@ -191,11 +254,31 @@ fn schedule(fc: &FusedCompute, target: &str, cpu: &CpuDesc) -> Result<Schedule> 
 /// Lowers the primitive function `f` to one `PrimFunc` called `name` for `target`, tiled for
 /// `cpu` (the target's [`kiln_codegen::target::Target::cpu_desc`]): its arguments are the
 /// parameters then the outputs.
+///
+/// For a CPU target the function is in packed form, ready for code generation. For a device
+/// target it is the scheduled loop nest with thread-bound loops (before the phase passes),
+/// which `kiln_codegen::driver::codegen_build` splits into host code and kernels; an operator
+/// whose compute is a hand-written loop nest (an extern operation: the recurrent kernels, Det,
+/// TreeEnsemble) is an error naming it.
 pub fn lower_primitive(f: &Function, name: &str, target: &str, cpu: &CpuDesc) -> Result<PrimFunc> {
+    let family = ScheduleFamily::parse(target)?;
     let fc = fused_compute(f, cpu).map_err(|e| e.context(format!("computing `{name}`")))?;
-    let s = schedule(&fc, target, cpu).map_err(|e| e.context(format!("scheduling `{name}`")))?;
+    if family.is_device() {
+        if let Some(op) = fc.externs.first() {
+            return Err(Error::value_error(format!(
+                "graph build for `{target}`: operator `{op}` (in `{name}`) has no device \
+                 schedule: its compute is a hand-written loop nest that cannot be bound to GPU \
+                 threads; build the model for an llvm target"
+            )));
+        }
+    }
+    let s = schedule(&fc, family, cpu).map_err(|e| e.context(format!("scheduling `{name}`")))?;
     let mut args = fc.inputs.clone();
     args.extend(fc.outputs.iter().cloned());
+    if family.is_device() {
+        return kiln_te::lower(&s, &args, name)
+            .map_err(|e| e.context(format!("lowering schedule `{name}`")));
+    }
     let m = kiln_codegen::driver::lower(&s, &args, name, false)?;
     m.lookup(name)
         .cloned()

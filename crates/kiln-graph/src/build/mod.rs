@@ -13,6 +13,11 @@
 //! `export_library` of the factory writes one `.so`; `load_module(path)["default"](cpu)` gives
 //! a graph executor.
 //!
+//! A device target (`opencl`, `cuda`) gives one library whose host code is LLVM for the host
+//! CPU, launching the kernels of one imported device module (an OpenCL program for `opencl`):
+//! every fused group is scheduled with threads ([`lower::ScheduleFamily`]), and the executor
+//! created on the device keeps params and intermediates there.
+//!
 //! Several targets give one library with a code variant per target (`kiln_codegen::variants`):
 //! the graph is laid out for the widest CPU ([`layout_cpu`]) and each variant tiled for its own.
 //!
@@ -119,6 +124,20 @@ pub fn layout_cpu(targets: &[&str]) -> Result<CpuDesc> {
     best.ok_or_else(|| Error::value_error("graph.build: no target given"))
 }
 
+/// The pass context the graph of a build for `targets` is optimized under: `ctx` with layouts
+/// for `cpu`; for a device target (`opencl`, `cuda`) without AlterOpLayout, whose packed
+/// layouts suit CPU vector registers, not GPU threads.
+fn graph_ctx(ctx: &PassContext, targets: &[&str], cpu: CpuDesc) -> Result<PassContext> {
+    let mut ctx = ctx.clone().with_cpu(cpu);
+    for t in targets {
+        if lower::ScheduleFamily::parse(t)?.is_device() {
+            ctx = ctx.disable("AlterOpLayout");
+            break;
+        }
+    }
+    Ok(ctx)
+}
+
 /// Builds `module` for `target` (`llvm`, `llvm -mcpu=native`, ...) into a graph executor
 /// factory module, optimizing with the default pipeline at opt level 3. `params` bind `main`
 /// parameters of the same names as constants before optimizing (TVM's `bind_params_by_name`),
@@ -151,7 +170,7 @@ pub fn build_targets(
     params: impl IntoIterator<Item = (String, Tensor)>,
     ctx: &PassContext,
 ) -> Result<Module> {
-    let ctx = ctx.clone().with_cpu(layout_cpu(targets)?);
+    let ctx = graph_ctx(ctx, targets, layout_cpu(targets)?)?;
     let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
     let cg = graph_codegen(&module)?;
     let lib = build_lib_targets(&cg, targets)?;
@@ -167,7 +186,7 @@ pub fn build_for(
     params: impl IntoIterator<Item = (String, Tensor)>,
     ctx: &PassContext,
 ) -> Result<Module> {
-    let ctx = ctx.clone().with_cpu(cpu.clone());
+    let ctx = graph_ctx(ctx, &[target], cpu.clone())?;
     let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
     let cg = graph_codegen(&module)?;
     let lib = build_lib_for(&cg, target, cpu)?;
