@@ -90,8 +90,11 @@ pub fn build_library(
         kiln_onnx::from_onnx(&model, shapes).map_err(|e| e.to_string())
     })?;
     let targets: Vec<&str> = args.targets.iter().map(String::as_str).collect();
-    let ctx = PassContext::with_opt_level(args.opt_level as i64)
-        .with_cpu(kiln_graph::build::layout_cpu(&targets).map_err(|e| e.to_string())?);
+    let ctx = kiln_graph::build::target_pass_context(
+        &PassContext::with_opt_level(args.opt_level as i64),
+        &targets,
+    )
+    .map_err(|e| e.to_string())?;
     let (module, params) = step(pb, 2, || {
         kiln_graph::build::optimize_with(&module, params, &ctx).map_err(|e| e.to_string())
     })?;

@@ -81,11 +81,46 @@ fn print_module(m: &Module, depth: usize) {
     if let Some(f) = m.downcast_node::<GraphExecutorFactory>() {
         print_factory(f, &pad);
     }
+    print_placement(m, &pad);
     let imports = m.imports();
     if !imports.is_empty() {
         println!("{pad}  imports:");
         for i in &imports {
             print_module(i, depth + 2);
+        }
+    }
+}
+
+/// For a host library importing device modules (a build for `opencl` or `cuda`): where each
+/// of its functions runs, on the device (launching kernels `NAME_kernelK`) or on the host.
+fn print_placement(m: &Module, pad: &str) {
+    let devices: Vec<Module> = m
+        .imports()
+        .into_iter()
+        .filter(|i| matches!(i.kind().as_str(), "opencl" | "cuda"))
+        .collect();
+    if devices.is_empty() {
+        return;
+    }
+    let kinds: Vec<String> = devices.iter().map(|d| format!("{:?}", d.kind())).collect();
+    let kernels: Vec<String> = devices.iter().flat_map(|d| d.function_names()).collect();
+    println!("{pad}  placement (device module {}):", kinds.join(", "));
+    let mut names = m.function_names();
+    names.sort();
+    for name in names {
+        let n = kernels
+            .iter()
+            .filter(|k| {
+                k.strip_prefix(name.as_str())
+                    .and_then(|rest| rest.strip_prefix("_kernel"))
+                    .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .count();
+        if n > 0 {
+            let s = if n == 1 { "" } else { "s" };
+            println!("{pad}    {name}: device ({n} kernel{s})");
+        } else {
+            println!("{pad}    {name}: host");
         }
     }
 }

@@ -41,7 +41,8 @@ enum Command {
         /// The library to write (.so, .dylib, .dll or .tar).
         #[arg(short, long)]
         output: PathBuf,
-        /// The target (`llvm`, `llvm -mcpu=native`, `llvm -mcpu=x86-64-v3`, ...). Repeat it for one
+        /// The target (`llvm`, `llvm -mcpu=native`, `llvm -mcpu=x86-64-v3`, ...; `opencl` for
+        /// kernels on an OpenCL device launched by host code for this CPU). Repeat it for one
         /// library with code for each CPU, the loader running the best one the host can
         /// (`--target "llvm -mcpu=x86-64-v3" --target "llvm -mcpu=x86-64-v4"`).
         #[arg(long, default_values_t = ["llvm -mcpu=native".to_string()])]
@@ -53,7 +54,7 @@ enum Command {
         #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
         opt_level: u8,
     },
-    /// Runs a compiled library once on the CPU and writes its outputs as `output_K.npy`.
+    /// Runs a compiled library once (on the CPU, or the OpenCL device for an `opencl` library) and writes its outputs as `output_K.npy`.
     Run {
         /// The compiled library.
         library: PathBuf,

@@ -1,4 +1,5 @@
-//! `kiln run`: load a deployable library, create its graph executor on the CPU, set the inputs
+//! `kiln run`: load a deployable library, create its graph executor on the CPU (on the
+//! OpenCL device for a library compiled for `opencl`), set the inputs
 //! (from `.npy` files, or random with a printed seed), run, and write `output_K.npy` files.
 
 use crate::npy;
@@ -47,21 +48,42 @@ fn find_factory(m: &Module) -> Option<Module> {
     m.imports().iter().find_map(find_factory)
 }
 
-/// A new CPU executor module: the factory's executor function (`default`) called with
-/// `cpu(0)`, as Python's `lib["default"](dev)` and the C example do.
+/// The device a library's graph runs on: `opencl(0)` when its import tree holds an OpenCL
+/// module (a model compiled with `--target opencl`), else `cpu(0)`.
+pub fn library_device(m: &Module) -> Device {
+    fn has_kind(m: &Module, kind: &str) -> bool {
+        m.kind() == kind || m.imports().iter().any(|i| has_kind(i, kind))
+    }
+    if has_kind(m, "opencl") {
+        Device::new(kiln_ffi::device::device_type::OPENCL, 0)
+    } else {
+        Device::cpu(0)
+    }
+}
+
+/// A new executor module on the library's device ([`library_device`]): the factory's executor
+/// function (`default`) called with that device, as Python's `lib["default"](dev)` and the C
+/// example do. A library for a device that this machine lacks is an error saying so.
 pub fn create_executor(factory: &Module) -> Result<Module, String> {
     let f = factory
         .downcast_node::<GraphExecutorFactory>()
         .ok_or("not a graph executor factory")?;
     let name = f.module_name().to_string();
+    let dev = library_device(factory);
+    if !kiln_runtime::device::device_exists(dev) {
+        return Err(format!(
+            "the library runs on {dev}, which this machine does not have (no such device is \
+             present)"
+        ));
+    }
     let exec = factory
         .function(&name)
-        .and_then(|func| kiln_ffi::call!(func, Device::cpu(0)))
+        .and_then(|func| kiln_ffi::call!(func, dev))
         .and_then(|any| any.try_as::<Module>())
-        .map_err(|e| format!("cannot create the executor ({name}(cpu(0))): {e}"))?;
+        .map_err(|e| format!("cannot create the executor ({name}({dev})): {e}"))?;
     if exec.downcast_node::<GraphExecutorModule>().is_none() {
         return Err(format!(
-            "{name}(cpu(0)) returned a {:?} module, not a graph executor",
+            "{name}({dev}) returned a {:?} module, not a graph executor",
             exec.kind()
         ));
     }

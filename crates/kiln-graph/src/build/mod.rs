@@ -124,9 +124,15 @@ pub fn layout_cpu(targets: &[&str]) -> Result<CpuDesc> {
     best.ok_or_else(|| Error::value_error("graph.build: no target given"))
 }
 
-/// The pass context the graph of a build for `targets` is optimized under: `ctx` with layouts
-/// for `cpu`; for a device target (`opencl`, `cuda`) without AlterOpLayout, whose packed
-/// layouts suit CPU vector registers, not GPU threads.
+/// The pass context the graph of a build for `targets` is optimized under (what
+/// [`build_targets`] uses; callers optimizing first, as `kiln compile` does, use it too): `ctx`
+/// with layouts for [`layout_cpu`]; for a device target (`opencl`, `cuda`) without
+/// AlterOpLayout, whose packed layouts suit CPU vector registers, not GPU threads.
+pub fn target_pass_context(ctx: &PassContext, targets: &[&str]) -> Result<PassContext> {
+    graph_ctx(ctx, targets, layout_cpu(targets)?)
+}
+
+/// `ctx` with layouts for `cpu`, without AlterOpLayout when a target is a device target.
 fn graph_ctx(ctx: &PassContext, targets: &[&str], cpu: CpuDesc) -> Result<PassContext> {
     let mut ctx = ctx.clone().with_cpu(cpu);
     for t in targets {
@@ -170,7 +176,7 @@ pub fn build_targets(
     params: impl IntoIterator<Item = (String, Tensor)>,
     ctx: &PassContext,
 ) -> Result<Module> {
-    let ctx = graph_ctx(ctx, targets, layout_cpu(targets)?)?;
+    let ctx = target_pass_context(ctx, targets)?;
     let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
     let cg = graph_codegen(&module)?;
     let lib = build_lib_targets(&cg, targets)?;
