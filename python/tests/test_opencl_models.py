@@ -1,0 +1,192 @@
+"""Whole models compiled for the ``opencl`` target and run on the OpenCL device (PoCL on CI):
+the bundled CNN and the onnx wheel's squeezenet (seeded random weights, ``tests/zoo/make_zoo.py``)
+built by ``kiln.onnx.compile`` and by ``kiln compile --target opencl``, exported, loaded, and run
+by the graph executor created on ``kiln.opencl(0)`` (params and intermediates on the device,
+inputs copied from numpy). Outputs are poisoned with NaN before each run and compared with
+onnxruntime on fresh random inputs (rtol 1e-4, atol 1e-5 after dividing by the reference's
+largest magnitude). Operators without a device schedule and bad target strings are errors.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.onnx
+from kiln.graph_executor import GraphModule
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUNDLED = os.path.join(ROOT, "examples", "model", "model.onnx")
+MAKE_ZOO = os.path.join(ROOT, "tests", "zoo", "make_zoo.py")
+KILN_CLI = os.path.join(os.path.dirname(os.path.abspath(kiln.LIB_PATH)), "kiln")
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@pytest.fixture(scope="module")
+def cl():
+    dev = kiln.opencl(0)
+    if not dev.exist:
+        pytest.skip("no OpenCL device (scripts/setup.sh installs PoCL)")
+    return dev
+
+
+@pytest.fixture(scope="module")
+def squeezenet(tmp_path_factory):
+    d = tmp_path_factory.mktemp("zoo")
+    subprocess.run([sys.executable, MAKE_ZOO, str(d), "squeezenet"], check=True,
+                   capture_output=True)
+    return str(d / "squeezenet.onnx")
+
+
+def input_of(path):
+    """The first graph input that is not an initializer: its name and static shape."""
+    model = onnx.load(path)
+    inits = {t.name for t in model.graph.initializer}
+    i = next(i for i in model.graph.input if i.name not in inits)
+    return i.name, [d.dim_value for d in i.type.tensor_type.shape.dim]
+
+
+def onnxruntime_outputs(path, name, x):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {name: x})
+
+
+def run_poisoned(gm, name, x):
+    """Every output poisoned (NaN) on the device, ``x`` set from numpy, one run; the outputs."""
+    shapes, dtypes = gm.get_output_info()
+    for k, (shape, dtype) in enumerate(zip(shapes, dtypes)):
+        gm.get_output(k).copyfrom(np.full(shape, np.nan, dtype))
+    gm.set_input(name, x)
+    gm.run()
+    return [gm.get_output(k).numpy() for k in range(len(shapes))]
+
+
+def assert_matches_onnxruntime(gm, path, what):
+    name, shape = input_of(path)
+    seed = int.from_bytes(os.urandom(4), "little")
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    refs = onnxruntime_outputs(path, name, x)
+    got = run_poisoned(gm, name, x)
+    assert len(got) == len(refs)
+    for k, (out, ref) in enumerate(zip(got, refs)):
+        label = f"{what} output {k} (seed {seed})"
+        assert out.shape == ref.shape and out.dtype == ref.dtype, label
+        assert np.isfinite(out).all(), f"{label}: non-finite values"
+        scale = max(float(np.abs(ref).max()), 1e-30)
+        np.testing.assert_allclose(out / scale, ref / scale, rtol=RTOL, atol=ATOL, err_msg=label)
+
+
+def device_module(lib):
+    """The OpenCL module the factory's host library imports."""
+    (host,) = lib.imports
+    assert host.kind in ("llvm", "library")
+    (dev,) = host.imports
+    assert dev.kind == "opencl"
+    return dev
+
+
+def load_on_device(path, cl):
+    return GraphModule(kiln.load_module(path)["default"](cl))
+
+
+@pytest.mark.parametrize("model", ["bundled", "squeezenet"])
+def test_model_runs_on_the_opencl_device(cl, model, request, tmp_path):
+    path = BUNDLED if model == "bundled" else request.getfixturevalue("squeezenet")
+    lib = kiln.onnx.compile(path, target="opencl")
+    src = device_module(lib).inspect_source("cl")
+    assert "__kernel void fused_" in src and "get_local_id(0)" in src
+    out = str(tmp_path / f"{model}_opencl.so")
+    lib.export_library(out)
+    gm = load_on_device(out, cl)
+    assert_matches_onnxruntime(gm, path, model)
+    # Twice more on the same executor: params stay on the device between runs.
+    assert_matches_onnxruntime(gm, path, f"{model} (second run)")
+
+
+def test_cli_compile_for_opencl(cl, squeezenet, tmp_path):
+    for path, stem in [(BUNDLED, "bundled"), (squeezenet, "squeezenet")]:
+        out = str(tmp_path / f"{stem}.so")
+        subprocess.run([KILN_CLI, "compile", path, "-o", out, "--target", "opencl"], check=True,
+                       capture_output=True)
+        assert_matches_onnxruntime(load_on_device(out, cl), path, f"{stem} (kiln compile)")
+        info = subprocess.run([KILN_CLI, "inspect", out], check=True, capture_output=True,
+                              text=True).stdout
+        assert 'module "opencl"' in info and 'placement (device module "opencl")' in info, info
+        assert ": host" not in info, info
+        assert "fused_nn_conv2d" in info and ": device (1 kernel)" in info, info
+        # `kiln run` creates the executor on the OpenCL device by itself.
+        run = subprocess.run([KILN_CLI, "run", out, "--output-dir", str(tmp_path / stem),
+                              "--seed", "5"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert os.path.exists(tmp_path / stem / "output_0.npy")
+
+
+def test_max_num_threads_sets_the_block_size(cl, tmp_path):
+    lib = kiln.onnx.compile(BUNDLED, target="opencl -max_num_threads=64")
+    src = device_module(lib).inspect_source("cl")
+    assert "((int)get_group_id(0)) * 64)" in src, src
+    out = str(tmp_path / "t64.so")
+    lib.export_library(out)
+    assert_matches_onnxruntime(load_on_device(out, cl), BUNDLED, "bundled (64 threads)")
+
+
+def det_model(path):
+    """``y = Det(x) * 2`` over a batch of 3x3 matrices: Det's compute is a hand-written loop."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    g = helper.make_graph([helper.make_node("Det", ["x"], ["d"]),
+                           helper.make_node("Mul", ["d", "two"], ["y"])],
+                          "det", [x], [y], [two])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, path)
+    return path
+
+
+def test_operator_without_device_schedule_is_named(tmp_path):
+    path = det_model(str(tmp_path / "det.onnx"))
+    with pytest.raises(ValueError) as e:
+        kiln.onnx.compile(path, target="opencl")
+    msg = str(e.value)
+    assert "operator `det`" in msg.lower() or "det" in msg.lower(), msg
+    assert "has no device schedule" in msg, msg
+    # The same model builds for the CPU.
+    kiln.onnx.compile(path, target="llvm")
+    # And the CLI reports it.
+    res = subprocess.run([KILN_CLI, "compile", path, "-o", str(tmp_path / "det.so"), "--target",
+                          "opencl"], capture_output=True, text=True)
+    assert res.returncode != 0 and "has no device schedule" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("target,why", [
+    ("openc1", "unknown target kind `openc1`"),
+    ("opencl -max_num_threads=0", "must be a positive integer"),
+    ("opencl -mcpu=skylake", "unknown flag `-mcpu`"),
+    ("opencl -max_num_threads", "needs a value"),
+    ("", "the string is empty"),
+])
+def test_bad_target_strings(target, why):
+    with pytest.raises(ValueError, match="invalid target") as e:
+        kiln.onnx.compile(BUNDLED, target=target)
+    assert why in str(e.value), str(e.value)
+
+
+def test_opencl_cannot_be_one_of_several_targets():
+    with pytest.raises(ValueError, match="cannot be one of several code variants"):
+        kiln.onnx.compile(BUNDLED, target=["opencl", "llvm"])
+
+
+def test_cli_bad_target(tmp_path):
+    res = subprocess.run([KILN_CLI, "compile", BUNDLED, "-o", str(tmp_path / "x.so"), "--target",
+                          "opencl -foo=1"], capture_output=True, text=True)
+    assert res.returncode != 0 and "unknown flag `-foo`" in res.stderr, res.stderr
+    assert not os.path.exists(tmp_path / "x.so")
