@@ -272,12 +272,19 @@ pub fn lower_primitive(f: &Function, name: &str, target: &str, cpu: &CpuDesc) ->
             )));
         }
     }
+    let (fc, widened) = if family.is_device() {
+        let (outputs, widened) = super::scalar_output::widen(&fc.outputs)?;
+        (FusedCompute { outputs, ..fc }, widened)
+    } else {
+        (fc, Vec::new())
+    };
     let s = schedule(&fc, family, cpu).map_err(|e| e.context(format!("scheduling `{name}`")))?;
     let mut args = fc.inputs.clone();
     args.extend(fc.outputs.iter().cloned());
     if family.is_device() {
-        return kiln_te::lower(&s, &args, name)
-            .map_err(|e| e.context(format!("lowering schedule `{name}`")));
+        let func = kiln_te::lower(&s, &args, name)
+            .map_err(|e| e.context(format!("lowering schedule `{name}`")))?;
+        return super::scalar_output::narrow(func, fc.inputs.len(), &widened);
     }
     let m = kiln_codegen::driver::lower(&s, &args, name, false)?;
     m.lookup(name)

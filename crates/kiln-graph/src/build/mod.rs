@@ -29,6 +29,7 @@ pub mod compute;
 pub mod graph_codegen;
 pub mod hash;
 pub mod lower;
+pub mod scalar_output;
 pub mod storage;
 
 pub use graph_codegen::{graph_codegen, GraphCodegenResult};
