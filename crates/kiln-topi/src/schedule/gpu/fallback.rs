@@ -7,16 +7,20 @@
 //! A reduction read only by one output of its own shape (a convolution, dense or pooling
 //! followed by an elementwise epilogue: bias, activation, requantize) is instead computed inside
 //! the output's thread loop into a private (`local`) value, so the group is one kernel and the
-//! intermediate never reaches global memory. A rank-0 reduction read by one output is computed
+//! intermediate never reaches global memory. Each such thread computes a block of consecutive
+//! channels (axis 1, see [`CHANNEL_BLOCKS`]) with the reduction loops outside the channel
+//! loop, so every input value read feeds several accumulators. A rank-0 reduction read by one output is computed
 //! that way too (each thread recomputes it: a reduction to a scalar has no loop to bind).
 //!
 //! Extern operations (hand-written loop nests) cannot run as kernels: the schedule returns an
 //! error naming them.
 
 use super::bind_spatial;
-use crate::schedule::{inline_injective, is_injective_op, producers, same_shape};
+use crate::schedule::{
+    dividing_factor, fuse_all, inline_injective, is_injective_op, producers, same_shape,
+};
 use kiln_ffi::{Error, Result};
-use kiln_te::{Operation, Schedule, Tensor};
+use kiln_te::{thread_axis, IterVar, Operation, Schedule, Tensor};
 
 /// Schedules the graph computing `outs` for a GPU with blocks of at most `num_threads` threads
 /// (see the module docs).
@@ -44,42 +48,96 @@ pub fn schedule_fallback(s: &Schedule, outs: &[Tensor], num_threads: i64) -> Res
         .filter(|op| op.as_compute().is_some() && (is_out(op) || !is_injective_op(op)))
         .cloned()
         .collect();
-    let mut thread_loops = Vec::with_capacity(outs.len());
-    for o in outs {
-        if thread_loops
-            .iter()
-            .any(|(op, _): &(Operation, _)| op.same_as(o.op()))
-        {
-            continue;
-        }
-        let tx = bind_spatial(s, o, threads_for(o, num_threads))?;
-        thread_loops.push((o.op().clone(), tx));
-    }
+    // Each reduction computed inside an output's thread (see the module docs), or at root.
+    let mut attached: Vec<(Operation, Operation)> = Vec::new();
     for r in kept.iter().filter(|op| !is_out(op)) {
         let t = r.output(0);
         let readers: Vec<&Operation> = kept
             .iter()
             .filter(|k| reads(k, &kept).iter().any(|x| x.same_as(r)))
             .collect();
-        let attach = match readers.as_slice() {
-            [reader] => thread_loops
-                .iter()
-                .find(|(op, _)| op.same_as(reader))
-                .filter(|(op, _)| t.ndim() == 0 || same_shape(&t, &op.output(0))),
-            _ => None,
-        };
-        match attach {
-            Some((op, tx)) => {
-                let st = s.stage_op(r);
-                st.compute_at(&s.stage_op(op), tx)?;
-                st.set_scope("local")?;
+        if let [reader] = readers.as_slice() {
+            if is_out(reader) && (t.ndim() == 0 || same_shape(&t, &reader.output(0))) {
+                attached.push((r.clone(), (*reader).clone()));
+                continue;
             }
-            None => {
-                bind_spatial(s, &t, threads_for(&t, num_threads))?;
+        }
+        bind_spatial(s, &t, threads_for(&t, num_threads))?;
+    }
+    let mut done: Vec<Operation> = Vec::new();
+    for o in outs {
+        if done.iter().any(|d| d.same_as(o.op())) {
+            continue;
+        }
+        done.push(o.op().clone());
+        let mine: Vec<&Operation> = attached
+            .iter()
+            .filter(|(_, reader)| reader.same_as(o.op()))
+            .map(|(r, _)| r)
+            .collect();
+        let block = if mine.is_empty() { 1 } else { channel_block(o) };
+        let tx = if block > 1 {
+            bind_blocked(s, o, block, num_threads)?
+        } else {
+            bind_spatial(s, o, threads_for(o, num_threads))?
+        };
+        for r in mine {
+            let st = s.stage_op(r);
+            st.compute_at(&s.stage_op(o.op()), &tx)?;
+            st.set_scope("local")?;
+            if block > 1 {
+                // The block's channels innermost: each input value read once for all of them.
+                let t = r.output(0);
+                let mut order: Vec<IterVar> = (0..t.ndim())
+                    .filter(|&i| i != 1)
+                    .map(|i| t.axis(i))
+                    .collect();
+                if let Some(c) = r.as_compute() {
+                    order.extend(c.reduce_axis.iter().cloned());
+                }
+                order.push(t.axis(1));
+                st.reorder(&order)?;
             }
         }
     }
     Ok(())
+}
+
+/// Output channels (axis 1) each thread computes when reductions are computed in its
+/// thread: the largest of [`CHANNEL_BLOCKS`] dividing the extent (each input element then
+/// feeds that many accumulators, as a direct convolution or dense layer reuses it), else 1.
+fn channel_block(o: &Tensor) -> i64 {
+    if o.ndim() < 2 {
+        return 1;
+    }
+    match o.shape()[1].as_int() {
+        Some(c) if c > 0 => dividing_factor(c, &CHANNEL_BLOCKS),
+        _ => 1,
+    }
+}
+
+/// The channel blocks [`channel_block`] tries, largest first.
+pub const CHANNEL_BLOCKS: [i64; 3] = [8, 4, 2];
+
+/// Binds `o` with `block` consecutive channels (axis 1) per thread: axis 1 split by `block`, the
+/// other loops and the channel blocks fused, split into blocks of threads and bound, the
+/// channels of the block a serial loop inside; returns the `threadIdx.x` loop.
+fn bind_blocked(s: &Schedule, o: &Tensor, block: i64, num_threads: i64) -> Result<IterVar> {
+    let st = s.stage(o);
+    let (co, ci) = st.split(&o.axis(1), block)?;
+    let mut outer = vec![o.axis(0), co];
+    outer.extend((2..o.ndim()).map(|i| o.axis(i)));
+    let mut order = outer.clone();
+    order.push(ci);
+    st.reorder(&order)?;
+    let fused = fuse_all(&st, &outer)?.ok_or_else(|| {
+        Error::value_error(format!("gpu schedule: `{}` has no loop to bind", o.name()))
+    })?;
+    let total = threads_for(o, num_threads * block) / block;
+    let (bx, tx) = st.split(&fused, total.max(1))?;
+    st.bind(&bx, &thread_axis("blockIdx.x")?)?;
+    st.bind(&tx, &thread_axis("threadIdx.x")?)?;
+    Ok(tx)
 }
 
 /// Every operation the outputs depend on (the outputs first), each once.
