@@ -113,7 +113,7 @@ fn conv2d_bias_relu_is_one_kernel_with_a_channel_block() {
             (wd.clone(), ws.to_vec()),
             (bd.clone(), vec![12, 1, 1]),
         ],
-        &[oshape.clone()],
+        std::slice::from_ref(&oshape),
     );
     let (oh, ow) = (oshape[2], oshape[3]);
     let mut want = Vec::new();
