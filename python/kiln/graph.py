@@ -38,7 +38,9 @@ def build(
     """Build the graph module ``mod`` for ``target`` (``"llvm"``, ``"llvm -mcpu=native"``, ...)
     into a ``GraphExecutorFactory`` :class:`kiln.Module`. A list of targets gives one library
     with code for each CPU (``["llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"]``); the loader
-    runs the best one the host can.
+    runs the best one the host can. ``"opencl"`` (``"opencl -max_num_threads=N"``) gives host
+    code launching one OpenCL program's kernels; create its executor with
+    ``lib["default"](kiln.opencl(0))``.
 
     The default optimization pipeline (FuseOps last) runs first. ``params`` (a mapping of
     name to :class:`kiln.Tensor` or array, e.g. the params of :func:`kiln.onnx.from_onnx`)

@@ -107,7 +107,8 @@ def compile(
 ) -> Module:
     """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a
     ``GraphExecutorFactory`` :class:`kiln.Module` (what :func:`kiln.graph.build` returns);
-    ``target`` may be a list (one library with code for each CPU). ``shape_dict`` and
+    ``target`` may be a list (one library with code for each CPU), or ``"opencl"`` for kernels
+    on an OpenCL device (run with ``lib["default"](kiln.opencl(0))``). ``shape_dict`` and
     ``frozen_inputs`` are :func:`from_onnx`'s."""
     mod, params = from_onnx(model, shape_dict, frozen_inputs)
     return _graph.build(mod, target, params)
