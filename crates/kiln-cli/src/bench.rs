@@ -45,12 +45,22 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     set_inputs(&factory, &mut exec, &[], Some(0))?;
     exec.run()
         .map_err(|e| format!("the warm-up run failed: {e}"))?;
+    // Kernels on a device run asynchronously: each measurement ends when the device is done.
+    let dev = crate::run::library_device(&factory);
+    let sync = || -> Result<(), String> {
+        let api = kiln_runtime::device::device_api(dev).map_err(|e| e.to_string())?;
+        // SAFETY: NULL is the default stream of every device.
+        unsafe { api.stream_sync(dev, std::ptr::null_mut()) }
+            .map_err(|e| format!("synchronizing {dev} failed: {e}"))
+    };
+    sync()?;
     let mut ms = Vec::with_capacity(args.repeat as usize);
     for _ in 0..args.repeat {
         let t = Instant::now();
         for _ in 0..args.number {
             exec.run().map_err(|e| format!("the run failed: {e}"))?;
         }
+        sync()?;
         ms.push(t.elapsed().as_secs_f64() * 1e3 / args.number as f64);
     }
     let (median, min, max) = stats(&ms);
