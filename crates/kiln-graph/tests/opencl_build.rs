@@ -368,3 +368,33 @@ fn the_schedule_family_follows_the_target() {
         .to_string();
     assert!(e.contains("cannot be one of several code variants"), "{e}");
 }
+
+#[test]
+fn a_graph_of_constants_builds_an_empty_host_library() {
+    let a = random(6, 71);
+    let x = Var::new("x", Type::f32(&[2, 3]));
+    let folded = mk("exp", vec![Expr::const_f32(&a, &[2, 3])], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], folded));
+    let factory = build(&module, "opencl", vec![]).unwrap();
+    assert!(
+        factory.imports()[0].imports().is_empty(),
+        "no kernels to import"
+    );
+    let Some(dev) = cl0() else { return };
+    let exec: Module = factory.function("default").unwrap().invoke((dev,)).unwrap();
+    // The output is the folded constant's own storage (a param on the device), so it is not
+    // poisoned here: the run must leave it as loaded.
+    let f = |name: &str| exec.function(name).unwrap();
+    let x = Tensor::from_slice(&[0.0f32; 6], &[2, 3]).unwrap();
+    f("set_input").invoke::<()>(("x", x)).unwrap();
+    f("run").invoke::<()>(()).unwrap();
+    let out: Tensor = f("get_output").invoke((0i64,)).unwrap();
+    assert_eq!(out.device().device_type(), OPENCL);
+    let got = [out
+        .to_device(Device::cpu(0))
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap()];
+    let want: Vec<f32> = a.iter().map(|v| v.exp()).collect();
+    assert_close(&got[0], &want, "exp of a constant");
+}

@@ -85,6 +85,18 @@ pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
 /// variant per target (each tiled for its target's CPU; the loader runs the best one the host
 /// can, see `kiln_codegen::variants`).
 pub fn build_lib_targets(cg: &GraphCodegenResult, targets: &[&str]) -> Result<Module> {
+    if cg.functions.is_empty() {
+        if let [t] = targets {
+            if lower::ScheduleFamily::parse(t)?.is_device() {
+                // Nothing to launch (every output a constant or an input): an empty host
+                // library; the executor still runs on the device it is created for.
+                return kiln_codegen::driver::codegen_build(
+                    &kiln_tir::IRModule::new(Vec::new())?,
+                    "llvm",
+                );
+            }
+        }
+    }
     let mut parts = Vec::with_capacity(targets.len());
     for &t in targets {
         let cpu = Target::parse(t)?.cpu_desc();
