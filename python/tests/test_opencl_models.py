@@ -5,6 +5,10 @@ by the graph executor created on ``kiln.opencl(0)`` (params and intermediates on
 inputs copied from numpy). Outputs are poisoned with NaN before each run and compared with
 onnxruntime on fresh random inputs (rtol 1e-4, atol 1e-5 after dividing by the reference's
 largest magnitude). Operators without a device schedule and bad target strings are errors.
+
+By default the bundled model, squeezenet and shufflenet run; ``KILN_OPENCL_ALL=1`` adds the
+transformer layer, the architecture networks (YOLO-, DBNet-, SVTR-, BERT-style), inception_v1
+and resnet50 (a few minutes on PoCL).
 """
 
 import os
@@ -26,6 +30,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUNDLED = os.path.join(ROOT, "examples", "model", "model.onnx")
 MAKE_ZOO = os.path.join(ROOT, "tests", "zoo", "make_zoo.py")
 KILN_CLI = os.path.join(os.path.dirname(os.path.abspath(kiln.LIB_PATH)), "kiln")
+GENERATORS = {
+    "make_zoo.py": ["squeezenet", "shufflenet", "inception_v1", "resnet50"],
+    "make_transformer.py": ["transformer_2d"],
+    "make_arch.py": ["yolo", "dbnet", "svtr", "bert"],
+}
+DEFAULT_MODELS = ["bundled", "squeezenet", "shufflenet"]
+ALL_MODELS = DEFAULT_MODELS + ["transformer_2d", "yolo", "dbnet", "svtr", "bert", "inception_v1",
+                               "resnet50"]
+MODELS = ALL_MODELS if os.environ.get("KILN_OPENCL_ALL") == "1" else DEFAULT_MODELS
 RTOL, ATOL = 1e-4, 1e-5
 
 
@@ -38,44 +51,70 @@ def cl():
 
 
 @pytest.fixture(scope="module")
-def squeezenet(tmp_path_factory):
+def models(tmp_path_factory):
+    """``name -> path`` of a model, generated on first use by its ``tests/zoo`` script."""
     d = tmp_path_factory.mktemp("zoo")
-    subprocess.run([sys.executable, MAKE_ZOO, str(d), "squeezenet"], check=True,
-                   capture_output=True)
-    return str(d / "squeezenet.onnx")
+    made = {"bundled": BUNDLED}
+
+    def get(name):
+        if name not in made:
+            script = next(s for s, names in GENERATORS.items() if name in names)
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "zoo", script), str(d),
+                            name], check=True, capture_output=True)
+            made[name] = str(d / f"{name}.onnx")
+        return made[name]
+
+    return get
 
 
-def input_of(path):
-    """The first graph input that is not an initializer: its name and static shape."""
+@pytest.fixture(scope="module")
+def squeezenet(models):
+    return models("squeezenet")
+
+
+def feeds_of(path, seed):
+    """A fresh random value for every graph input that is not an initializer: floats from a
+    normal distribution, integers in [0, 10)."""
     model = onnx.load(path)
     inits = {t.name for t in model.graph.initializer}
-    i = next(i for i in model.graph.input if i.name not in inits)
-    return i.name, [d.dim_value for d in i.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in model.graph.input:
+        if i.name in inits:
+            continue
+        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[i.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[i.name] = rng.integers(0, 10, shape).astype(dtype)
+    return feeds
 
 
-def onnxruntime_outputs(path, name, x):
+def onnxruntime_outputs(path, feeds):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    return sess.run(None, {name: x})
+    return sess.run(None, feeds)
 
 
-def run_poisoned(gm, name, x):
-    """Every output poisoned (NaN) on the device, ``x`` set from numpy, one run; the outputs."""
+def run_poisoned(gm, feeds):
+    """Every output poisoned (NaN) on the device, the inputs set from numpy, one run; the
+    outputs."""
     shapes, dtypes = gm.get_output_info()
     for k, (shape, dtype) in enumerate(zip(shapes, dtypes)):
         gm.get_output(k).copyfrom(np.full(shape, np.nan, dtype))
-    gm.set_input(name, x)
+    for name, x in feeds.items():
+        gm.set_input(name, x)
     gm.run()
     return [gm.get_output(k).numpy() for k in range(len(shapes))]
 
 
 def assert_matches_onnxruntime(gm, path, what):
-    name, shape = input_of(path)
     seed = int.from_bytes(os.urandom(4), "little")
-    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    refs = onnxruntime_outputs(path, name, x)
-    got = run_poisoned(gm, name, x)
+    feeds = feeds_of(path, seed)
+    refs = onnxruntime_outputs(path, feeds)
+    got = run_poisoned(gm, feeds)
     assert len(got) == len(refs)
     for k, (out, ref) in enumerate(zip(got, refs)):
         label = f"{what} output {k} (seed {seed})"
@@ -98,9 +137,9 @@ def load_on_device(path, cl):
     return GraphModule(kiln.load_module(path)["default"](cl))
 
 
-@pytest.mark.parametrize("model", ["bundled", "squeezenet"])
-def test_model_runs_on_the_opencl_device(cl, model, request, tmp_path):
-    path = BUNDLED if model == "bundled" else request.getfixturevalue("squeezenet")
+@pytest.mark.parametrize("model", MODELS)
+def test_model_runs_on_the_opencl_device(cl, model, models, tmp_path):
+    path = models(model)
     lib = kiln.onnx.compile(path, target="opencl")
     src = device_module(lib).inspect_source("cl")
     assert "__kernel void fused_" in src and "get_local_id(0)" in src
