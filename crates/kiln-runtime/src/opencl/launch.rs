@@ -81,17 +81,24 @@ fn explain_build_log(log: &str, source: &str) -> String {
 }
 
 impl Programs {
+    /// Builds the program for `device_id` unless it is built already.
+    pub(crate) fn build(&self, source: &str, device_id: i32) -> Result<()> {
+        let mut built = self.built.lock().recover();
+        if let Entry::Vacant(e) = built.entry(device_id) {
+            e.insert(Built {
+                program: build_program(source, device_id)?,
+                kernels: HashMap::new(),
+            });
+        }
+        Ok(())
+    }
+
     /// The kernel `name` built for `device_id`, building the program first if needed.
     fn kernel(&self, source: &str, device_id: i32, name: &str) -> Result<Arc<Mutex<KernelHandle>>> {
         let cl = loaded()?;
+        self.build(source, device_id)?;
         let mut built = self.built.lock().recover();
-        let b = match built.entry(device_id) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(Built {
-                program: build_program(source, device_id)?,
-                kernels: HashMap::new(),
-            }),
-        };
+        let b = built.get_mut(&device_id).expect("built above");
         if let Some(k) = b.kernels.get(name) {
             return Ok(k.clone());
         }

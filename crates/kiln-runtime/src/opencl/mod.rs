@@ -158,6 +158,14 @@ impl OpenClModule {
         })
     }
 
+    /// Builds the module's program for OpenCL device `device_id` now (it is otherwise built on
+    /// the first kernel call), keeping it for later calls; a failed build's error holds the
+    /// OpenCL compiler's log with the source lines it points at.
+    #[cfg(feature = "opencl")]
+    pub fn build_program(&self, device_id: i32) -> Result<()> {
+        self.inner.programs.build(&self.inner.source, device_id)
+    }
+
     /// The kernels and their launch information.
     pub fn functions(&self) -> Vec<FunctionInfo> {
         self.inner
