@@ -150,3 +150,16 @@ def test_kiln_inspect_shows_the_device_module(exported):
         pytest.skip(f"no kiln binary in {LIB_DIR}")
     out = subprocess.run([exe, "inspect", exported], capture_output=True, text=True, check=True)
     assert 'module "opencl"' in out.stdout and "kernels (1): scale_add" in out.stdout, out.stdout
+
+
+def test_raw_streams(cl):
+    s = cl.create_raw_stream()
+    assert s != 0
+    cl.set_raw_stream(s)
+    try:
+        run_scale_add(create()["scale_add"], cl, 300, np.random.default_rng())
+        cl.sync(s)
+    finally:
+        cl.set_raw_stream(0)
+        cl.free_raw_stream(s)
+    assert kiln.cpu().create_raw_stream() == 0

@@ -268,7 +268,7 @@ pub(crate) fn launch(
     // context the program was built in.
     let code = unsafe {
         (cl.clEnqueueNDRangeKernel)(
-            dev.queue,
+            dev.queue_for(std::ptr::null_mut()),
             k.0,
             global.len() as u32,
             std::ptr::null(),

@@ -32,7 +32,12 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
         }
         axes.truncate(n - k);
         axes.push(fused);
-        last = Some(dims[dims.len() - k..].iter().map(|d| d.unwrap_or(1)).product());
+        last = Some(
+            dims[dims.len() - k..]
+                .iter()
+                .map(|d| d.unwrap_or(1))
+                .product(),
+        );
     }
     let n = axes.len();
     let vf = last.and_then(|l| {
