@@ -100,9 +100,24 @@ class Device:
         """Available memory in bytes, or ``None``."""
         return self._attr(15)
 
-    def sync(self) -> None:
-        """Wait until all work queued on the device's default stream is done."""
-        core.call_global("runtime.DeviceStreamSync", self)
+    def sync(self, stream: int | None = None) -> None:
+        """Wait until the work queued on ``stream`` (a raw stream handle) is done; by default
+        on this thread's current stream of the device (see :meth:`set_raw_stream`)."""
+        core.call_global("runtime.Device_StreamSync", self, _void_p(stream or 0))
+
+    def create_raw_stream(self) -> int:
+        """A new stream of the device (an OpenCL command queue, ...), as a raw handle; the
+        default stream (0) on devices without streams."""
+        return _handle_value(core.call_global("runtime.Device_StreamCreate", self))
+
+    def free_raw_stream(self, stream: int) -> None:
+        """Free a stream from :meth:`create_raw_stream` (no longer current on this thread)."""
+        core.call_global("runtime.Device_StreamFree", self, _void_p(stream))
+
+    def set_raw_stream(self, stream: int) -> None:
+        """Make ``stream`` this thread's current stream of the device (0: the default stream):
+        kernel launches and copies for the device go to it."""
+        core.call_global("runtime.Device_SetStream", self, _void_p(stream))
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """``(device_type, device_id)``, as DLPack producers report it."""
@@ -165,3 +180,19 @@ def opencl(device_id: int = 0) -> Device:
 
 core.DEVICE_CLASS[0] = Device
 core.add_writer(Device, core._w_device)
+
+
+def _void_p(handle: int) -> Any:
+    """A raw handle as the FFI's opaque pointer."""
+    import ctypes
+
+    return ctypes.c_void_p(handle or None)
+
+
+def _handle_value(value: Any) -> int:
+    """The integer value of an opaque pointer returned by the FFI (``None`` is 0)."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    return int(getattr(value, "value", None) or 0)

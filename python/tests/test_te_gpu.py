@@ -80,3 +80,40 @@ def test_built_kernels_run_on_the_opencl_device():
         c = kiln.tensor(np.full(n, np.nan, "float32"), dev)
         mod["vadd"](a, b, c)
         np.testing.assert_allclose(c.numpy(), x + y, rtol=1e-6)
+
+
+def test_cuda_source_compiles_with_nvcc_where_present(tmp_path):
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc on this machine: the CUDA source is checked as text only")
+    s, args = _vadd()
+    src = kiln.build(s, args, target="cuda", name="vadd").imports[0].inspect_source("cu")
+    path = tmp_path / "vadd.cu"
+    path.write_text(src)
+    subprocess.run([nvcc, "-c", str(path), "-o", str(tmp_path / "vadd.o")], check=True)
+
+
+def test_kernel_compiled_here_runs_on_a_remote_opencl_device(tmp_path):
+    """A client compiles for opencl, exports, uploads, and runs on the RPC server's device."""
+    import numpy as np
+
+    import kiln.rpc
+
+    if not kiln.opencl(0).exist:
+        pytest.skip("no OpenCL device")
+    s, args = _vadd()
+    lib = tmp_path / "vadd_cl.so"
+    kiln.build(s, args, target="opencl", name="vadd").export_library(str(lib))
+    with kiln.rpc.Server(port=0) as srv:
+        sess = kiln.rpc.connect("127.0.0.1", srv.port)
+        sess.upload(str(lib))
+        remote = sess.load_module("vadd_cl.so")
+        dev = sess.device("opencl", 0)
+        rng = np.random.default_rng()
+        x, y = rng.random(500, dtype="float32"), rng.random(500, dtype="float32")
+        c = kiln.tensor(np.full(500, np.nan, "float32"), dev)
+        remote["vadd"](kiln.tensor(x, dev), kiln.tensor(y, dev), c)
+        np.testing.assert_allclose(c.numpy(), x + y, rtol=1e-6)

@@ -1,16 +1,17 @@
-//! The generated OpenCL C compiles and computes the right numbers: each program is built with
-//! the system's OpenCL driver (`libOpenCL.so.1`, loaded at run time; `clBuildProgram` on the
-//! first device of the first platform), and the kernels of the vector add, row sum and both
-//! matmuls are launched by hand (the launch convention: local size = the `threadIdx` extents,
-//! global size = `blockIdx` extents x local size) and checked against a reference. Skipped,
-//! with the reason printed, where no OpenCL platform is present.
+//! The generated OpenCL C compiles and computes the right numbers: each program is built by
+//! the OpenCL driver on the first device (through Kiln's runtime, whose build errors quote the
+//! compiler's log), and the vector add, row sum and the three matmuls run through the runtime
+//! against references on fresh random inputs with poisoned outputs. Skipped, with the reason
+//! printed, where no OpenCL device is present.
 
 mod device_common;
 
-use device_common::ocl::{assert_close, buf, data, Arg, Cl};
+use device_common::run::{build_on_device, run_opencl};
 use device_common::{matmul, matmul_shared, matmul_shared_local, rowsum, vadd};
-use kiln_codegen::driver;
+use kiln_runtime::opencl::OpenClModule;
 use kiln_te::{compute, create_schedule, placeholder, thread_axis, Schedule, Tensor};
+use kiln_testing::assert_close;
+use kiln_testing::rng::{random, seed};
 use kiln_tir::{DataType, PrimExpr};
 
 fn matmul_ref(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
@@ -25,48 +26,27 @@ fn matmul_ref(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
 
 #[test]
 fn generated_kernels_compute_on_the_device() {
-    let cl = match Cl::open() {
-        Ok(cl) => cl,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
-    };
-    // Vector add over n = 1000: 16 groups of 64, the last one partly guarded off.
+    let sd = seed("opencl_compile");
+    // Vector add: n is symbolic; the static shapes here give n = 1000 (the last block guarded).
     let (s, args) = vadd();
-    let n = 1000;
-    let (a, b) = (data(n, 1), data(n, 2));
-    let mut kargs = [
-        Arg::Buf(a.clone()),
-        Arg::Buf(b.clone()),
-        Arg::Buf(vec![f32::NAN; n]),
-        Arg::Int(n as i32),
-    ];
-    let src = source(&s, &args, "vadd");
-    cl.run(&src, "vadd_kernel0", &mut kargs, [16, 1, 1], [64, 1, 1])
-        .unwrap();
+    let (a, b) = (random(1000, sd), random(1000, sd + 1));
+    let Some(got) = run_opencl(&s, &args, "vadd", &[(&a, &[1000]), (&b, &[1000])], &[1000]) else {
+        return;
+    };
     let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
-    assert_close(buf(&kargs[2]), &want, "vadd C");
+    assert_close(&got, &want, 0.0, "vadd", sd);
 
-    // Row sums of a [96, 128] matrix: 3 groups of 32 work-items.
+    // Row sums of a [96, 128] matrix.
     let (s, args) = rowsum();
-    let rows = 96;
-    let a = data(rows * 128, 3);
-    let mut kargs = [
-        Arg::Buf(a.clone()),
-        Arg::Buf(vec![f32::NAN; rows]),
-        Arg::Int(rows as i32),
-    ];
-    let src = source(&s, &args, "rowsum");
-    cl.run(&src, "rowsum_kernel0", &mut kargs, [3, 1, 1], [32, 1, 1])
-        .unwrap();
-    let want: Vec<f32> = (0..rows)
+    let a = random(96 * 128, sd + 2);
+    let got = run_opencl(&s, &args, "rowsum", &[(&a, &[96, 128])], &[96]).unwrap();
+    let want: Vec<f32> = (0..96)
         .map(|r| a[r * 128..(r + 1) * 128].iter().sum())
         .collect();
-    assert_close(buf(&kargs[1]), &want, "rowsum R");
+    assert_close(&got, &want, 1e-5, "rowsum", sd);
 
-    // Both 64 x 64 matmuls: 8 x 8 groups of 8 x 8 work-items.
-    let (a, b) = (data(64 * 64, 4), data(64 * 64, 5));
+    // The three 64 x 64 matmuls.
+    let (a, b) = (random(64 * 64, sd + 3), random(64 * 64, sd + 4));
     let want = matmul_ref(&a, &b, 64);
     let variants = [
         ("naive", matmul()),
@@ -74,29 +54,20 @@ fn generated_kernels_compute_on_the_device() {
         ("shared_local", matmul_shared_local(64)),
     ];
     for (name, (s, args)) in variants {
-        let src = source(&s, &args, name);
-        if std::env::var_os("KILN_PRINT_OPENCL").is_some() {
-            println!("{src}");
-        }
-        let mut kargs = [
-            Arg::Buf(a.clone()),
-            Arg::Buf(b.clone()),
-            Arg::Buf(vec![f32::NAN; 64 * 64]),
-        ];
-        cl.run(
-            &src,
-            &format!("{name}_kernel0"),
-            &mut kargs,
-            [8, 8, 1],
-            [8, 8, 1],
+        let got = run_opencl(
+            &s,
+            &args,
+            name,
+            &[(&a, &[64, 64]), (&b, &[64, 64])],
+            &[64, 64],
         )
-        .unwrap_or_else(|e| panic!("{name}: {e}\n{src}"));
-        assert_close(buf(&kargs[2]), &want, name);
+        .unwrap();
+        assert_close(&got, &want, 1e-4, name, sd);
     }
 }
 
 fn source(s: &Schedule, args: &[Tensor], name: &str) -> String {
-    let m = driver::build(s, args, "opencl", name).unwrap();
+    let m = kiln_codegen::driver::build(s, args, "opencl", name).unwrap();
     m.imports()[0].inspect_source("cl").unwrap()
 }
 
@@ -138,17 +109,6 @@ fn mixed() -> (Schedule, Vec<Tensor>) {
 
 #[test]
 fn generated_opencl_builds_on_the_device() {
-    let cl = match Cl::open() {
-        Ok(cl) => cl,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
-    };
-    // The check is not vacuous: a broken program fails to build.
-    assert!(cl
-        .build("__kernel void f(int n) { undeclared_variable = n; }")
-        .is_err());
     let programs = [
         ("vadd", vadd()),
         ("rowsum", rowsum()),
@@ -157,12 +117,25 @@ fn generated_opencl_builds_on_the_device() {
         ("mixed", mixed()),
     ];
     for (name, (s, args)) in programs {
-        let src = source(&s, &args, name);
-        if std::env::var_os("KILN_PRINT_OPENCL").is_some() {
-            println!("{src}");
-        }
-        if let Err(log) = cl.build(&src) {
+        let Some(built) = build_on_device(&s, &args, name) else {
+            return;
+        };
+        if let Err(log) = built {
+            let src = source(&s, &args, name);
             panic!("{name}: the generated OpenCL C does not build:\n{log}\n--- source ---\n{src}");
         }
     }
+    // The check is not vacuous: a broken program fails to build, quoting the line.
+    let broken = OpenClModule::create(
+        "__kernel void f(int n) {\n  undeclared_variable = n;\n}\n".into(),
+        Vec::new(),
+    )
+    .unwrap();
+    let e = broken
+        .downcast_node::<OpenClModule>()
+        .unwrap()
+        .build_program(0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("source line 2"), "{e}");
 }

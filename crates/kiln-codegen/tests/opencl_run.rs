@@ -115,3 +115,26 @@ fn row_sum_and_shared_memory_matmul() {
     }
     assert_close(&c.to_vec::<f32>().unwrap(), &want, 1e-4, "mm", sd);
 }
+
+#[test]
+fn a_function_outlives_its_module() {
+    // The host code finds its kernel through the module it was loaded into: the function must
+    // keep that module alive after the caller drops it.
+    let Some(dev) = cl0() else { return };
+    let (s, args) = vadd();
+    let f = driver::build(&s, &args, "opencl", "vadd")
+        .unwrap()
+        .function("vadd")
+        .unwrap();
+    let sd = seed("opencl_run_outlives");
+    let (a, b) = (random(77, sd), random(77, sd + 1));
+    let c = on_device(&nan_vec(77), &[77], dev);
+    f.invoke::<()>((
+        on_device(&a, &[77], dev),
+        on_device(&b, &[77], dev),
+        c.clone(),
+    ))
+    .unwrap();
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    assert_close(&c.to_vec::<f32>().unwrap(), &want, 0.0, "vadd", sd);
+}

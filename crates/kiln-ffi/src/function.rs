@@ -207,6 +207,40 @@ impl Function {
         Function(ObjectRef::new_with_index(type_index::FUNCTION, obj))
     }
 
+    /// `inner` keeping `owner` alive for as long as the returned function lives (TVM's
+    /// functions hold the module they came from). A call goes straight to `inner`'s entry
+    /// point, arguments and result untouched.
+    pub fn with_owner<T: Send + Sync + 'static>(inner: Function, owner: T) -> Function {
+        struct Owned<T> {
+            inner: Function,
+            _owner: T,
+        }
+        unsafe extern "C" fn call<T>(
+            ctx: *mut c_void,
+            args: *const RawAny,
+            n: i32,
+            result: *mut RawAny,
+        ) -> i32 {
+            // SAFETY: `ctx` is the Owned<T> made below, alive until the deleter runs; the
+            // inner function follows the safe-call convention with its own handle.
+            unsafe {
+                let o = &*(ctx as *const Owned<T>);
+                let cell: &FunctionObj = &o.inner.0;
+                (cell.safe_call)(o.inner.0.as_ptr().as_ptr() as *mut c_void, args, n, result)
+            }
+        }
+        unsafe extern "C" fn drop_owned<T>(ctx: *mut c_void) {
+            // SAFETY: `ctx` came from Box::into_raw below and is freed once, here.
+            drop(unsafe { Box::from_raw(ctx as *mut Owned<T>) });
+        }
+        let ctx = Box::into_raw(Box::new(Owned {
+            inner,
+            _owner: owner,
+        }));
+        // SAFETY: the trampoline follows the safe-call convention; the deleter frees `ctx`.
+        unsafe { Function::from_c(ctx as *mut c_void, call::<T>, Some(drop_owned::<T>)) }
+    }
+
     /// Calls with packed arguments.
     #[inline]
     pub fn call(&self, args: &[AnyView<'_>]) -> Result<Any> {

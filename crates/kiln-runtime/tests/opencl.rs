@@ -238,3 +238,30 @@ fn bad_input_gets_clear_errors() {
     );
     let _ = Any::none();
 }
+
+#[test]
+fn kernels_and_copies_follow_the_current_stream() {
+    let Some(dev) = cl0() else { return };
+    let api = kiln_runtime::device::device_api(dev).unwrap();
+    let stream = api.create_stream(dev).unwrap();
+    assert!(!stream.is_null());
+    let old = kiln_runtime::device::stream::set_current_stream(OPENCL, 0, stream);
+    assert!(old.is_null());
+    assert_eq!(
+        kiln_runtime::device::stream::current_stream(OPENCL, 0),
+        stream
+    );
+    // Everything below goes to the new queue (an in-order queue, so results are ordered).
+    run_vadd(&vadd_module(), dev, 1000, seed("opencl_stream"));
+    // SAFETY: the stream was created for `dev` above.
+    unsafe { api.stream_sync(dev, stream).unwrap() };
+    kiln_runtime::device::stream::set_current_stream(OPENCL, 0, std::ptr::null_mut());
+    // SAFETY: created above, idle after the sync, no longer current.
+    unsafe { api.free_stream(dev, stream).unwrap() };
+    // Another thread's current stream is its own.
+    std::thread::spawn(|| {
+        assert!(kiln_runtime::device::stream::current_stream(OPENCL, 0).is_null());
+    })
+    .join()
+    .unwrap();
+}

@@ -1,15 +1,17 @@
 //! GPU schedules of `kiln_topi::schedule::gpu` built for `opencl`: the kernels bind the fused
-//! output loop to blocks of threads, and (where an OpenCL platform is present) compute the
-//! right numbers when launched.
+//! output loop to blocks of threads, and (where an OpenCL device is present) compute the right
+//! numbers when run through Kiln's runtime, against loops on fresh random inputs.
 
-#[path = "../../kiln-codegen/tests/device_common/ocl.rs"]
-mod ocl;
+#[path = "../../kiln-codegen/tests/device_common/run.rs"]
+mod run;
 
 use kiln_codegen::driver;
 use kiln_te::{create_schedule, placeholder, Tensor};
+use kiln_testing::assert_close;
+use kiln_testing::rng::{random, seed};
 use kiln_tir::{DataType, PrimExpr};
 use kiln_topi::schedule::gpu;
-use ocl::{assert_close, buf, data, Arg, Cl};
+use run::run_opencl;
 
 fn shape(dims: &[i64]) -> Vec<PrimExpr> {
     dims.iter().map(|&d| PrimExpr::i32(d)).collect()
@@ -46,31 +48,15 @@ fn injective_schedule_binds_the_fused_loop() {
         "the last block is guarded:\n{src}"
     );
     assert!(src.contains("fmax("), "{src}");
-    let cl = match Cl::open() {
-        Ok(cl) => cl,
-        Err(why) => {
-            println!("skipped running: {why}");
-            return;
-        }
-    };
+    let sd = seed("topi_gpu_bias_relu");
     let n = 4 * 33 * 65;
-    let (x, b) = (data(n, 7), data(65, 8));
-    let mut kargs = [
-        Arg::Buf(x.clone()),
-        Arg::Buf(b.clone()),
-        Arg::Buf(vec![0.0]),
-        Arg::Buf(vec![f32::NAN; n]),
-    ];
-    cl.run(
-        &src,
-        "bias_relu_kernel0",
-        &mut kargs,
-        [34, 1, 1],
-        [256, 1, 1],
-    )
-    .unwrap();
+    let (x, b) = (random(n, sd), random(65, sd + 1));
+    let inputs: [(&[f32], &[i64]); 3] = [(&x, &[4, 33, 65]), (&b, &[65]), (&[0.0], &[1])];
+    let Some(got) = run_opencl(&s, &args, "bias_relu", &inputs, &[4, 33, 65]) else {
+        return;
+    };
     let want: Vec<f32> = (0..n).map(|i| (x[i] + b[i % 65]).max(0.0)).collect();
-    assert_close(buf(&kargs[3]), &want, "bias_relu");
+    assert_close(&got, &want, 0.0, "bias_relu", sd);
 }
 
 #[test]
@@ -81,21 +67,20 @@ fn reduce_schedule_one_thread_per_output() {
     gpu::schedule_reduce(&s, &out, 32).unwrap();
     let src = opencl(&s, &[x.clone(), out.clone()], "rsum");
     assert!(src.contains("for (int "), "a serial reduction loop:\n{src}");
-    let cl = match Cl::open() {
-        Ok(cl) => cl,
-        Err(why) => {
-            println!("skipped running: {why}");
-            return;
-        }
-    };
-    let xv = data(37 * 50, 9);
-    let mut kargs = [Arg::Buf(xv.clone()), Arg::Buf(vec![f32::NAN; 37])];
-    cl.run(&src, "rsum_kernel0", &mut kargs, [2, 1, 1], [32, 1, 1])
-        .unwrap();
-    let want: Vec<f32> = (0..37)
-        .map(|r| xv[r * 50..(r + 1) * 50].iter().sum())
-        .collect();
-    assert_close(buf(&kargs[1]), &want, "rsum");
+    let sd = seed("topi_gpu_rsum");
+    let xv = random(37 * 50, sd);
+    if let Some(got) = run_opencl(
+        &s,
+        &[x.clone(), out.clone()],
+        "rsum",
+        &[(&xv, &[37, 50])],
+        &[37],
+    ) {
+        let want: Vec<f32> = (0..37)
+            .map(|r| xv[r * 50..(r + 1) * 50].iter().sum())
+            .collect();
+        assert_close(&got, &want, 1e-5, "rsum", sd);
+    }
     // Not a reduction.
     let y = kiln_topi::broadcast::add(&x, &x).unwrap();
     let s = create_schedule(&[y.op().clone()]);

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-pub mod ocl;
+pub mod run;
 
 use kiln_te::*;
 use kiln_tir::{DataType, PrimExpr, Var};

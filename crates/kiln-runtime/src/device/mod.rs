@@ -7,6 +7,7 @@
 //! [`register_device_api`], so adding a device never edits this file or the others.
 
 pub mod cpu;
+pub mod stream;
 
 use kiln_ffi::abi::DLTensor;
 use kiln_ffi::device::device_type;
@@ -338,9 +339,35 @@ register_global!("runtime.DeviceGetAttr", |dev: Device,
     }
     device_api(dev)?.get_attr(dev, kind)
 });
-register_global!("runtime.DeviceStreamSync", |dev: Device| -> Result<()> {
-    // SAFETY: NULL is the default stream of every device.
-    unsafe { device_api(dev)?.stream_sync(dev, std::ptr::null_mut()) }
+register_global!(
+    "runtime.Device_StreamCreate",
+    |dev: Device| -> Result<*mut c_void> { device_api(dev)?.create_stream(dev) }
+);
+register_global!("runtime.Device_StreamFree", |dev: Device,
+                                               s: *mut c_void|
+ -> Result<()> {
+    if stream::current_stream(dev.device_type(), dev.device_id()) == s {
+        stream::set_current_stream(dev.device_type(), dev.device_id(), std::ptr::null_mut());
+    }
+    // SAFETY: the caller passes a stream it created for `dev` with Device_StreamCreate and no
+    // longer uses.
+    unsafe { device_api(dev)?.free_stream(dev, s) }
+});
+register_global!("runtime.Device_SetStream", |dev: Device, s: *mut c_void| {
+    stream::set_current_stream(dev.device_type(), dev.device_id(), s);
+});
+// `runtime.Device_StreamSync(dev, stream)`: waits for `stream`, or (NULL) for this thread's
+// current stream of the device, the default stream unless one was set.
+register_global!("runtime.Device_StreamSync", |dev: Device,
+                                               s: *mut c_void|
+ -> Result<()> {
+    let s = if s.is_null() {
+        stream::current_stream(dev.device_type(), dev.device_id())
+    } else {
+        s
+    };
+    // SAFETY: the caller passes NULL or a stream it created for `dev`.
+    unsafe { device_api(dev)?.stream_sync(dev, s) }
 });
 
 #[cfg(test)]

@@ -216,7 +216,7 @@ impl Module {
     /// depth first in import order.
     pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<Function>> {
         if let Some(f) = self.own_function(name)? {
-            return Ok(Some(f));
+            return Ok(Some(self.kept_alive_by(f)));
         }
         if query_imports {
             for m in self.imports() {
@@ -237,6 +237,14 @@ impl Module {
                 self.kind()
             ))
         })
+    }
+
+    /// `f` holding this module alive, as TVM's functions hold their module: compiled code
+    /// finds its imports (device kernels, ...) through the module it was loaded into, so a
+    /// function must keep working after the caller drops the module. The module caches `f`
+    /// itself, not this wrapper, so no reference cycle forms.
+    fn kept_alive_by(&self, f: Function) -> Function {
+        Function::with_owner(f, self.clone())
     }
 
     fn own_function(&self, name: &str) -> Result<Option<Function>> {
@@ -411,12 +419,20 @@ mod tests {
             "a:shared"
         );
         let g1 = a.get_function("a1", false).unwrap().unwrap();
-        let g2 = a.get_function("a1", false).unwrap().unwrap();
-        assert!(g1.0.same_as(&g2.0), "own functions are cached");
+        assert_eq!(
+            a.0.cache.lock().recover().len(),
+            3,
+            "own functions are cached"
+        );
         assert!(a.implements_function("c9", true));
         assert!(!a.implements_function("c9", false));
         let e = a.function("zzz").unwrap_err();
         assert_eq!(e.kind(), "AttributeError");
+        // A function keeps its module (and so the module's imports) alive.
+        let weak_probe = a.0.clone();
+        drop((a, b, c));
+        assert_eq!(g1.invoke::<String>(()).unwrap(), "a:a1");
+        assert!(weak_probe.imports.read().recover().len() == 1);
     }
 
     #[test]

@@ -90,6 +90,7 @@ api_table! {
     clGetDeviceInfo: fn(Handle, u32, usize, *mut c_void, *mut usize) -> ClInt;
     clCreateContext: fn(*const isize, u32, *const Handle, *const c_void, *mut c_void, *mut ClInt) -> Handle;
     clCreateCommandQueue: fn(Handle, Handle, u64, *mut ClInt) -> Handle;
+    clReleaseCommandQueue: fn(Handle) -> ClInt;
     clCreateBuffer: fn(Handle, u64, usize, *mut c_void, *mut ClInt) -> Handle;
     clReleaseMemObject: fn(Handle) -> ClInt;
     clEnqueueReadBuffer: fn(Handle, Handle, u32, usize, usize, *mut c_void, u32, *const Handle, *mut Handle) -> ClInt;

@@ -30,6 +30,8 @@ pub(crate) struct ClDevice {
     pub id: Handle,
     /// Its in-order command queue (the default stream).
     pub queue: Handle,
+    /// Kiln's device id.
+    pub index: i32,
     /// `CL_DEVICE_NAME`.
     pub name: String,
     /// `CL_DEVICE_MAX_WORK_GROUP_SIZE`.
@@ -198,6 +200,7 @@ fn init() -> Result<Workspace> {
             devices.push(ClDevice {
                 id,
                 queue,
+                index: devices.len() as i32,
                 name: device_string(id, api::DEVICE_NAME),
                 max_work_group_size: device_u64(id, api::DEVICE_MAX_WORK_GROUP_SIZE).unwrap_or(1)
                     as usize,
@@ -236,6 +239,22 @@ pub(crate) fn cl_device(dev: Device) -> Result<&'static ClDevice> {
                 ws.devices.len()
             ))
         })
+}
+
+impl ClDevice {
+    /// The queue work goes to: `stream` when given, else this thread's current stream of the
+    /// device (`TVMFFIEnvSetStream`), else the device's default queue.
+    pub(crate) fn queue_for(&self, stream: StreamHandle) -> Handle {
+        if !stream.is_null() {
+            return stream;
+        }
+        let current = crate::device::stream::current_stream(device_type::OPENCL, self.index);
+        if current.is_null() {
+            self.queue
+        } else {
+            current
+        }
+    }
 }
 
 /// Whether `dev` is an OpenCL device that exists.
@@ -343,7 +362,7 @@ impl DeviceApi for OpenClDeviceApi {
         &self,
         from: &DLTensor,
         to: &DLTensor,
-        _stream: StreamHandle,
+        stream: StreamHandle,
     ) -> Result<()> {
         let nbytes = compact_bytes(from, "from")?;
         let to_bytes = compact_bytes(to, "to")?;
@@ -362,7 +381,7 @@ impl DeviceApi for OpenClDeviceApi {
         let none = std::ptr::null_mut();
         match (on_cl(fd), on_cl(td)) {
             (true, false) => {
-                let q = cl_device(fd)?.queue;
+                let q = cl_device(fd)?.queue_for(stream);
                 // SAFETY: `from.data` is a cl_mem of at least byte_offset + nbytes bytes and
                 // `to` is host memory of nbytes after its offset (the DeviceApi contract); the
                 // read blocks, so the host memory is written when it returns.
@@ -382,7 +401,7 @@ impl DeviceApi for OpenClDeviceApi {
                 })
             }
             (false, true) => {
-                let q = cl_device(td)?.queue;
+                let q = cl_device(td)?.queue_for(stream);
                 // SAFETY: as above with the roles swapped; the write blocks until the host
                 // memory has been read.
                 check("clEnqueueWriteBuffer", unsafe {
@@ -401,7 +420,7 @@ impl DeviceApi for OpenClDeviceApi {
                 })
             }
             (true, true) => {
-                let q = cl_device(fd)?.queue;
+                let q = cl_device(fd)?.queue_for(stream);
                 cl_device(td)?;
                 // SAFETY: both are cl_mem buffers of the workspace's one context, each at
                 // least offset + nbytes long (the DeviceApi contract).
@@ -427,8 +446,28 @@ impl DeviceApi for OpenClDeviceApi {
         }
     }
 
-    unsafe fn stream_sync(&self, dev: Device, _stream: StreamHandle) -> Result<()> {
-        let q = cl_device(dev)?.queue;
+    fn create_stream(&self, dev: Device) -> Result<StreamHandle> {
+        let (cl, ws, d) = (loaded()?, workspace()?, cl_device(dev)?);
+        let mut code = 0;
+        // SAFETY: a device of the workspace's context; no properties (an in-order queue).
+        let q = unsafe { (cl.clCreateCommandQueue)(ws.context, d.id, 0, &mut code) };
+        check("clCreateCommandQueue", code)?;
+        Ok(q)
+    }
+
+    unsafe fn free_stream(&self, dev: Device, stream: StreamHandle) -> Result<()> {
+        let d = cl_device(dev)?;
+        if stream.is_null() || stream == d.queue {
+            return Ok(());
+        }
+        // SAFETY: the DeviceApi contract: a queue from create_stream for `dev`, idle.
+        check("clReleaseCommandQueue", unsafe {
+            (loaded()?.clReleaseCommandQueue)(stream)
+        })
+    }
+
+    unsafe fn stream_sync(&self, dev: Device, stream: StreamHandle) -> Result<()> {
+        let q = cl_device(dev)?.queue_for(stream);
         // SAFETY: a queue of the workspace.
         check("clFinish", unsafe { (loaded()?.clFinish)(q) })
     }

@@ -81,17 +81,24 @@ fn explain_build_log(log: &str, source: &str) -> String {
 }
 
 impl Programs {
+    /// Builds the program for `device_id` unless it is built already.
+    pub(crate) fn build(&self, source: &str, device_id: i32) -> Result<()> {
+        let mut built = self.built.lock().recover();
+        if let Entry::Vacant(e) = built.entry(device_id) {
+            e.insert(Built {
+                program: build_program(source, device_id)?,
+                kernels: HashMap::new(),
+            });
+        }
+        Ok(())
+    }
+
     /// The kernel `name` built for `device_id`, building the program first if needed.
     fn kernel(&self, source: &str, device_id: i32, name: &str) -> Result<Arc<Mutex<KernelHandle>>> {
         let cl = loaded()?;
+        self.build(source, device_id)?;
         let mut built = self.built.lock().recover();
-        let b = match built.entry(device_id) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(Built {
-                program: build_program(source, device_id)?,
-                kernels: HashMap::new(),
-            }),
-        };
+        let b = built.get_mut(&device_id).expect("built above");
         if let Some(k) = b.kernels.get(name) {
             return Ok(k.clone());
         }
@@ -261,7 +268,7 @@ pub(crate) fn launch(
     // context the program was built in.
     let code = unsafe {
         (cl.clEnqueueNDRangeKernel)(
-            dev.queue,
+            dev.queue_for(std::ptr::null_mut()),
             k.0,
             global.len() as u32,
             std::ptr::null(),
@@ -286,47 +293,31 @@ fn set_arg(k: Handle, i: u32, t: DataType, v: &AnyView<'_>, name: &str) -> Resul
             v.type_index()
         ))
     };
-    let cl = loaded()?;
-    macro_rules! scalar {
-        ($ty:ty, $get:ty) => {{
-            let x: $get = v.try_as().map_err(|_| bad("a number"))?;
-            let x = x as $ty;
-            // SAFETY: a scalar argument of exactly its declared size.
-            unsafe {
-                (cl.clSetKernelArg)(
-                    k,
-                    i,
-                    std::mem::size_of::<$ty>(),
-                    &x as *const $ty as *const c_void,
-                )
-            }
-        }};
-    }
-    let r = match (t.code(), t.bits()) {
+    // The argument's bytes, little-endian (x86-64 and every OpenCL host Kiln targets): a
+    // buffer's cl_mem handle, or a scalar of the kernel's declared width.
+    let (bytes, size) = match (t.code(), t.bits()) {
         (3, _) => {
-            let mem = buffer_arg(v, name, i as usize)?;
-            // SAFETY: a cl_mem argument is passed as the handle's address.
-            unsafe {
-                (cl.clSetKernelArg)(
-                    k,
-                    i,
-                    std::mem::size_of::<Handle>(),
-                    &mem as *const Handle as *const c_void,
-                )
-            }
+            let mem = buffer_arg(v, name, i as usize)? as u64;
+            (mem.to_le_bytes(), std::mem::size_of::<Handle>())
         }
-        (0, 8) => scalar!(i8, i64),
-        (0, 16) => scalar!(i16, i64),
-        (0, 32) => scalar!(i32, i64),
-        (0, 64) => scalar!(i64, i64),
-        (1, 1) | (1, 8) => scalar!(u8, i64),
-        (1, 16) => scalar!(u16, i64),
-        (1, 32) => scalar!(u32, i64),
-        (1, 64) => scalar!(u64, i64),
-        (2, 32) => scalar!(f32, f64),
-        (2, 64) => scalar!(f64, f64),
+        (0 | 1, bits @ (1 | 8 | 16 | 32 | 64)) => {
+            let x: i64 = v.try_as().map_err(|_| bad("an integer"))?;
+            (x.to_le_bytes(), (bits as usize).div_ceil(8))
+        }
+        (2, 32) => {
+            let x: f64 = v.try_as().map_err(|_| bad("a number"))?;
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&(x as f32).to_le_bytes());
+            (b, 4)
+        }
+        (2, 64) => {
+            let x: f64 = v.try_as().map_err(|_| bad("a number"))?;
+            (x.to_le_bytes(), 8)
+        }
         _ => return Err(bad("a supported argument type")),
     };
+    // SAFETY: `size` bytes of the argument's value, as the kernel declares it.
+    let r = unsafe { (loaded()?.clSetKernelArg)(k, i, size, bytes.as_ptr() as *const c_void) };
     check(&format!("clSetKernelArg `{name}` #{i}"), r)
 }
 

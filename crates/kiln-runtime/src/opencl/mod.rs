@@ -23,9 +23,9 @@ pub mod device;
 #[cfg(feature = "opencl")]
 pub mod launch;
 
-use kiln_ffi::{
-    register_global, register_global_packed, Any, AnyView, Array, DataType, Error, Function, Result,
-};
+#[cfg(feature = "compiler")]
+use kiln_ffi::{register_global, Array};
+use kiln_ffi::{register_global_packed, Any, AnyView, DataType, Error, Function, Result};
 use std::sync::Arc;
 
 use crate::module::blob::Reader;
@@ -156,6 +156,14 @@ impl OpenClModule {
                 programs: Default::default(),
             }),
         })
+    }
+
+    /// Builds the module's program for OpenCL device `device_id` now (it is otherwise built on
+    /// the first kernel call), keeping it for later calls; a failed build's error holds the
+    /// OpenCL compiler's log with the source lines it points at.
+    #[cfg(feature = "opencl")]
+    pub fn build_program(&self, device_id: i32) -> Result<()> {
+        self.inner.programs.build(&self.inner.source, device_id)
     }
 
     /// The kernels and their launch information.
@@ -325,7 +333,9 @@ register_global_packed!("__tvm_set_device", |args: &[AnyView<'_>]| -> Result<Any
 });
 
 // `runtime.OpenCLModuleCreate(source, kernels)`: an OpenCL module from hand-written OpenCL C,
-// `kernels` being `[name, [arg dtype, ...], [launch tag, ...]]` per kernel.
+// `kernels` being `[name, [arg dtype, ...], [launch tag, ...]]` per kernel. A development tool,
+// so not in the deploy runtime (feature `compiler`).
+#[cfg(feature = "compiler")]
 register_global!("runtime.OpenCLModuleCreate", |source: String,
                                                 kernels: Array|
  -> Result<Module> {

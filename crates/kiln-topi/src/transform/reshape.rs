@@ -5,6 +5,7 @@ use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
 use kiln_tir::{floordiv, floormod, PrimExpr, Var};
+use std::ops::Range;
 
 /// The output shape of reshaping `shape` to `newshape`: `0` copies the input dimension at the
 /// same position (ONNX `allowzero = 0`), one `-1` takes what is left.
@@ -89,6 +90,64 @@ pub fn reshape(x: &Tensor, newshape: &[i64]) -> Result<Tensor> {
     reshape_to(x, &shape, &out, "reshape")
 }
 
+/// The groups of consecutive axes of `shape` and `out` (same element count) whose sizes have
+/// equal products, in order: `[1, 136, 28, 28]` and `[1, 4, 34, 784]` give `[1] ~ [1]`,
+/// `[136] ~ [4, 34]` and `[28, 28] ~ [784]`, as `(range of shape, range of out)`.
+fn axis_groups(shape: &[i64], out: &[i64]) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    let (mut i, mut j) = (0, 0);
+    let mut groups = Vec::new();
+    while i < shape.len() || j < out.len() {
+        let (si, sj) = (i, j);
+        let (mut pi, mut pj) = (1i64, 1i64);
+        if i < shape.len() {
+            pi *= shape[i];
+            i += 1;
+        }
+        if j < out.len() {
+            pj *= out[j];
+            j += 1;
+        }
+        while pi != pj {
+            if pi < pj && i < shape.len() {
+                pi = pi.checked_mul(shape[i])?;
+                i += 1;
+            } else if pj < pi && j < out.len() {
+                pj = pj.checked_mul(out[j])?;
+                j += 1;
+            } else {
+                return None;
+            }
+        }
+        groups.push((si..i, sj..j));
+    }
+    Some(groups)
+}
+
+/// The input indices (in `shape`) of output indices `idx` (in `out`) of a row-major reshape:
+/// per group of axes with equal sizes (see [`axis_groups`]) the group's output indices are
+/// linearized and unravelled into its input axes, so axes that keep their size map one to one
+/// and a reshape that regroups leading axes leaves the trailing ones' index arithmetic alone
+/// (a channel shuffle divides once per row, not once per element).
+fn reshape_indices(
+    idx: &[PrimExpr],
+    shape: &[i64],
+    out: &[i64],
+    dt: kiln_ffi::DataType,
+) -> Vec<PrimExpr> {
+    let Some(groups) = axis_groups(shape, out) else {
+        return unravel(linear_index(idx, out, dt), shape, dt);
+    };
+    let mut result = Vec::with_capacity(shape.len());
+    for (gi, gj) in groups {
+        if gi.is_empty() {
+            continue;
+        }
+        let lin = linear_index(&idx[gj.clone()], &out[gj], dt);
+        result.extend(unravel(lin, &shape[gi], dt));
+    }
+    result
+}
+
 /// `x` (of static `shape`) seen with shape `out` (same element count), named `name`.
 pub(crate) fn reshape_to(x: &Tensor, shape: &[i64], out: &[i64], name: &str) -> Result<Tensor> {
     let dt = index_dtype(x);
@@ -99,10 +158,26 @@ pub(crate) fn reshape_to(x: &Tensor, shape: &[i64], out: &[i64], name: &str) -> 
                 return x.at_vars(i);
             }
             let idx: Vec<PrimExpr> = i.iter().map(Var::to_expr).collect();
-            let lin = linear_index(&idx, out, dt);
-            x.at(&unravel(lin, shape, dt))
+            x.at(&reshape_indices(&idx, shape, out, dt))
         },
         name,
         tag::INJECTIVE,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_groups_pair_axes_of_equal_size() {
+        let g = axis_groups(&[1, 136, 28, 28], &[1, 4, 34, 784]).unwrap();
+        assert_eq!(g, vec![(0..1, 0..1), (1..2, 1..3), (2..4, 3..4)]);
+        let g = axis_groups(&[6], &[6, 1]).unwrap();
+        assert_eq!(g, vec![(0..1, 0..1), (1..1, 1..2)]);
+        let g = axis_groups(&[2, 1, 3], &[6]).unwrap();
+        assert_eq!(g, vec![(0..3, 0..1)]);
+        let g = axis_groups(&[4, 6], &[3, 8]).unwrap();
+        assert_eq!(g, vec![(0..2, 0..2)]);
+    }
 }

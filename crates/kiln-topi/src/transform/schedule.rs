@@ -18,10 +18,28 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
         return Ok(());
     }
     let st = s.stage(out);
-    let axes: Vec<_> = c.axis.iter().cloned().collect();
-    let n = axes.len();
-    let last = out.shape()[n - 1].as_int();
+    let mut axes: Vec<_> = c.axis.iter().cloned().collect();
+    let dims: Vec<Option<i64>> = out.shape().iter().map(|d| d.as_int()).collect();
     let lanes = cpu.lanes(out.dtype());
+    let mut last = dims[dims.len() - 1];
+    // Rows that are not whole vectors (7, 14, 28 floats): trailing axes fused into a longer
+    // inner row (see rows_of_whole_vectors).
+    if let Some(k) = rows_of_whole_vectors(&dims, lanes) {
+        let n = axes.len();
+        let mut fused = axes[n - k].clone();
+        for a in &axes[n - k + 1..] {
+            fused = st.fuse(&fused, a)?;
+        }
+        axes.truncate(n - k);
+        axes.push(fused);
+        last = Some(
+            dims[dims.len() - k..]
+                .iter()
+                .map(|d| d.unwrap_or(1))
+                .product(),
+        );
+    }
+    let n = axes.len();
     let vf = last.and_then(|l| {
         [lanes, lanes / 2]
             .into_iter()
@@ -56,6 +74,32 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
     Ok(())
 }
 
+/// How many trailing axes of `dims` to fuse into the inner row when the last axis alone is
+/// not a whole number of vectors (`lanes` or half of it): until the row is, or is at least 128
+/// elements long (long enough for LLVM's loop vectorizer), within 4096 elements and never
+/// taking the leading axis; `None` when the last axis is fine, a dimension is symbolic, or
+/// there are fewer than three axes. Short rows (7, 14, 28 elements) otherwise get unrolled and
+/// the outer loop vectorized with gathers.
+fn rows_of_whole_vectors(dims: &[Option<i64>], lanes: i64) -> Option<usize> {
+    let fits = |d: i64| [lanes, lanes / 2].iter().any(|&v| v > 1 && d % v == 0);
+    if dims.len() < 3 || fits(dims[dims.len() - 1]?) {
+        return None;
+    }
+    let mut product = dims[dims.len() - 1]?;
+    let mut best = None;
+    for k in 2..dims.len() {
+        product = product.checked_mul(dims[dims.len() - k]?)?;
+        if product > 4096 {
+            break;
+        }
+        best = Some(k);
+        if fits(product) || product >= 128 {
+            break;
+        }
+    }
+    best
+}
+
 /// A schedule for `outs` (all injective) with [`schedule_injective`] applied to each output.
 pub fn create_injective_schedule(outs: &[Tensor], cpu: &CpuDesc) -> Result<Schedule> {
     let s = create_schedule(&outs.iter().map(|t| t.op().clone()).collect::<Vec<_>>());
@@ -63,4 +107,21 @@ pub fn create_injective_schedule(outs: &[Tensor], cpu: &CpuDesc) -> Result<Sched
         schedule_injective(&s, t, cpu)?;
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rows_of_whole_vectors;
+
+    #[test]
+    fn short_rows_take_trailing_axes() {
+        let d = |v: &[i64]| v.iter().map(|&x| Some(x)).collect::<Vec<_>>();
+        assert_eq!(rows_of_whole_vectors(&d(&[1, 136, 28, 28]), 16), Some(2));
+        assert_eq!(rows_of_whole_vectors(&d(&[1, 272, 14, 14]), 16), Some(2));
+        assert_eq!(rows_of_whole_vectors(&d(&[1, 544, 7, 7]), 16), Some(2));
+        assert_eq!(rows_of_whole_vectors(&d(&[1, 112, 56, 56]), 16), None);
+        assert_eq!(rows_of_whole_vectors(&d(&[1, 3, 5, 7]), 16), Some(3));
+        assert_eq!(rows_of_whole_vectors(&d(&[4, 7]), 16), None);
+        assert_eq!(rows_of_whole_vectors(&[Some(2), None, Some(7)], 16), None);
+    }
 }
