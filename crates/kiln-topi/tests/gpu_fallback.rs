@@ -77,15 +77,16 @@ fn run(
         .collect()
 }
 
-#[test]
-fn conv2d_bias_relu_is_one_kernel_with_a_channel_block() {
-    let (ds, ws) = ([1i64, 5, 9, 9], [12i64, 5, 3, 3]);
+/// `relu(conv2d(x, w) + b)` (NCHW, OIHW, square stride and padding) scheduled for opencl: one
+/// kernel whose threads hold `accumulators` private values; on the device it matches loops.
+fn check_conv_bias_relu(ds: [i64; 4], ws: [i64; 4], stride: i64, pad: i64, accumulators: usize) {
+    let ([_, c, h, wd], [o, _, k, _]) = (ds, ws);
     let x = input(&ds, "x");
     let w = input(&ws, "w");
-    let b = input(&[12, 1, 1], "b");
+    let b = input(&[o, 1, 1], "b");
     let a = Conv2dAttrs {
-        strides: (2, 2),
-        padding: Padding2d::same(1),
+        strides: (stride, stride),
+        padding: Padding2d::same(pad),
         ..Conv2dAttrs::default()
     };
     let conv = nn::conv2d(&x, &w, &a).unwrap();
@@ -98,11 +99,15 @@ fn conv2d_bias_relu_is_one_kernel_with_a_channel_block() {
     );
     let (names, src) = kernels(&m);
     assert_eq!(names, ["cbr_kernel0"], "{src}");
-    // 12 channels: blocks of 4, the private accumulators of one thread.
-    assert!(src.contains("float conv2d[4];"), "{src}");
+    assert!(
+        src.contains(&format!("float conv2d[{accumulators}];")),
+        "{src}"
+    );
     let Some(dev) = cl0() else { return };
     let s = seed("conv2d+bias+relu on opencl");
-    let (xd, wd, bd) = (random(5 * 81, s), random(12 * 45, s + 1), random(12, s + 2));
+    let xd = random(numel(&ds), s);
+    let wdata = random(numel(&ws), s + 1);
+    let bd = random(o as usize, s + 2);
     let oshape = shape_of(&out);
     let got = run(
         &m,
@@ -110,24 +115,24 @@ fn conv2d_bias_relu_is_one_kernel_with_a_channel_block() {
         dev,
         &[
             (xd.clone(), ds.to_vec()),
-            (wd.clone(), ws.to_vec()),
-            (bd.clone(), vec![12, 1, 1]),
+            (wdata.clone(), ws.to_vec()),
+            (bd.clone(), vec![o, 1, 1]),
         ],
         std::slice::from_ref(&oshape),
     );
     let (oh, ow) = (oshape[2], oshape[3]);
     let mut want = Vec::new();
-    for f in 0..12 {
+    for f in 0..o {
         for y in 0..oh {
             for xx in 0..ow {
                 let mut acc = bd[f as usize];
-                for c in 0..5 {
-                    for ky in 0..3 {
-                        for kx in 0..3 {
-                            let (iy, ix) = (y * 2 - 1 + ky, xx * 2 - 1 + kx);
-                            if (0..9).contains(&iy) && (0..9).contains(&ix) {
-                                acc += xd[((c * 9 + iy) * 9 + ix) as usize]
-                                    * wd[(((f * 5 + c) * 3 + ky) * 3 + kx) as usize];
+                for ch in 0..c {
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let (iy, ix) = (y * stride - pad + ky, xx * stride - pad + kx);
+                            if (0..h).contains(&iy) && (0..wd).contains(&ix) {
+                                acc += xd[((ch * h + iy) * wd + ix) as usize]
+                                    * wdata[(((f * c + ch) * k + ky) * k + kx) as usize];
                             }
                         }
                     }
@@ -137,6 +142,16 @@ fn conv2d_bias_relu_is_one_kernel_with_a_channel_block() {
         }
     }
     assert_close(&got[0], &want, 1e-4, "conv2d+bias+relu", s);
+}
+
+#[test]
+fn conv2d_bias_relu_is_one_kernel_with_a_channel_block() {
+    // 12 channels, 5 columns: blocks of 4 channels, one column.
+    check_conv_bias_relu([1, 5, 9, 9], [12, 5, 3, 3], 2, 1, 4);
+    // 16 channels, 8 columns: blocks of 8 channels by 4 columns.
+    check_conv_bias_relu([1, 3, 6, 8], [16, 3, 3, 3], 1, 1, 32);
+    // 1x1, 7 channels: no block.
+    check_conv_bias_relu([1, 4, 5, 5], [7, 4, 1, 1], 1, 0, 1);
 }
 
 #[test]

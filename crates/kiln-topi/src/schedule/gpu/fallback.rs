@@ -76,8 +76,9 @@ pub fn schedule_fallback(s: &Schedule, outs: &[Tensor], num_threads: i64) -> Res
             .map(|(r, _)| r)
             .collect();
         let block = if mine.is_empty() { 1 } else { channel_block(o) };
+        let wblock = if block > 1 { width_block(o) } else { 1 };
         let tx = if block > 1 {
-            bind_blocked(s, o, block, num_threads)?
+            bind_blocked(s, o, block, wblock, num_threads)?
         } else {
             bind_spatial(s, o, threads_for(o, num_threads))?
         };
@@ -86,16 +87,19 @@ pub fn schedule_fallback(s: &Schedule, outs: &[Tensor], num_threads: i64) -> Res
             st.compute_at(&s.stage_op(o.op()), &tx)?;
             st.set_scope("local")?;
             if block > 1 {
-                // The block's channels innermost: each input value read once for all of them.
+                // The block's channels (and columns) innermost: each input value read once for
+                // all channels, each weight once for all columns.
                 let t = r.output(0);
+                let last = t.ndim() - 1;
+                let inner: Vec<usize> = if wblock > 1 { vec![1, last] } else { vec![1] };
                 let mut order: Vec<IterVar> = (0..t.ndim())
-                    .filter(|&i| i != 1)
+                    .filter(|i| !inner.contains(i))
                     .map(|i| t.axis(i))
                     .collect();
                 if let Some(c) = r.as_compute() {
                     order.extend(c.reduce_axis.iter().cloned());
                 }
-                order.push(t.axis(1));
+                order.extend(inner.iter().map(|&i| t.axis(i)));
                 st.reorder(&order)?;
             }
         }
@@ -119,21 +123,53 @@ fn channel_block(o: &Tensor) -> i64 {
 /// The channel blocks [`channel_block`] tries, largest first.
 pub const CHANNEL_BLOCKS: [i64; 3] = [8, 4, 2];
 
-/// Binds `o` with `block` consecutive channels (axis 1) per thread: axis 1 split by `block`, the
-/// other loops and the channel blocks fused, split into blocks of threads and bound, the
-/// channels of the block a serial loop inside; returns the `threadIdx.x` loop.
-fn bind_blocked(s: &Schedule, o: &Tensor, block: i64, num_threads: i64) -> Result<IterVar> {
+/// Columns (the last axis of a rank-3 or higher output) each thread computes beside its
+/// channel block: the largest of [`WIDTH_BLOCKS`] dividing the extent, else 1.
+fn width_block(o: &Tensor) -> i64 {
+    if o.ndim() < 3 {
+        return 1;
+    }
+    match o.shape()[o.ndim() - 1].as_int() {
+        Some(w) if w > 0 => dividing_factor(w, &WIDTH_BLOCKS),
+        _ => 1,
+    }
+}
+
+/// The column blocks [`width_block`] tries, largest first.
+pub const WIDTH_BLOCKS: [i64; 2] = [4, 2];
+
+/// Binds `o` with `block` consecutive channels (axis 1) and `wblock` consecutive columns (the
+/// last axis, when above 1) per thread: those axes split, the other loops and the outer parts
+/// fused, split into blocks of threads and bound, the block's channels and columns serial
+/// loops inside; returns the `threadIdx.x` loop.
+fn bind_blocked(
+    s: &Schedule,
+    o: &Tensor,
+    block: i64,
+    wblock: i64,
+    num_threads: i64,
+) -> Result<IterVar> {
     let st = s.stage(o);
+    let last = o.ndim() - 1;
     let (co, ci) = st.split(&o.axis(1), block)?;
     let mut outer = vec![o.axis(0), co];
-    outer.extend((2..o.ndim()).map(|i| o.axis(i)));
+    let mut inner = vec![ci];
+    if wblock > 1 {
+        outer.extend((2..last).map(|i| o.axis(i)));
+        let (wo, wi) = st.split(&o.axis(last), wblock)?;
+        outer.push(wo);
+        inner.push(wi);
+    } else {
+        outer.extend((2..o.ndim()).map(|i| o.axis(i)));
+    }
     let mut order = outer.clone();
-    order.push(ci);
+    order.extend(inner);
     st.reorder(&order)?;
     let fused = fuse_all(&st, &outer)?.ok_or_else(|| {
         Error::value_error(format!("gpu schedule: `{}` has no loop to bind", o.name()))
     })?;
-    let total = threads_for(o, num_threads * block) / block;
+    let per_thread = block * wblock;
+    let total = threads_for(o, num_threads * per_thread) / per_thread;
     let (bx, tx) = st.split(&fused, total.max(1))?;
     st.bind(&bx, &thread_axis("blockIdx.x")?)?;
     st.bind(&tx, &thread_axis("threadIdx.x")?)?;
