@@ -8,9 +8,11 @@
 //! followed by an elementwise epilogue: bias, activation, requantize) is instead computed inside
 //! the output's thread loop into a private (`local`) value, so the group is one kernel and the
 //! intermediate never reaches global memory. Each such thread computes a block of consecutive
-//! channels (axis 1, see [`CHANNEL_BLOCKS`]) with the reduction loops outside the channel
-//! loop, so every input value read feeds several accumulators. A rank-0 reduction read by one output is computed
-//! that way too (each thread recomputes it: a reduction to a scalar has no loop to bind).
+//! channels (axis 1, see [`CHANNEL_BLOCKS`]) and, for outputs of rank 3 or more, of columns
+//! (the last axis, [`WIDTH_BLOCKS`]) with the reduction loops outside the block's loops, so
+//! every input value read feeds several accumulators and every weight several columns. A rank-0
+//! reduction read by one output is computed that way too (each thread recomputes it: a
+//! reduction to a scalar has no loop to bind).
 //!
 //! Extern operations (hand-written loop nests) cannot run as kernels: the schedule returns an
 //! error naming them.
