@@ -122,7 +122,8 @@ fn channel_block(o: &Tensor) -> i64 {
     }
 }
 
-/// The channel blocks [`channel_block`] tries, largest first.
+/// The channel blocks a thread of a blocked epilogue may take (the largest dividing the
+/// channel count), largest first.
 pub const CHANNEL_BLOCKS: [i64; 3] = [8, 4, 2];
 
 /// Columns (the last axis of a rank-3 or higher output) each thread computes beside its
@@ -137,7 +138,8 @@ fn width_block(o: &Tensor) -> i64 {
     }
 }
 
-/// The column blocks [`width_block`] tries, largest first.
+/// The column blocks a thread of a blocked epilogue may take (the largest dividing the last
+/// axis), largest first.
 pub const WIDTH_BLOCKS: [i64; 2] = [4, 2];
 
 /// Binds `o` with `block` consecutive channels (axis 1) and `wblock` consecutive columns (the
