@@ -34,6 +34,7 @@ pub mod registry;
 pub mod shape;
 pub mod string;
 pub mod sync;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod type_registry;
 

@@ -285,7 +285,11 @@ fn lookup_from_imports_rejects_bad_arguments() {
     // NULL context: the global registry.
     // SAFETY: valid name and out slot.
     let rc = unsafe {
-        TVMFFIEnvModLookupFromImports(std::ptr::null_mut(), c"testing.add_one".as_ptr(), &mut out)
+        TVMFFIEnvModLookupFromImports(
+            std::ptr::null_mut(),
+            c"runtime.DeviceGetAttr".as_ptr(),
+            &mut out,
+        )
     };
     assert_eq!(rc, 0);
     assert!(!out.is_null());
