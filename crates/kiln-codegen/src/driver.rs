@@ -145,6 +145,37 @@ pub fn codegen_build_with_host(
     build_for(&packed(module)?, &target)
 }
 
+/// Compiles `module` (functions not yet in packed form) for device target `target` with host
+/// code for `llvm`, adding `cpu_funcs` to the host code: functions already in packed form for
+/// the host CPU, which run there on CPU tensors (the graph build's functions without a device
+/// schedule). Without device functions the result is the host library alone.
+pub fn codegen_build_with_cpu_funcs(
+    module: &IRModule,
+    cpu_funcs: &[(String, kiln_tir::PrimFunc)],
+    target: &str,
+) -> Result<Module> {
+    let target = Target::parse(target)?;
+    let host = host_target(None)?;
+    if target.kind.is_host() {
+        return Err(Error::value_error(format!(
+            "build with host functions: `{target}` is not a device target (opencl or cuda)"
+        )));
+    }
+    if module.functions().is_empty() {
+        return build_for(&IRModule::new(cpu_funcs.to_vec())?, &host);
+    }
+    let ctx = device_ctx(&PassContext::default());
+    let module = run_passes(&phase_passes(), module.clone(), &ctx)?;
+    crate::device::module::build_device_with_cpu_funcs(
+        &module,
+        cpu_funcs,
+        &target,
+        &host,
+        &host_passes(),
+        &ctx,
+    )
+}
+
 /// `module` in packed form: as it is when it already is, else after the phase and host passes.
 fn packed(module: &IRModule) -> Result<IRModule> {
     if is_packed(module) {
