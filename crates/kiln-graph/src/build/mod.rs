@@ -161,7 +161,7 @@ pub fn graph_codegen_for(module: &IRModule, targets: &[&str]) -> Result<GraphCod
         let target = Target::parse(t)?;
         if !target.kind.is_host() {
             let cpu = target.cpu_desc();
-            let device_type = target.kind.device_type() as i32;
+            let device_type = target.kind.device_type();
             let place = |name: &str, f: &crate::ir::Function| lower::needs_host(f, name, t, &cpu);
             return graph_codegen_placed(module, device_type, &place);
         }
