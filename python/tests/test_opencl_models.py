@@ -12,6 +12,7 @@ transformer layer, the architecture networks (YOLO-, DBNet-, SVTR-, BERT-style),
 and resnet50 (a few minutes on PoCL).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -230,8 +231,22 @@ def test_operators_without_device_schedule_run_on_the_host(cl, tmp_path):
     for stem, make in [("det", det_model), ("conv_lstm", conv_lstm_model)]:
         path = make(str(tmp_path / f"{stem}.onnx"))
         lib = kiln.onnx.compile(path, target="opencl")
-        graph = lib["get_graph_json"]()
-        assert '"__copy"' in graph and '"device_index"' in graph, graph
+        graph = json.loads(lib["get_graph_json"]())
+        devs, row = graph["attrs"]["device_index"][1], graph["node_row_ptr"]
+        assert set(devs) == {1, 4}, devs  # cpu and opencl
+        copies = 0
+        for nid, node in enumerate(graph["nodes"]):
+            if node["op"] == "null":
+                continue
+            if node["attrs"]["func_name"] == "__copy":
+                copies += 1
+                continue
+            # Every function reads entries of its own device (copies bring the others).
+            for src, idx, _ in node["inputs"]:
+                assert devs[row[src] + idx] == devs[row[nid]], (stem, node["name"])
+        # Det reads the graph input on the host: one copy (its result, to the device). The LSTM:
+        # its input to the host, its two outputs to the device; its weights are on the host.
+        assert copies == {"det": 1, "conv_lstm": 3}[stem], (stem, copies)
         out = str(tmp_path / f"{stem}.so")
         lib.export_library(out)
         gm = load_on_device(out, cl)

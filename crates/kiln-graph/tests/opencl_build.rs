@@ -418,6 +418,52 @@ fn operators_without_a_device_schedule_run_on_the_host() {
 }
 
 #[test]
+fn inputs_read_only_on_the_host_are_placed_there() {
+    // det reads `x` directly: `x` is a host entry, and the only copy brings det's result to
+    // the device for the multiply.
+    let (xd, yd) = (random(18, 75), random(2, 76));
+    let x = Var::new("x", Type::f32(&[2, 3, 3]));
+    let y = Var::new("y", Type::f32(&[2]));
+    let det = mk("det", vec![x.expr()], &[]);
+    let out = mk("multiply", vec![det, y.expr()], &[]);
+    let module = IRModule::from_main(Function::new(vec![x, y], out));
+    let factory = build(&module, "opencl", vec![]).unwrap();
+    let json: String = factory
+        .function("get_graph_json")
+        .unwrap()
+        .invoke(())
+        .unwrap();
+    let graph = kiln_runtime::graph_executor::graph_json::Graph::parse(&json).unwrap();
+    let devs = graph.device_types.clone().expect("device_index is written");
+    let entry = |name: &str| {
+        let nid = graph.nodes.iter().position(|n| n.name == name).unwrap();
+        devs[graph.node_row_ptr[nid]]
+    };
+    assert_eq!(entry("x"), 1, "{json}");
+    assert_eq!(entry("y"), OPENCL, "{json}");
+    let copies = graph
+        .nodes
+        .iter()
+        .filter(|n| n.param.as_ref().is_some_and(|p| p.func_name == "__copy"))
+        .count();
+    assert_eq!(copies, 1, "{json}");
+    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det2_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let Some(dev) = cl0() else { return };
+    let exec = load_module(&so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((dev,))
+        .unwrap();
+    let want: Vec<f32> = xd.chunks(9).zip(&yd).map(|(m, b)| det3(m) * b).collect();
+    let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
+    assert_close(&got[0], &want, "det/multiply");
+}
+
+#[test]
 fn scalar_outputs_run_in_one_thread() {
     let xd = random(20, 61);
     let x = Var::new("x", Type::f32(&[4, 5]));

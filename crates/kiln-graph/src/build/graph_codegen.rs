@@ -18,7 +18,8 @@
 //! entry is on the device, except the inputs and outputs of the functions that the placement
 //! puts on the host CPU (those without a device schedule). A `__copy` node brings each entry
 //! to the device of a function that reads it from the other one (once per entry and device);
-//! entries of the two devices never share storage, and the JSON's `device_index` gives each
+//! graph inputs and constants read only on the host are placed there (no copies of weights each
+//! run); entries of the two devices never share storage, and the JSON's `device_index` gives each
 //! entry's DLPack device type (written only when some entry is on the host).
 
 use super::hash::structural_hash;
@@ -131,6 +132,8 @@ struct Codegen<'a> {
     on_host: HashMap<String, bool>,
     /// (entry id, device type) -> the `__copy` output holding that entry there.
     copies: HashMap<(usize, i32), NodeEntry>,
+    /// Graph inputs and constants (by expression key) -> the device of their readers.
+    leaf_devices: HashMap<usize, i32>,
 }
 
 impl Codegen<'_> {
@@ -145,12 +148,6 @@ impl Codegen<'_> {
     /// The device type of the graph (0 when not placed).
     fn graph_device(&self) -> i32 {
         self.placement.as_ref().map_or(0, |p| p.0)
-    }
-
-    /// Adds a node with outputs of `types` on the graph's device; returns its entries.
-    fn add_node(&mut self, node: Node, types: Vec<(Vec<i64>, DataType)>) -> Vec<NodeEntry> {
-        let dev = self.graph_device();
-        self.add_node_on(node, types, dev)
     }
 
     /// Adds a node with outputs of `types` on device type `dev`; returns its entries.
@@ -178,7 +175,57 @@ impl Codegen<'_> {
         out
     }
 
-    fn input_node(&mut self, name: &str, ty: &Type) -> Result<Vec<NodeEntry>> {
+    /// The device of a graph input or constant: the one of all the functions reading it, else
+    /// the graph's device.
+    fn leaf_device(&self, e: &Expr) -> i32 {
+        self.leaf_devices
+            .get(&e.key())
+            .copied()
+            .unwrap_or_else(|| self.graph_device())
+    }
+
+    /// Records, for every graph input and constant of `main`, the device of the functions
+    /// reading it (the graph's device when they disagree), so that inputs and weights read
+    /// only on the host are there without copies.
+    fn place_leaves(&mut self, main: &Function) -> Result<()> {
+        let gd = self.graph_device();
+        for e in crate::ir::visit::post_order(main.body()) {
+            let Expr::Call(c) = &e else { continue };
+            let f = match &c.op {
+                Expr::Function(f) if f.is_primitive() => f.clone(),
+                Expr::Op(_) => wrap_call(&e)?.0,
+                _ => continue,
+            };
+            let name = self.function_name(&f);
+            let dev = if self.is_host(&name, &f)? {
+                HOST_DEVICE_TYPE
+            } else {
+                gd
+            };
+            let mut leaves = Vec::new();
+            for a in c.args.iter() {
+                match a {
+                    Expr::Tuple(t) => leaves.extend(t.fields.iter().cloned()),
+                    other => leaves.push(other.clone()),
+                }
+            }
+            for a in leaves {
+                if matches!(a, Expr::Var(_) | Expr::Constant(_)) {
+                    self.leaf_devices
+                        .entry(a.key())
+                        .and_modify(|d| {
+                            if *d != dev {
+                                *d = gd;
+                            }
+                        })
+                        .or_insert(dev);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn input_node(&mut self, name: &str, ty: &Type, dev: i32) -> Result<Vec<NodeEntry>> {
         let node = Node {
             op: OP_NULL.into(),
             name: name.into(),
@@ -187,7 +234,7 @@ impl Codegen<'_> {
             extra_attrs: vec![],
         };
         let types = flat_types(ty)?;
-        Ok(self.add_node(node, types))
+        Ok(self.add_node_on(node, types, dev))
     }
 
     /// The lowered name of `f`: an existing one for a structurally equal function (looked up
@@ -312,7 +359,8 @@ impl Codegen<'_> {
                 }
                 let name = format!("p{k}");
                 self.params.push((name.clone(), c.data.clone()));
-                self.input_node(&name, &e.ty()?)?
+                let dev = self.leaf_device(e);
+                self.input_node(&name, &e.ty()?, dev)?
             }
             Expr::Tuple(t) => {
                 let mut v = Vec::new();
@@ -393,14 +441,19 @@ fn codegen(
         placement,
         on_host: HashMap::new(),
         copies: HashMap::new(),
+        leaf_devices: HashMap::new(),
     };
+    if cg.placement.is_some() {
+        cg.place_leaves(&main)?;
+    }
     for p in main.params() {
         let ty = p
             .expr()
             .checked_type()
             .cloned()
             .ok_or_else(|| Error::value_error("graph codegen: untyped main parameter"))?;
-        let entries = cg.input_node(p.name(), &ty)?;
+        let dev = cg.leaf_device(&p.expr());
+        let entries = cg.input_node(p.name(), &ty, dev)?;
         cg.memo.insert(p.expr().key(), entries);
     }
     for e in crate::ir::visit::post_order(main.body()) {
