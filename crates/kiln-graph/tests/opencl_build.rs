@@ -418,6 +418,31 @@ fn operators_without_a_device_schedule_run_on_the_host() {
 }
 
 #[test]
+fn a_graph_only_on_the_host_copies_its_outputs_to_the_device() {
+    let xd = random(18, 77);
+    let x = Var::new("x", Type::f32(&[2, 3, 3]));
+    let module = IRModule::from_main(Function::new(
+        vec![x.clone()],
+        mk("det", vec![x.expr()], &[]),
+    ));
+    let factory = build(&module, "opencl", vec![]).unwrap();
+    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det3_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let Some(dev) = cl0() else { return };
+    let exec = load_module(&so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((dev,))
+        .unwrap();
+    let want: Vec<f32> = xd.chunks(9).map(det3).collect();
+    let got = run(&exec, &[("x", &xd, &[2, 3, 3])], 1);
+    assert_close(&got[0], &want, "det alone");
+}
+
+#[test]
 fn inputs_read_only_on_the_host_are_placed_there() {
     // det reads `x` directly: `x` is a host entry, and the only copy brings det's result to
     // the device for the multiply.

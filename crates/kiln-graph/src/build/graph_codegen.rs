@@ -462,6 +462,14 @@ fn codegen(
         }
     }
     cg.graph.heads = cg.memo[&main.body().key()].clone();
+    if let Some(gd) = cg.placement.as_ref().map(|p| p.0) {
+        // Everything on the host (every function without a device schedule): the outputs are
+        // copied to the device, so that the executor created there has memory on both.
+        if !cg.entry_devices.contains(&gd) && cg.entry_devices.contains(&HOST_DEVICE_TYPE) {
+            let heads = cg.graph.heads.clone();
+            cg.graph.heads = heads.into_iter().map(|h| cg.on_device(h, gd)).collect();
+        }
+    }
     // Storage plan.
     let g = &cg.graph;
     let plan_nodes: Vec<PlanNode> = g
