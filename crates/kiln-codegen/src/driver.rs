@@ -21,7 +21,8 @@
 //! Device targets (`opencl`, `cuda`): the schedule is lowered through the phase passes
 //! (without StorageRewrite), SplitHostDevice makes the kernels, the host part is lowered and
 //! compiled for `target_host` (default `llvm`) and imports the device module
-//! ([`crate::device::module`]).
+//! ([`crate::device::module`]). [`codegen_build_with_cpu_funcs`] adds functions already lowered
+//! for the host CPU to that host code (the graph build's functions without a device schedule).
 
 use crate::target::{Target, TargetKind};
 use kiln_ffi::{register_global, Any, Error, Result};
