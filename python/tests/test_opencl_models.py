@@ -4,13 +4,15 @@ built by ``kiln.onnx.compile`` and by ``kiln compile --target opencl``, exported
 by the graph executor created on ``kiln.opencl(0)`` (params and intermediates on the device,
 inputs copied from numpy). Outputs are poisoned with NaN before each run and compared with
 onnxruntime on fresh random inputs (rtol 1e-4, atol 1e-5 after dividing by the reference's
-largest magnitude). Operators without a device schedule and bad target strings are errors.
+largest magnitude). Operators without a device schedule (Det, LSTM, GRU, RNN, TreeEnsemble) run
+on the host CPU with copies between the device and the host; bad target strings are errors.
 
 By default the bundled model, squeezenet and shufflenet run; ``KILN_OPENCL_ALL=1`` adds the
 transformer layer, the architecture networks (YOLO-, DBNet-, SVTR-, BERT-style), inception_v1
 and resnet50 (a few minutes on PoCL).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -186,24 +188,138 @@ def det_model(path):
     g = helper.make_graph([helper.make_node("Det", ["x"], ["d"]),
                            helper.make_node("Mul", ["d", "two"], ["y"])],
                           "det", [x], [y], [two])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.save(m, path)
     return path
 
 
-def test_operator_without_device_schedule_is_named(tmp_path):
-    path = det_model(str(tmp_path / "det.onnx"))
-    with pytest.raises(ValueError) as e:
-        kiln.onnx.compile(path, target="opencl")
-    msg = str(e.value)
-    assert "operator `det`" in msg, msg
-    assert "has no device schedule" in msg, msg
-    # The same model builds for the CPU.
-    kiln.onnx.compile(path, target="llvm")
-    # And the CLI reports it.
-    res = subprocess.run([KILN_CLI, "compile", path, "-o", str(tmp_path / "det.so"), "--target",
-                          "opencl"], capture_output=True, text=True)
-    assert res.returncode != 0 and "has no device schedule" in res.stderr, res.stderr
+def conv_lstm_model(path):
+    """Conv -> Relu (device) -> LSTM over the 4 channels as time steps (host: the recurrent
+    kernel is a hand-written loop) -> MatMul -> Add (device); the LSTM's Y is a second
+    output, straight from the host."""
+    rng = np.random.default_rng(7)
+    hidden, steps, feat = 6, 4, 36
+
+    def init(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape,
+                                  (rng.standard_normal(shape) * 0.3).astype(np.float32).ravel())
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [steps, 1, 1, hidden])
+    inits = [init("cw", [steps, 3, 3, 3]), init("cb", [steps]),
+             init("W", [1, 4 * hidden, feat]), init("R", [1, 4 * hidden, hidden]),
+             init("B", [1, 8 * hidden]), init("mw", [hidden, 3]), init("mb", [3]),
+             helper.make_tensor("seq_shape", TensorProto.INT64, [3], [steps, 1, feat]),
+             helper.make_tensor("h_shape", TensorProto.INT64, [2], [1, hidden])]
+    nodes = [
+        helper.make_node("Conv", ["x", "cw", "cb"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Reshape", ["r", "seq_shape"], ["seq"]),
+        helper.make_node("LSTM", ["seq", "W", "R", "B"], ["y", "yh"], hidden_size=hidden),
+        helper.make_node("Reshape", ["yh", "h_shape"], ["h"]),
+        helper.make_node("MatMul", ["h", "mw"], ["m"]),
+        helper.make_node("Add", ["m", "mb"], ["out"]),
+    ]
+    g = helper.make_graph(nodes, "conv_lstm", [x], [out, y], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(m, path)
+    return path
+
+
+def gru_rnn_model(path):
+    """Relu (device) -> GRU and RNN over 3 time steps (host) -> Add (device)."""
+    rng = np.random.default_rng(8)
+    hidden, inputs = 5, 7
+
+    def init(name, shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape,
+                                  (rng.standard_normal(shape) * 0.3).astype(np.float32).ravel())
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2, inputs])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 2, hidden])
+    inits = [init("W", [1, 3 * hidden, inputs]), init("R", [1, 3 * hidden, hidden]),
+             init("B", [1, 6 * hidden]), init("W2", [1, hidden, inputs]),
+             init("R2", [1, hidden, hidden]), init("B2", [1, 2 * hidden])]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("GRU", ["r", "W", "R", "B"], ["", "g"], hidden_size=hidden),
+             helper.make_node("RNN", ["r", "W2", "R2", "B2"], ["", "h"], hidden_size=hidden),
+             helper.make_node("Add", ["g", "h"], ["out"])]
+    g = helper.make_graph(nodes, "gru_rnn", [x], [out], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(m, path)
+    return path
+
+
+def tree_model(path):
+    """Exp (device) -> a one-split TreeEnsemble (ai.onnx.ml opset 5, host) -> Mul (device)."""
+    from onnx import numpy_helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 3])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [6, 1])
+    tree = helper.make_node(
+        "TreeEnsemble", ["e"], ["y"], domain="ai.onnx.ml", n_targets=1, aggregate_function=1,
+        post_transform=0, tree_roots=[0], nodes_featureids=[1],
+        nodes_modes=numpy_helper.from_array(np.array([0], np.uint8), "modes"),
+        nodes_splits=numpy_helper.from_array(np.array([1.5], np.float32), "splits"),
+        nodes_truenodeids=[0], nodes_trueleafs=[1], nodes_falsenodeids=[1], nodes_falseleafs=[1],
+        leaf_targetids=[0, 0],
+        leaf_weights=numpy_helper.from_array(np.array([1.5, -2.0], np.float32), "weights"))
+    nodes = [helper.make_node("Exp", ["x"], ["e"]), tree,
+             helper.make_node("Mul", ["y", "y"], ["out"])]
+    g = helper.make_graph(nodes, "tree", [x], [out])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("ai.onnx.ml", 5)], ir_version=8)
+    onnx.save(m, path)
+    return path
+
+
+HOST_MODELS = [("det", det_model, ["det"]), ("conv_lstm", conv_lstm_model, ["lstm"]),
+               ("gru_rnn", gru_rnn_model, ["gru", "rnn"]), ("tree", tree_model, ["tree_ensemble"])]
+
+
+def test_operators_without_device_schedule_run_on_the_host(cl, tmp_path):
+    for stem, make, host_ops in HOST_MODELS:
+        path = make(str(tmp_path / f"{stem}.onnx"))
+        lib = kiln.onnx.compile(path, target="opencl")
+        graph = json.loads(lib["get_graph_json"]())
+        devs, row = graph["attrs"]["device_index"][1], graph["node_row_ptr"]
+        assert set(devs) == {1, 4}, devs  # cpu and opencl
+        copies = 0
+        for nid, node in enumerate(graph["nodes"]):
+            if node["op"] == "null":
+                continue
+            if node["attrs"]["func_name"] == "__copy":
+                copies += 1
+                continue
+            # Every function reads entries of its own device (copies bring the others).
+            for src, idx, _ in node["inputs"]:
+                assert devs[row[src] + idx] == devs[row[nid]], (stem, node["name"])
+        # Det reads the graph input on the host: one copy (its result, to the device). The LSTM:
+        # its input to the host, its two outputs to the device; its weights are on the host.
+        want = {"det": 1, "conv_lstm": 3}.get(stem)
+        assert copies >= 2 if want is None else copies == want, (stem, copies)
+        out = str(tmp_path / f"{stem}.so")
+        lib.export_library(out)
+        gm = load_on_device(out, cl)
+        assert_matches_onnxruntime(gm, path, f"{stem} (device and host)")
+        assert_matches_onnxruntime(gm, path, f"{stem} (device and host, second run)")
+        # The CPU given explicitly as well.
+        gm = GraphModule(kiln.load_module(out)["default"](cl, kiln.cpu(0)))
+        assert_matches_onnxruntime(gm, path, f"{stem} (opencl and cpu given)")
+        # The CLI builds it too, and inspect shows which functions run on the host.
+        cli_out = str(tmp_path / f"{stem}_cli.so")
+        subprocess.run([KILN_CLI, "compile", path, "-o", cli_out, "--target", "opencl"],
+                       check=True, capture_output=True)
+        assert_matches_onnxruntime(load_on_device(cli_out, cl), path, f"{stem} (kiln compile)")
+        info = subprocess.run([KILN_CLI, "inspect", cli_out], check=True, capture_output=True,
+                              text=True).stdout
+        host_lines = [ln for ln in info.splitlines() if ln.rstrip().endswith(": host")]
+        device_lines = [ln for ln in info.splitlines() if ": device (" in ln]
+        for op in host_ops:
+            assert any(op in ln for ln in host_lines), info
+            assert not any(op in ln for ln in device_lines), info
+        if stem == "conv_lstm":
+            assert any("conv2d" in ln for ln in info.splitlines() if ": device (" in ln), info
 
 
 @pytest.mark.parametrize("target,why", [

@@ -21,7 +21,8 @@
 //! Device targets (`opencl`, `cuda`): the schedule is lowered through the phase passes
 //! (without StorageRewrite), SplitHostDevice makes the kernels, the host part is lowered and
 //! compiled for `target_host` (default `llvm`) and imports the device module
-//! ([`crate::device::module`]).
+//! ([`crate::device::module`]). [`codegen_build_with_cpu_funcs`] adds functions already lowered
+//! for the host CPU to that host code (the graph build's functions without a device schedule).
 
 use crate::target::{Target, TargetKind};
 use kiln_ffi::{register_global, Any, Error, Result};
@@ -143,6 +144,37 @@ pub fn codegen_build_with_host(
         return build_device_module(module, &target, &host_target(target_host)?);
     }
     build_for(&packed(module)?, &target)
+}
+
+/// Compiles `module` (functions not yet in packed form) for device target `target` with host
+/// code for `llvm`, adding `cpu_funcs` to the host code: functions already in packed form for
+/// the host CPU, which run there on CPU tensors (the graph build's functions without a device
+/// schedule). Without device functions the result is the host library alone.
+pub fn codegen_build_with_cpu_funcs(
+    module: &IRModule,
+    cpu_funcs: &[(String, kiln_tir::PrimFunc)],
+    target: &str,
+) -> Result<Module> {
+    let target = Target::parse(target)?;
+    let host = host_target(None)?;
+    if target.kind.is_host() {
+        return Err(Error::value_error(format!(
+            "build with host functions: `{target}` is not a device target (opencl or cuda)"
+        )));
+    }
+    if module.functions().is_empty() {
+        return build_for(&IRModule::new(cpu_funcs.to_vec())?, &host);
+    }
+    let ctx = device_ctx(&PassContext::default());
+    let module = run_passes(&phase_passes(), module.clone(), &ctx)?;
+    crate::device::module::build_device_with_cpu_funcs(
+        &module,
+        cpu_funcs,
+        &target,
+        &host,
+        &host_passes(),
+        &ctx,
+    )
 }
 
 /// `module` in packed form: as it is when it already is, else after the phase and host passes.

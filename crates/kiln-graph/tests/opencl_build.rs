@@ -288,19 +288,204 @@ fn layer_norm_and_matmul_on_the_device() {
     assert_close(&got[0], &want, "layer_norm/matmul/tanh");
 }
 
+fn det3(m: &[f32]) -> f32 {
+    m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6])
+        + m[2] * (m[3] * m[7] - m[4] * m[6])
+}
+
 #[test]
-fn operators_without_a_device_schedule_are_named() {
+fn operators_without_a_device_schedule_run_on_the_host() {
+    // tanh (device) -> det (host: a hand-written loop nest) -> multiply, exp (device).
+    let (xd, yd) = (random(18, 71), random(2, 72));
     let x = Var::new("x", Type::f32(&[2, 3, 3]));
-    let det = mk("det", vec![x.expr()], &[]);
-    let out = mk("exp", vec![det], &[]);
-    let module = IRModule::from_main(Function::new(vec![x], out));
-    let e = build(&module, "opencl", vec![]).unwrap_err().to_string();
+    let y = Var::new("y", Type::f32(&[2]));
+    let det = mk("det", vec![mk("tanh", vec![x.expr()], &[])], &[]);
+    let out = mk("exp", vec![mk("multiply", vec![det, y.expr()], &[])], &[]);
+    let module = IRModule::from_main(Function::new(vec![x, y], out));
+    let factory = build(&module, "opencl", vec![]).unwrap();
+    let json: String = factory
+        .function("get_graph_json")
+        .unwrap()
+        .invoke(())
+        .unwrap();
+    let graph = kiln_runtime::graph_executor::graph_json::Graph::parse(&json).unwrap();
+    let devs = graph.device_types.clone().expect("device_index is written");
+    assert!(devs.contains(&1) && devs.contains(&OPENCL), "{devs:?}");
+    let copies = graph
+        .nodes
+        .iter()
+        .filter(|n| n.param.as_ref().is_some_and(|p| p.func_name == "__copy"))
+        .count();
+    assert!(copies >= 2, "copies to the host and back: {json}");
+    let det_node = graph
+        .nodes
+        .iter()
+        .position(|n| n.name.contains("det"))
+        .expect("a det node");
+    let det_entry = graph.node_row_ptr[det_node];
+    assert_eq!(devs[det_entry], 1, "det runs on the host: {json}");
+    for (nid, n) in graph.nodes.iter().enumerate() {
+        let is_copy = n.param.as_ref().is_some_and(|p| p.func_name == "__copy");
+        if n.is_input() || is_copy {
+            continue;
+        }
+        let at = devs[graph.node_row_ptr[nid]];
+        for e in &n.inputs {
+            assert_eq!(
+                devs[graph.entry_of(e)],
+                at,
+                "node {:?} reads an entry of another device",
+                n.name
+            );
+        }
+    }
+    for (eid_a, &sa) in graph.storage_ids.iter().enumerate() {
+        for (eid_b, &sb) in graph.storage_ids.iter().enumerate() {
+            if sa == sb {
+                assert_eq!(devs[eid_a], devs[eid_b], "storage {sa} on two devices");
+            }
+        }
+    }
+    // The library: host code with the det function compiled for the CPU, no kernel for it.
+    let host = &factory.imports()[0];
+    let kernels = host.imports()[0].function_names();
+    assert!(
+        !kernels.iter().any(|k| k.contains("det")),
+        "det has no kernel: {kernels:?}"
+    );
+    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let Some(dev) = cl0() else { return };
+    let exec = load_module(&so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((dev,))
+        .unwrap();
+    let want: Vec<f32> = xd
+        .chunks(9)
+        .zip(&yd)
+        .map(|(m, b)| {
+            let t: Vec<f32> = m.iter().map(|v| v.tanh()).collect();
+            (det3(&t) * b).exp()
+        })
+        .collect();
+    let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
+    assert_close(&got[0], &want, "tanh/det/multiply/exp");
+    // Fresh inputs through the same executor.
+    let (xd, yd) = (random(18, 73), random(2, 74));
+    let want: Vec<f32> = xd
+        .chunks(9)
+        .zip(&yd)
+        .map(|(m, b)| {
+            let t: Vec<f32> = m.iter().map(|v| v.tanh()).collect();
+            (det3(&t) * b).exp()
+        })
+        .collect();
+    let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
+    assert_close(&got[0], &want, "tanh/det/multiply/exp, second run");
+    // Giving the CPU explicitly is the same.
+    let exec = load_module(&so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((dev, Device::cpu(0)))
+        .unwrap();
+    let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
+    assert_close(&got[0], &want, "with the CPU given");
+    // Lowering det for the device directly is still an error naming it.
+    let cg =
+        kiln_graph::build::graph_codegen(&kiln_graph::build::optimize(&module).unwrap()).unwrap();
+    let (name, f) = cg
+        .functions
+        .iter()
+        .find(|(n, _)| n.contains("det"))
+        .unwrap();
+    let cpu = kiln_codegen::target::Target::parse("opencl")
+        .unwrap()
+        .cpu_desc();
+    let e = kiln_graph::build::lower::lower_primitive(f, name, "opencl", &cpu)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("operator `det`") && e.contains("has no device schedule"),
         "{e}"
     );
     // The CPU build of the same graph is fine.
     build(&module, "llvm", vec![]).unwrap();
+}
+
+#[test]
+fn a_graph_only_on_the_host_copies_its_outputs_to_the_device() {
+    let xd = random(18, 77);
+    let x = Var::new("x", Type::f32(&[2, 3, 3]));
+    let module = IRModule::from_main(Function::new(
+        vec![x.clone()],
+        mk("det", vec![x.expr()], &[]),
+    ));
+    let factory = build(&module, "opencl", vec![]).unwrap();
+    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det3_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let Some(dev) = cl0() else { return };
+    let exec = load_module(&so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((dev,))
+        .unwrap();
+    let want: Vec<f32> = xd.chunks(9).map(det3).collect();
+    let got = run(&exec, &[("x", &xd, &[2, 3, 3])], 1);
+    assert_close(&got[0], &want, "det alone");
+}
+
+#[test]
+fn inputs_read_only_on_the_host_are_placed_there() {
+    // det reads `x` directly: `x` is a host entry, and the only copy brings det's result to
+    // the device for the multiply.
+    let (xd, yd) = (random(18, 75), random(2, 76));
+    let x = Var::new("x", Type::f32(&[2, 3, 3]));
+    let y = Var::new("y", Type::f32(&[2]));
+    let det = mk("det", vec![x.expr()], &[]);
+    let out = mk("multiply", vec![det, y.expr()], &[]);
+    let module = IRModule::from_main(Function::new(vec![x, y], out));
+    let factory = build(&module, "opencl", vec![]).unwrap();
+    let json: String = factory
+        .function("get_graph_json")
+        .unwrap()
+        .invoke(())
+        .unwrap();
+    let graph = kiln_runtime::graph_executor::graph_json::Graph::parse(&json).unwrap();
+    let devs = graph.device_types.clone().expect("device_index is written");
+    let entry = |name: &str| {
+        let nid = graph.nodes.iter().position(|n| n.name == name).unwrap();
+        devs[graph.node_row_ptr[nid]]
+    };
+    assert_eq!(entry("x"), 1, "{json}");
+    assert_eq!(entry("y"), OPENCL, "{json}");
+    let copies = graph
+        .nodes
+        .iter()
+        .filter(|n| n.param.as_ref().is_some_and(|p| p.func_name == "__copy"))
+        .count();
+    assert_eq!(copies, 1, "{json}");
+    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det2_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let Some(dev) = cl0() else { return };
+    let exec = load_module(&so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((dev,))
+        .unwrap();
+    let want: Vec<f32> = xd.chunks(9).zip(&yd).map(|(m, b)| det3(m) * b).collect();
+    let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
+    assert_close(&got[0], &want, "det/multiply");
 }
 
 #[test]

@@ -92,6 +92,20 @@ pub fn build_device(
     host_passes: &[Pass],
     ctx: &PassContext,
 ) -> Result<Module> {
+    build_device_with_cpu_funcs(module, &[], target, host, host_passes, ctx)
+}
+
+/// [`build_device`] with `cpu_funcs` added to the host code as they are: functions already in
+/// packed form for the host CPU (lowered for `llvm`, checking that their tensors are on the
+/// CPU), which the graph build places on the host when they have no device schedule.
+pub fn build_device_with_cpu_funcs(
+    module: &IRModule,
+    cpu_funcs: &[(String, kiln_tir::PrimFunc)],
+    target: &Target,
+    host: &Target,
+    host_passes: &[Pass],
+    ctx: &PassContext,
+) -> Result<Module> {
     if !host.kind.is_host() {
         return Err(Error::value_error(format!(
             "target_host `{host}` is not a host target (llvm or c)"
@@ -107,6 +121,22 @@ pub fn build_device(
     let mut m = host_mod;
     for p in host_passes {
         m = p.run(m, ctx)?;
+    }
+    if !cpu_funcs.is_empty() {
+        let mut funcs: Vec<_> = m
+            .functions()
+            .iter()
+            .map(|(k, f)| (k.clone(), f.clone()))
+            .collect();
+        for (name, f) in cpu_funcs {
+            if funcs.iter().any(|(k, _)| k == name) {
+                return Err(Error::value_error(format!(
+                    "build for `{target}`: host function `{name}` is also a device function"
+                )));
+            }
+            funcs.push((name.clone(), f.clone()));
+        }
+        m = IRModule::new(funcs)?;
     }
     let built = crate::build::build(&m, host)?;
     let device = match target.kind {

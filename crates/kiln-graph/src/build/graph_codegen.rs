@@ -12,17 +12,27 @@
 //!   wrapped into its own primitive function.
 //! - Tuples and tuple projections only route entries; `main`'s result (a tensor or a tuple of
 //!   tensors) gives the heads.
-//! - Storage ids come from [`super::storage::plan_storage`].
+//! - Storage ids come from [`super::storage::plan_storage_on`].
+//!
+//! [`graph_codegen_placed`] places the graph on a device (TVM's heterogeneous execution): every
+//! entry is on the device, except the inputs and outputs of the functions that the placement
+//! puts on the host CPU (those without a device schedule). A `__copy` node brings each entry
+//! to the device of a function that reads it from the other one (once per entry and device);
+//! graph inputs and constants read only on the host are placed there (no copies of weights each
+//! run); entries of the two devices never share storage, and the JSON's `device_index` gives each
+//! entry's DLPack device type (written only when some entry is on the host).
 
 use super::hash::structural_hash;
-use super::storage::{plan_storage, PlanNode};
+use super::storage::{plan_storage_on, PlanNode};
 use crate::ir::attrs::{make_map, AttrValue};
 use crate::ir::structural::structural_equal;
 use crate::ir::{Expr, Function, IRModule, Type, Var};
 use crate::transform::fuse_ops::fused_name;
 use crate::transform::infer_type::infer_function;
 use kiln_ffi::{DataType, Error, Result};
-use kiln_runtime::graph_executor::graph_json::{Graph, Node, NodeEntry, OpParam, OP_NULL, OP_TVM};
+use kiln_runtime::graph_executor::graph_json::{
+    Graph, Node, NodeEntry, OpParam, FUNC_COPY, OP_NULL, OP_TVM,
+};
 use kiln_runtime::graph_executor::storage::entry_bytes;
 use kiln_runtime::tensor::Tensor;
 use std::collections::HashMap;
@@ -37,7 +47,15 @@ pub struct GraphCodegenResult {
     pub params: Vec<(String, Tensor)>,
     /// The distinct primitive functions by their lowered name, in first-use order.
     pub functions: Vec<(String, Function)>,
+    /// The functions placed on the host CPU by [`graph_codegen_placed`] (none otherwise).
+    pub host_functions: Vec<String>,
 }
+
+/// DLPack device type of the host CPU.
+pub const HOST_DEVICE_TYPE: i32 = 1;
+
+/// Decides, for a primitive function of the given lowered name, whether it runs on the host.
+pub type HostPlacement<'a> = &'a dyn Fn(&str, &Function) -> Result<bool>;
 
 /// The tensor (shape, dtype) list of a type: one for a tensor, one per field for a tuple.
 fn flat_types(t: &Type) -> Result<Vec<(Vec<i64>, DataType)>> {
@@ -99,16 +117,26 @@ fn wrap_call(call: &Expr) -> Result<(Function, Vec<Expr>)> {
     Ok((infer_function(&f)?, outer))
 }
 
-struct Codegen {
+struct Codegen<'a> {
     graph: Graph,
     params: Vec<(String, Tensor)>,
     functions: Vec<(String, Function)>,
     /// Structural hash -> indices into `functions`.
     cache: HashMap<u64, Vec<usize>>,
     memo: HashMap<usize, Vec<NodeEntry>>,
+    /// The DLPack device type of every entry.
+    entry_devices: Vec<i32>,
+    /// The graph's device type and the host placement, for a placed graph.
+    placement: Option<(i32, HostPlacement<'a>)>,
+    /// Placement by function name.
+    on_host: HashMap<String, bool>,
+    /// (entry id, device type) -> the `__copy` output holding that entry there.
+    copies: HashMap<(usize, i32), NodeEntry>,
+    /// Graph inputs and constants (by expression key) -> the device of their readers.
+    leaf_devices: HashMap<usize, i32>,
 }
 
-impl Codegen {
+impl Codegen<'_> {
     fn entry(node_id: usize, index: usize) -> NodeEntry {
         NodeEntry {
             node_id,
@@ -117,8 +145,18 @@ impl Codegen {
         }
     }
 
-    /// Adds a node with outputs of `types`; returns its entries.
-    fn add_node(&mut self, node: Node, types: Vec<(Vec<i64>, DataType)>) -> Vec<NodeEntry> {
+    /// The device type of the graph (0 when not placed).
+    fn graph_device(&self) -> i32 {
+        self.placement.as_ref().map_or(0, |p| p.0)
+    }
+
+    /// Adds a node with outputs of `types` on device type `dev`; returns its entries.
+    fn add_node_on(
+        &mut self,
+        node: Node,
+        types: Vec<(Vec<i64>, DataType)>,
+        dev: i32,
+    ) -> Vec<NodeEntry> {
         let nid = self.graph.nodes.len();
         let is_input = node.is_input();
         self.graph.nodes.push(node);
@@ -131,12 +169,63 @@ impl Codegen {
         for (k, (s, d)) in types.into_iter().enumerate() {
             self.graph.shapes.push(s);
             self.graph.dtypes.push(d);
+            self.entry_devices.push(dev);
             out.push(Self::entry(nid, k));
         }
         out
     }
 
-    fn input_node(&mut self, name: &str, ty: &Type) -> Result<Vec<NodeEntry>> {
+    /// The device of a graph input or constant: the one of all the functions reading it, else
+    /// the graph's device.
+    fn leaf_device(&self, e: &Expr) -> i32 {
+        self.leaf_devices
+            .get(&e.key())
+            .copied()
+            .unwrap_or_else(|| self.graph_device())
+    }
+
+    /// Records, for every graph input and constant of `main`, the device of the functions
+    /// reading it (the graph's device when they disagree), so that inputs and weights read
+    /// only on the host are there without copies.
+    fn place_leaves(&mut self, main: &Function) -> Result<()> {
+        let gd = self.graph_device();
+        for e in crate::ir::visit::post_order(main.body()) {
+            let Expr::Call(c) = &e else { continue };
+            let f = match &c.op {
+                Expr::Function(f) if f.is_primitive() => f.clone(),
+                Expr::Op(_) => wrap_call(&e)?.0,
+                _ => continue,
+            };
+            let name = self.function_name(&f);
+            let dev = if self.is_host(&name, &f)? {
+                HOST_DEVICE_TYPE
+            } else {
+                gd
+            };
+            let mut leaves = Vec::new();
+            for a in c.args.iter() {
+                match a {
+                    Expr::Tuple(t) => leaves.extend(t.fields.iter().cloned()),
+                    other => leaves.push(other.clone()),
+                }
+            }
+            for a in leaves {
+                if matches!(a, Expr::Var(_) | Expr::Constant(_)) {
+                    self.leaf_devices
+                        .entry(a.key())
+                        .and_modify(|d| {
+                            if *d != dev {
+                                *d = gd;
+                            }
+                        })
+                        .or_insert(dev);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn input_node(&mut self, name: &str, ty: &Type, dev: i32) -> Result<Vec<NodeEntry>> {
         let node = Node {
             op: OP_NULL.into(),
             name: name.into(),
@@ -145,7 +234,7 @@ impl Codegen {
             extra_attrs: vec![],
         };
         let types = flat_types(ty)?;
-        Ok(self.add_node(node, types))
+        Ok(self.add_node_on(node, types, dev))
     }
 
     /// The lowered name of `f`: an existing one for a structurally equal function (looked up
@@ -174,12 +263,66 @@ impl Codegen {
         name
     }
 
+    /// Whether the function `name` runs on the host (asked once per function).
+    fn is_host(&mut self, name: &str, f: &Function) -> Result<bool> {
+        let Some((_, place)) = self.placement else {
+            return Ok(false);
+        };
+        if let Some(&h) = self.on_host.get(name) {
+            return Ok(h);
+        }
+        let h = place(name, f)?;
+        self.on_host.insert(name.to_string(), h);
+        Ok(h)
+    }
+
+    /// `e` on device type `dev`: itself when it is there, else the output of a `__copy` node
+    /// (one per entry and device).
+    fn on_device(&mut self, e: NodeEntry, dev: i32) -> NodeEntry {
+        let eid = self.graph.entry_of(&e);
+        if self.entry_devices[eid] == dev {
+            return e;
+        }
+        if let Some(&c) = self.copies.get(&(eid, dev)) {
+            return c;
+        }
+        let node = Node {
+            op: OP_TVM.into(),
+            name: format!("__copy_{}_{}", self.graph.nodes[e.node_id].name, e.index),
+            inputs: vec![e],
+            param: Some(OpParam {
+                func_name: FUNC_COPY.into(),
+                num_inputs: 1,
+                num_outputs: 1,
+                flatten_data: false,
+            }),
+            extra_attrs: vec![],
+        };
+        let ty = (self.graph.shapes[eid].clone(), self.graph.dtypes[eid]);
+        let c = self.add_node_on(node, vec![ty], dev)[0];
+        self.copies.insert((eid, dev), c);
+        c
+    }
+
     fn call_node(&mut self, f: &Function, args: &[Expr], ty: &Type) -> Result<Vec<NodeEntry>> {
+        let name = self.function_name(f);
+        let dev = if self.is_host(&name, f)? {
+            HOST_DEVICE_TYPE
+        } else {
+            self.graph_device()
+        };
         let mut inputs = Vec::new();
         for a in args {
-            inputs.extend(self.memo[&a.key()].iter().copied());
+            let entries = self.memo[&a.key()].clone();
+            for e in entries {
+                let e = if self.placement.is_some() {
+                    self.on_device(e, dev)
+                } else {
+                    e
+                };
+                inputs.push(e);
+            }
         }
-        let name = self.function_name(f);
         let types = flat_types(ty)?;
         let node = Node {
             op: OP_TVM.into(),
@@ -193,7 +336,7 @@ impl Codegen {
             inputs,
             extra_attrs: vec![],
         };
-        Ok(self.add_node(node, types))
+        Ok(self.add_node_on(node, types, dev))
     }
 
     fn visit(&mut self, e: &Expr) -> Result<()> {
@@ -216,7 +359,8 @@ impl Codegen {
                 }
                 let name = format!("p{k}");
                 self.params.push((name.clone(), c.data.clone()));
-                self.input_node(&name, &e.ty()?)?
+                let dev = self.leaf_device(e);
+                self.input_node(&name, &e.ty()?, dev)?
             }
             Expr::Tuple(t) => {
                 let mut v = Vec::new();
@@ -259,6 +403,23 @@ impl Codegen {
 
 /// Runs the graph codegen on `module`'s (typed, fused) `main`.
 pub fn graph_codegen(module: &IRModule) -> Result<GraphCodegenResult> {
+    codegen(module, None)
+}
+
+/// [`graph_codegen`] for a graph on the device of DLPack type `device_type`, with the
+/// functions for which `on_host` is true on the host CPU (see the module docs).
+pub fn graph_codegen_placed(
+    module: &IRModule,
+    device_type: i32,
+    on_host: HostPlacement<'_>,
+) -> Result<GraphCodegenResult> {
+    codegen(module, Some((device_type, on_host)))
+}
+
+fn codegen(
+    module: &IRModule,
+    placement: Option<(i32, HostPlacement<'_>)>,
+) -> Result<GraphCodegenResult> {
     let main = infer_function(&module.main()?)?;
     let mut cg = Codegen {
         graph: Graph {
@@ -276,14 +437,23 @@ pub fn graph_codegen(module: &IRModule) -> Result<GraphCodegenResult> {
         functions: vec![],
         cache: HashMap::new(),
         memo: HashMap::new(),
+        entry_devices: vec![],
+        placement,
+        on_host: HashMap::new(),
+        copies: HashMap::new(),
+        leaf_devices: HashMap::new(),
     };
+    if cg.placement.is_some() {
+        cg.place_leaves(&main)?;
+    }
     for p in main.params() {
         let ty = p
             .expr()
             .checked_type()
             .cloned()
             .ok_or_else(|| Error::value_error("graph codegen: untyped main parameter"))?;
-        let entries = cg.input_node(p.name(), &ty)?;
+        let dev = cg.leaf_device(&p.expr());
+        let entries = cg.input_node(p.name(), &ty, dev)?;
         cg.memo.insert(p.expr().key(), entries);
     }
     for e in crate::ir::visit::post_order(main.body()) {
@@ -292,6 +462,14 @@ pub fn graph_codegen(module: &IRModule) -> Result<GraphCodegenResult> {
         }
     }
     cg.graph.heads = cg.memo[&main.body().key()].clone();
+    if let Some(gd) = cg.placement.as_ref().map(|p| p.0) {
+        // Everything on the host (every function without a device schedule): the outputs are
+        // copied to the device, so that the executor created there has memory on both.
+        if !cg.entry_devices.contains(&gd) && cg.entry_devices.contains(&HOST_DEVICE_TYPE) {
+            let heads = cg.graph.heads.clone();
+            cg.graph.heads = heads.into_iter().map(|h| cg.on_device(h, gd)).collect();
+        }
+    }
     // Storage plan.
     let g = &cg.graph;
     let plan_nodes: Vec<PlanNode> = g
@@ -311,13 +489,29 @@ pub fn graph_codegen(module: &IRModule) -> Result<GraphCodegenResult> {
         .map(|(s, d)| entry_bytes(s, *d))
         .collect::<Result<_>>()?;
     let heads: Vec<usize> = g.heads.iter().map(|e| g.entry_of(e)).collect();
-    cg.graph.storage_ids = plan_storage(&plan_nodes, &bytes, &cg.graph.dtypes, &heads);
+    cg.graph.storage_ids = plan_storage_on(
+        &plan_nodes,
+        &bytes,
+        &cg.graph.dtypes,
+        &cg.entry_devices,
+        &heads,
+    );
+    if cg.entry_devices.contains(&HOST_DEVICE_TYPE) {
+        cg.graph.device_types = Some(cg.entry_devices.clone());
+    }
     cg.graph.validate()?;
     let graph_json = cg.graph.to_json();
+    let host_functions = cg
+        .functions
+        .iter()
+        .filter(|(n, _)| cg.on_host.get(n).copied().unwrap_or(false))
+        .map(|(n, _)| n.clone())
+        .collect();
     Ok(GraphCodegenResult {
         graph: cg.graph,
         graph_json,
         params: cg.params,
         functions: cg.functions,
+        host_functions,
     })
 }

@@ -251,6 +251,18 @@ fn schedule(fc: &FusedCompute, family: ScheduleFamily, cpu: &CpuDesc) -> Result<
     Ok(s)
 }
 
+/// Whether the primitive function `f` has no schedule for `target`'s device and so runs on the
+/// host CPU in a build for `target` (always false for a CPU target): one of its operators has
+/// a hand-written loop nest (an extern operation: the recurrent kernels, Det, TreeEnsemble),
+/// which cannot be bound to GPU threads.
+pub fn needs_host(f: &Function, name: &str, target: &str, cpu: &CpuDesc) -> Result<bool> {
+    if !ScheduleFamily::parse(target)?.is_device() {
+        return Ok(false);
+    }
+    let fc = fused_compute(f, cpu).map_err(|e| e.context(format!("computing `{name}`")))?;
+    Ok(!fc.externs.is_empty())
+}
+
 /// Lowers the primitive function `f` to one `PrimFunc` called `name` for `target`, tiled for
 /// `cpu` (the target's [`kiln_codegen::target::Target::cpu_desc`]): its arguments are the
 /// parameters then the outputs.
@@ -259,7 +271,8 @@ fn schedule(fc: &FusedCompute, family: ScheduleFamily, cpu: &CpuDesc) -> Result<
 /// target it is the scheduled loop nest with thread-bound loops (before the phase passes),
 /// which `kiln_codegen::driver::codegen_build` splits into host code and kernels; an operator
 /// whose compute is a hand-written loop nest (an extern operation: the recurrent kernels, Det,
-/// TreeEnsemble) is an error naming it.
+/// TreeEnsemble) is an error naming it: the graph build places such functions on the host
+/// ([`needs_host`]) and lowers them for `llvm`.
 pub fn lower_primitive(f: &Function, name: &str, target: &str, cpu: &CpuDesc) -> Result<PrimFunc> {
     let family = ScheduleFamily::parse(target)?;
     let fc = fused_compute(f, cpu).map_err(|e| e.context(format!("computing `{name}`")))?;
@@ -268,7 +281,7 @@ pub fn lower_primitive(f: &Function, name: &str, target: &str, cpu: &CpuDesc) ->
             return Err(Error::value_error(format!(
                 "graph build for `{target}`: operator `{op}` (in `{name}`) has no device \
                  schedule: its compute is a hand-written loop nest that cannot be bound to GPU \
-                 threads; build the model for an llvm target"
+                 threads; lower it for the host (llvm) instead"
             )));
         }
     }

@@ -16,7 +16,11 @@
 //! A device target (`opencl`, `cuda`) gives one library whose host code is LLVM for the host
 //! CPU, launching the kernels of one imported device module (an OpenCL program for `opencl`):
 //! every fused group is scheduled with threads ([`lower::ScheduleFamily`]), and the executor
-//! created on the device keeps params and intermediates there.
+//! created on the device keeps params and intermediates there. A fused group without a device
+//! schedule ([`lower::needs_host`]: hand-written loop nests such as the recurrent kernels, Det,
+//! TreeEnsemble) runs on the host CPU instead, lowered for `llvm` into the same library, with
+//! `__copy` nodes between the device and the host ([`graph_codegen_placed`]); the executor
+//! created on the device adds the CPU for those entries.
 //!
 //! Several targets give one library with a code variant per target (`kiln_codegen::variants`):
 //! the graph is laid out for the widest CPU ([`layout_cpu`]) and each variant tiled for its own.
@@ -32,7 +36,7 @@ pub mod lower;
 pub mod scalar_output;
 pub mod storage;
 
-pub use graph_codegen::{graph_codegen, GraphCodegenResult};
+pub use graph_codegen::{graph_codegen, graph_codegen_placed, GraphCodegenResult};
 
 use crate::ir::{Expr, IRModule};
 use crate::transform::PassContext;
@@ -97,6 +101,12 @@ pub fn build_lib_targets(cg: &GraphCodegenResult, targets: &[&str]) -> Result<Mo
             }
         }
     }
+    if let [t] = targets {
+        if !cg.host_functions.is_empty() {
+            let cpu = Target::parse(t)?.cpu_desc();
+            return build_lib_for(cg, t, &cpu);
+        }
+    }
     let mut parts = Vec::with_capacity(targets.len());
     for &t in targets {
         let cpu = Target::parse(t)?.cpu_desc();
@@ -108,8 +118,32 @@ pub fn build_lib_targets(cg: &GraphCodegenResult, targets: &[&str]) -> Result<Mo
 /// [`build_lib`] with schedules tiled for `cpu` instead of the target's own description (a
 /// description made by hand, for exploring tilings and testing that schedules follow it).
 pub fn build_lib_for(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<Module> {
-    kiln_codegen::driver::codegen_build(&lower_all(cg, target, cpu)?, target)
+    if cg.host_functions.is_empty() {
+        return kiln_codegen::driver::codegen_build(&lower_all(cg, target, cpu)?, target);
+    }
+    let host_cpu = Target::parse(HOST_TARGET)?.cpu_desc();
+    let mut device = Vec::new();
+    let mut host = Vec::new();
+    for (name, f) in &cg.functions {
+        if cg.host_functions.contains(name) {
+            host.push((
+                name.clone(),
+                lower::lower_primitive(f, name, HOST_TARGET, &host_cpu)
+                    .map_err(|e| e.context(format!("lowering `{name}` for the host")))?,
+            ));
+        } else {
+            device.push((name.clone(), lower::lower_primitive(f, name, target, cpu)?));
+        }
+    }
+    kiln_codegen::driver::codegen_build_with_cpu_funcs(
+        &kiln_tir::IRModule::new(device)?,
+        &host,
+        target,
+    )
 }
+
+/// The target of the functions a device build runs on the host.
+const HOST_TARGET: &str = "llvm";
 
 /// Every primitive function of `cg` lowered for `target`, tiled for `cpu`, in one TIR module.
 fn lower_all(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<kiln_tir::IRModule> {
@@ -118,6 +152,21 @@ fn lower_all(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<kil
         funcs.push((name.clone(), lower::lower_primitive(f, name, target, cpu)?));
     }
     kiln_tir::IRModule::new(funcs)
+}
+
+/// The graph codegen of `module` for `targets`: for one device target, placed on its device
+/// with the functions [`lower::needs_host`] names on the host CPU; else unplaced.
+pub fn graph_codegen_for(module: &IRModule, targets: &[&str]) -> Result<GraphCodegenResult> {
+    if let [t] = targets {
+        let target = Target::parse(t)?;
+        if !target.kind.is_host() {
+            let cpu = target.cpu_desc();
+            let device_type = target.kind.device_type();
+            let place = |name: &str, f: &crate::ir::Function| lower::needs_host(f, name, t, &cpu);
+            return graph_codegen_placed(module, device_type, &place);
+        }
+    }
+    graph_codegen(module)
 }
 
 /// The CPU whose description the graph's layouts follow when code for `targets` shares one
@@ -191,7 +240,7 @@ pub fn build_targets(
 ) -> Result<Module> {
     let ctx = target_pass_context(ctx, targets)?;
     let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
-    let cg = graph_codegen(&module)?;
+    let cg = graph_codegen_for(&module, targets)?;
     let lib = build_lib_targets(&cg, targets)?;
     factory(&cg, lib, params)
 }
@@ -207,7 +256,7 @@ pub fn build_for(
 ) -> Result<Module> {
     let ctx = graph_ctx(ctx, &[target], cpu.clone())?;
     let (module, params) = optimize_with(module, params.into_iter().collect(), &ctx)?;
-    let cg = graph_codegen(&module)?;
+    let cg = graph_codegen_for(&module, &[target])?;
     let lib = build_lib_for(&cg, target, cpu)?;
     factory(&cg, lib, params)
 }

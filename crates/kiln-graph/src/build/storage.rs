@@ -28,6 +28,7 @@ struct Free {
     id: usize,
     bytes: usize,
     dtype: DataType,
+    device: i32,
 }
 
 /// Storage ids for `num_entries` entries of `bytes` and `dtypes`, for `nodes` in topological
@@ -36,6 +37,18 @@ pub fn plan_storage(
     nodes: &[PlanNode],
     bytes: &[usize],
     dtypes: &[DataType],
+    heads: &[usize],
+) -> Vec<usize> {
+    plan_storage_on(nodes, bytes, dtypes, &vec![0; bytes.len()], heads)
+}
+
+/// [`plan_storage`] for entries on several devices: `devices` holds each entry's DLPack device
+/// type, and entries of different devices never share a buffer.
+pub fn plan_storage_on(
+    nodes: &[PlanNode],
+    bytes: &[usize],
+    dtypes: &[DataType],
+    devices: &[i32],
     heads: &[usize],
 ) -> Vec<usize> {
     let n = bytes.len();
@@ -60,6 +73,7 @@ pub fn plan_storage(
             let want = bytes[e].max(1);
             let candidates = free.iter().enumerate().filter(|(_, f)| {
                 f.dtype == dtypes[e]
+                    && f.device == devices[e]
                     && f.bytes.saturating_mul(MATCH_RANGE) >= want
                     && f.bytes <= want.saturating_mul(MATCH_RANGE)
             });
@@ -89,6 +103,7 @@ pub fn plan_storage(
                     id: ids[e],
                     bytes: sizes[ids[e]],
                     dtype: dtypes[e],
+                    device: devices[e],
                 });
             }
         }
@@ -99,6 +114,7 @@ pub fn plan_storage(
                     id: ids[e],
                     bytes: sizes[ids[e]],
                     dtype: dtypes[e],
+                    device: devices[e],
                 });
             }
         }
@@ -141,6 +157,28 @@ mod tests {
         assert_eq!(distinct.len(), 4, "input, two temporaries, output: {ids:?}");
         assert_ne!(ids[4], ids[1]);
         assert_ne!(ids[4], ids[2]);
+    }
+
+    #[test]
+    fn entries_of_two_devices_do_not_share() {
+        let f = DataType::float(32);
+        let nodes = vec![
+            PlanNode {
+                is_input: true,
+                inputs: vec![],
+                outputs: vec![0],
+            },
+            op(&[0], 1),
+            op(&[1], 2),
+            op(&[2], 3),
+            op(&[3], 4),
+        ];
+        let ids = plan_storage_on(&nodes, &[64; 5], &[f; 5], &[4, 4, 1, 4, 4], &[4]);
+        assert_ne!(
+            ids[3], ids[2],
+            "a host entry is not reused on the device: {ids:?}"
+        );
+        assert_eq!(ids[3], ids[1], "device entries still share: {ids:?}");
     }
 
     #[test]

@@ -172,13 +172,25 @@ impl GraphExecutor {
 
     /// Makes an executor of `graph` whose nodes call the functions of `lib` (or its imports),
     /// with memory on `devices` (entries go to the device of their `device_index`, else the
-    /// first). Errors name the node whose function is missing or whose arguments do not fit.
+    /// first). A graph with entries on the host CPU beside entries on another device
+    /// (`device_index` 1: functions of a device build that run on the host) gets `cpu(0)` added
+    /// when `devices` has no CPU. Errors name the node whose function is missing or whose
+    /// arguments do not fit.
     pub fn new(graph: Arc<Graph>, lib: Module, devices: &[Device]) -> Result<GraphExecutor> {
         if devices.is_empty() {
             return Err(Error::value_error(
                 "a graph executor needs at least one device",
             ));
         }
+        let mut devices = devices.to_vec();
+        let cpu = Device::cpu(0);
+        let wants_cpu = graph.device_types.as_ref().is_some_and(|d| {
+            d.contains(&cpu.device_type()) && d.iter().any(|&t| t != cpu.device_type())
+        });
+        if wants_cpu && !devices.iter().any(|d| d.device_type() == cpu.device_type()) {
+            devices.push(cpu);
+        }
+        let devices = &devices[..];
         let plan = StoragePlan::new(&graph, devices[0].device_type())?;
         let storage = Storage::allocate(&graph, &plan, devices)?;
         let bound = storage.views.clone();
