@@ -265,3 +265,53 @@ fn kernels_and_copies_follow_the_current_stream() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn program_binaries_travel_with_the_module() {
+    let Some(dev) = cl0() else { return };
+    let m = vadd_module();
+    let node = || m.downcast_node::<OpenClModule>().unwrap();
+    assert!(node().binary_devices().is_empty());
+    // Saved before any build: no binary, and the version-1 layout (no binary section) loads.
+    let bytes = m.save_to_bytes().unwrap();
+    let mut v1 = bytes[..bytes.len() - 8].to_vec();
+    v1[..8].copy_from_slice(b"KLNOCL01");
+    run_vadd(
+        &load_from_bytes("opencl", &v1).unwrap(),
+        dev,
+        50,
+        seed("opencl_v1"),
+    );
+    // Built once (by a call), the driver's binary is kept and saved.
+    run_vadd(&m, dev, 100, seed("opencl_binary"));
+    let keys = node().binary_devices();
+    if keys.is_empty() {
+        println!("skipped the rest: this OpenCL driver gives no program binary");
+        return;
+    }
+    let saved = m.save_to_bytes().unwrap();
+    assert!(saved.len() > bytes.len());
+    let back = load_from_bytes("opencl", &saved).unwrap();
+    assert_eq!(
+        back.downcast_node::<OpenClModule>()
+            .unwrap()
+            .binary_devices(),
+        keys
+    );
+    run_vadd(&back, dev, 1000, seed("opencl_from_binary"));
+    // A binary for another device is left alone: the source is built, and its binary added.
+    let key = keys[0].as_bytes();
+    let at = saved.windows(key.len()).position(|w| w == key).unwrap();
+    let mut other = saved.clone();
+    other[at..at + key.len()].fill(b'x');
+    let moved = load_from_bytes("opencl", &other).unwrap();
+    run_vadd(&moved, dev, 333, seed("opencl_other_binary"));
+    assert_eq!(
+        moved
+            .downcast_node::<OpenClModule>()
+            .unwrap()
+            .binary_devices()
+            .len(),
+        2
+    );
+}

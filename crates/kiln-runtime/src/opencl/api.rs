@@ -4,7 +4,7 @@
 //!
 //! Written out here rather than taken from the `cl3` crate (whose dynamic loader resolves the
 //! whole OpenCL 3.0 API): with `cl3` the stripped deploy runtime grew by 75,120 bytes
-//! (560,656 -> 635,776, over its 600 KB budget); this table of 21 entry points costs a
+//! (560,656 -> 635,776, over its 600 KB budget); this table of 23 entry points costs a
 //! fraction of that.
 
 use std::ffi::{c_char, c_void, CStr};
@@ -41,6 +41,10 @@ pub const DEVICE_VERSION: u32 = 0x102F;
 pub const DEVICE_IMAGE_PITCH_ALIGNMENT: u32 = 0x104A;
 /// `CL_MEM_READ_WRITE`.
 pub const MEM_READ_WRITE: u64 = 1;
+/// `CL_PROGRAM_BINARY_SIZES`.
+pub const PROGRAM_BINARY_SIZES: u32 = 0x1165;
+/// `CL_PROGRAM_BINARIES`.
+pub const PROGRAM_BINARIES: u32 = 0x1166;
 /// `CL_PROGRAM_BUILD_LOG`.
 pub const PROGRAM_BUILD_LOG: u32 = 0x1183;
 /// `CL_TRUE` (a blocking read or write).
@@ -98,6 +102,8 @@ api_table! {
     clEnqueueCopyBuffer: fn(Handle, Handle, Handle, usize, usize, usize, u32, *const Handle, *mut Handle) -> ClInt;
     clFinish: fn(Handle) -> ClInt;
     clCreateProgramWithSource: fn(Handle, u32, *const *const c_char, *const usize, *mut ClInt) -> Handle;
+    clCreateProgramWithBinary: fn(Handle, u32, *const Handle, *const usize, *const *const u8, *mut ClInt, *mut ClInt) -> Handle;
+    clGetProgramInfo: fn(Handle, u32, usize, *mut c_void, *mut usize) -> ClInt;
     clBuildProgram: fn(Handle, u32, *const Handle, *const c_char, *const c_void, *mut c_void) -> ClInt;
     clGetProgramBuildInfo: fn(Handle, Handle, u32, usize, *mut c_void, *mut usize) -> ClInt;
     clReleaseProgram: fn(Handle) -> ClInt;

@@ -34,6 +34,9 @@ pub(crate) struct ClDevice {
     pub index: i32,
     /// `CL_DEVICE_NAME`.
     pub name: String,
+    /// What a program binary must have been built for to load here: the device's name and
+    /// driver version.
+    pub binary_key: String,
     /// `CL_DEVICE_MAX_WORK_GROUP_SIZE`.
     pub max_work_group_size: usize,
     /// `CL_DEVICE_MAX_WORK_ITEM_SIZES`.
@@ -202,6 +205,11 @@ fn init() -> Result<Workspace> {
                 queue,
                 index: devices.len() as i32,
                 name: device_string(id, api::DEVICE_NAME),
+                binary_key: format!(
+                    "{} | {}",
+                    device_string(id, api::DEVICE_NAME),
+                    device_string(id, api::DRIVER_VERSION)
+                ),
                 max_work_group_size: device_u64(id, api::DEVICE_MAX_WORK_GROUP_SIZE).unwrap_or(1)
                     as usize,
                 max_work_item_sizes: device_sizes(id, api::DEVICE_MAX_WORK_ITEM_SIZES),

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::api::{self, Handle};
 use super::device::{check, cl_device, loaded, workspace};
-use super::{FunctionInfo, LaunchDims};
+use super::{Binaries, FunctionInfo, LaunchDims};
 
 thread_local! {
     /// The OpenCL device this thread's kernel calls run on (`__tvm_set_device`; 0 by default).
@@ -82,11 +82,35 @@ fn explain_build_log(log: &str, source: &str) -> String {
 
 impl Programs {
     /// Builds the program for `device_id` unless it is built already.
-    pub(crate) fn build(&self, source: &str, device_id: i32) -> Result<()> {
+    /// A program binary for the device in `binaries` is tried first (falling back to the
+    /// source if the driver refuses it); a program built from source adds its binary there.
+    pub(crate) fn build(&self, source: &str, binaries: &Binaries, device_id: i32) -> Result<()> {
         let mut built = self.built.lock().recover();
         if let Entry::Vacant(e) = built.entry(device_id) {
+            let dev = cl_device(Device::new(
+                kiln_ffi::device::device_type::OPENCL,
+                device_id,
+            ))?;
+            let saved = binaries
+                .lock()
+                .recover()
+                .iter()
+                .find(|(k, _)| *k == dev.binary_key)
+                .map(|(_, b)| b.clone());
+            let program = match saved.and_then(|b| program_from_binary(&b, device_id).ok()) {
+                Some(p) => p,
+                None => {
+                    let p = build_program(source, device_id)?;
+                    if let Some(b) = program_binary(p) {
+                        let mut list = binaries.lock().recover();
+                        list.retain(|(k, _)| *k != dev.binary_key);
+                        list.push((dev.binary_key.clone(), b));
+                    }
+                    p
+                }
+            };
             e.insert(Built {
-                program: build_program(source, device_id)?,
+                program,
                 kernels: HashMap::new(),
             });
         }
@@ -94,9 +118,15 @@ impl Programs {
     }
 
     /// The kernel `name` built for `device_id`, building the program first if needed.
-    fn kernel(&self, source: &str, device_id: i32, name: &str) -> Result<Arc<Mutex<KernelHandle>>> {
+    fn kernel(
+        &self,
+        source: &str,
+        binaries: &Binaries,
+        device_id: i32,
+        name: &str,
+    ) -> Result<Arc<Mutex<KernelHandle>>> {
         let cl = loaded()?;
-        self.build(source, device_id)?;
+        self.build(source, binaries, device_id)?;
         let mut built = self.built.lock().recover();
         let b = built.get_mut(&device_id).expect("built above");
         if let Some(k) = b.kernels.get(name) {
@@ -112,6 +142,75 @@ impl Programs {
         b.kernels.insert(name.to_string(), k.clone());
         Ok(k)
     }
+}
+
+/// A program for `device_id` from a binary the driver made earlier, built (linked) for it.
+fn program_from_binary(binary: &[u8], device_id: i32) -> Result<Handle> {
+    let cl = loaded()?;
+    let dev = cl_device(Device::new(
+        kiln_ffi::device::device_type::OPENCL,
+        device_id,
+    ))?;
+    let ws = workspace()?;
+    let (mut status, mut code) = (0, 0);
+    let (len, ptr) = (binary.len(), binary.as_ptr());
+    // SAFETY: one device of the workspace's context and one binary of `len` bytes.
+    let program = unsafe {
+        (cl.clCreateProgramWithBinary)(ws.context, 1, &dev.id, &len, &ptr, &mut status, &mut code)
+    };
+    check("clCreateProgramWithBinary", code)?;
+    check("clCreateProgramWithBinary (binary status)", status)
+        .and_then(|_| {
+            // SAFETY: the program and device belong to the workspace's context; a blocking build.
+            let code = unsafe {
+                (cl.clBuildProgram)(
+                    program,
+                    1,
+                    &dev.id,
+                    c"".as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null_mut(),
+                )
+            };
+            check("clBuildProgram (from a binary)", code)
+        })
+        .inspect_err(|_| {
+            // SAFETY: created above, released once.
+            unsafe { (cl.clReleaseProgram)(program) };
+        })?;
+    Ok(program)
+}
+
+/// The binary of a program built for one device, when the driver gives one.
+fn program_binary(program: Handle) -> Option<Vec<u8>> {
+    let cl = loaded().ok()?;
+    let mut size = 0usize;
+    // SAFETY: a built program of one device: one size_t.
+    let code = unsafe {
+        (cl.clGetProgramInfo)(
+            program,
+            api::PROGRAM_BINARY_SIZES,
+            std::mem::size_of::<usize>(),
+            &mut size as *mut usize as *mut c_void,
+            std::ptr::null_mut(),
+        )
+    };
+    if code != 0 || size == 0 {
+        return None;
+    }
+    let mut bytes = vec![0u8; size];
+    let mut ptr = bytes.as_mut_ptr();
+    // SAFETY: one pointer to a buffer of the size the driver reported.
+    let code = unsafe {
+        (cl.clGetProgramInfo)(
+            program,
+            api::PROGRAM_BINARIES,
+            std::mem::size_of::<*mut u8>(),
+            &mut ptr as *mut *mut u8 as *mut c_void,
+            std::ptr::null_mut(),
+        )
+    };
+    (code == 0).then_some(bytes)
 }
 
 /// Builds `source` for OpenCL device `device_id`; a failed build's error holds the compiler's
@@ -206,6 +305,7 @@ fn buffer_arg(v: &AnyView<'_>, name: &str, i: usize) -> Result<*mut c_void> {
 pub(crate) fn launch(
     programs: &Programs,
     source: &str,
+    binaries: &Binaries,
     info: &FunctionInfo,
     dims: &LaunchDims,
     args: &[AnyView<'_>],
@@ -257,7 +357,7 @@ pub(crate) fn launch(
             dev.name, dev.max_work_group_size, dev.max_work_item_sizes
         )));
     }
-    let kernel = programs.kernel(source, device_id, name)?;
+    let kernel = programs.kernel(source, binaries, device_id, name)?;
     let k = kernel.lock().recover();
     for (i, (t, v)) in info.arg_types.iter().zip(args).enumerate() {
         set_arg(k.0, i as u32, *t, v, name)?;

@@ -11,6 +11,11 @@
 //! dimension `d`, the work-group size is the extent of `threadIdx.d` (1 when absent) and the
 //! global size is the extent of `blockIdx.d` times the work-group size.
 //!
+//! The module keeps the program binary the driver gives for each device it was built on (by a
+//! call, or [`OpenClModule::build_program`]) and saves it with the source; loaded on a device
+//! with the same name and driver version, the binary is built instead of the source (the source
+//! is the fallback).
+//!
 //! With the `opencl` feature (on by default) the module runs: [`device`] is the OpenCL device
 //! API (device type 4), [`launch`] builds the program on first call per device and enqueues
 //! kernels. Without it the module still loads, saves and shows its source; calling a kernel is
@@ -23,6 +28,7 @@ pub mod device;
 #[cfg(feature = "opencl")]
 pub mod launch;
 
+use kiln_ffi::sync::RecoverPoison;
 #[cfg(feature = "compiler")]
 use kiln_ffi::{register_global, Array};
 use kiln_ffi::{register_global_packed, Any, AnyView, DataType, Error, Function, Result};
@@ -108,16 +114,25 @@ pub struct OpenClModule {
     inner: Arc<Inner>,
 }
 
+/// Program binaries by the device they were built for ([`device::ClDevice::binary_key`]).
+pub(crate) type Binaries = std::sync::Mutex<Vec<(String, Vec<u8>)>>;
+
 struct Inner {
     source: String,
+    /// Binaries of the program the driver gave for devices it was built on, saved with the
+    /// module and tried before the source on a device with the same name and driver.
+    binaries: Binaries,
     /// Each kernel with its launch layout (or why its tags have none).
     functions: Vec<(FunctionInfo, Result<LaunchDims>)>,
     #[cfg(feature = "opencl")]
     programs: launch::Programs,
 }
 
-/// The first bytes of a saved OpenCL module (Kiln's format, version 1).
-const MAGIC: &[u8; 8] = b"KLNOCL01";
+/// The first bytes of a saved OpenCL module (Kiln's format, version 2: version 1 and the
+/// program binaries).
+const MAGIC: &[u8; 8] = b"KLNOCL02";
+/// Version 1: no program binaries.
+const MAGIC_V1: &[u8; 8] = b"KLNOCL01";
 const LABEL: &str = "OpenCL module";
 
 impl OpenClModule {
@@ -151,6 +166,7 @@ impl OpenClModule {
         Module::new(OpenClModule {
             inner: Arc::new(Inner {
                 source,
+                binaries: Default::default(),
                 functions,
                 #[cfg(feature = "opencl")]
                 programs: Default::default(),
@@ -163,7 +179,9 @@ impl OpenClModule {
     /// OpenCL compiler's log with the source lines it points at.
     #[cfg(feature = "opencl")]
     pub fn build_program(&self, device_id: i32) -> Result<()> {
-        self.inner.programs.build(&self.inner.source, device_id)
+        self.inner
+            .programs
+            .build(&self.inner.source, &self.inner.binaries, device_id)
     }
 
     /// The kernels and their launch information.
@@ -176,7 +194,8 @@ impl OpenClModule {
     }
 
     /// The module as bytes: the magic, the source, then each kernel's name, argument types
-    /// (as text) and launch tags; strings and lists are u64-length-prefixed, little-endian.
+    /// (as text) and launch tags, then each program binary with the device it was built for;
+    /// strings and lists are u64-length-prefixed, little-endian.
     fn to_bytes(&self) -> Vec<u8> {
         fn put(out: &mut Vec<u8>, b: &[u8]) {
             out.extend_from_slice(&(b.len() as u64).to_le_bytes());
@@ -196,14 +215,30 @@ impl OpenClModule {
                 put(&mut out, t.as_bytes());
             }
         }
+        let binaries = self.inner.binaries.lock().recover();
+        out.extend_from_slice(&(binaries.len() as u64).to_le_bytes());
+        for (key, b) in binaries.iter() {
+            put(&mut out, key.as_bytes());
+            put(&mut out, b);
+        }
         out
+    }
+
+    /// The devices (name and driver version) this module holds a program binary for.
+    pub fn binary_devices(&self) -> Vec<String> {
+        let binaries = self.inner.binaries.lock().recover();
+        binaries.iter().map(|(k, _)| k.clone()).collect()
     }
 
     /// Restores a module saved by [`ModuleNode::save_to_bytes`]; errors name the byte offset.
     pub fn load_from_bytes(bytes: &[u8]) -> Result<Module> {
         let mut r = Reader::new(bytes, 0, LABEL);
-        if bytes.get(..8) != Some(&MAGIC[..]) {
-            return Err(r.error(0, "missing the KLNOCL01 header (not a Kiln OpenCL module)"));
+        let v2 = bytes.get(..8) == Some(&MAGIC[..]);
+        if !v2 && bytes.get(..8) != Some(&MAGIC_V1[..]) {
+            return Err(r.error(
+                0,
+                "missing the KLNOCL02 (or KLNOCL01) header (not a Kiln OpenCL module)",
+            ));
         }
         r.take(8, "header")?;
         let source = r.string("source")?;
@@ -233,13 +268,25 @@ impl OpenClModule {
                 launch_param_tags,
             });
         }
+        let mut binaries = Vec::new();
+        if v2 {
+            let n = r.len("program binary count", 16)?;
+            for _ in 0..n {
+                let key = r.string("binary device")?;
+                binaries.push((key, r.bytes("program binary")?.to_vec()));
+            }
+        }
         if r.remaining() != 0 {
             return Err(r.error(
                 r.pos(),
                 format!("{} unexpected trailing bytes", r.remaining()),
             ));
         }
-        OpenClModule::create(source, functions)
+        let m = OpenClModule::create(source, functions)?;
+        if let Some(node) = m.downcast_node::<OpenClModule>() {
+            *node.inner.binaries.lock().recover() = binaries;
+        }
+        Ok(m)
     }
 }
 
@@ -296,7 +343,14 @@ impl ModuleNode for OpenClModule {
 
 #[cfg(feature = "opencl")]
 fn run(inner: &Inner, info: &FunctionInfo, dims: &LaunchDims, args: &[AnyView<'_>]) -> Result<Any> {
-    launch::launch(&inner.programs, &inner.source, info, dims, args)
+    launch::launch(
+        &inner.programs,
+        &inner.source,
+        &inner.binaries,
+        info,
+        dims,
+        args,
+    )
 }
 
 #[cfg(not(feature = "opencl"))]
