@@ -5,7 +5,7 @@
 //!
 //! Device code has no vector types, strings or handles as values: those are errors there.
 
-use super::expr::{float_literal, int_literal, scalar_binary, scalar_cast, scalar_math};
+use super::expr::{scalar_binary, scalar_cast, scalar_math};
 use super::scalar_ctype;
 use crate::lower_common::libm_name;
 use kiln_ffi::{DataType, Error, Result};
@@ -85,31 +85,41 @@ impl Dialect {
         })
     }
 
-    /// The literal of an integer (or bool) constant of type `t`.
+    /// The literal of an integer (or bool) constant of type `t`. Host C spells the 64-bit
+    /// and minimum values with `<stdint.h>` macros; the device dialects with suffixes.
     pub fn int_literal(self, t: DataType, v: i64) -> Result<String> {
-        if self == Dialect::C {
-            return int_literal(t, v);
-        }
         let ty = self.scalar_type(t)?;
-        let cuda = self == Dialect::Cuda;
+        let host = self == Dialect::C;
+        let sfx = if self == Dialect::Cuda { "LL" } else { "L" };
         Ok(if t.is_bool() || (t.is_uint() && t.bits() == 1) {
             if v != 0 { "true" } else { "false" }.to_string()
+        } else if t.is_handle() {
+            // Only host C has handle values (the device dialects have no type for them).
+            format!("((void*)(intptr_t){v})")
         } else if t.is_floating() {
             self.float_literal(t, v as f64)?
         } else if t.is_int() && t.bits() == 64 {
-            let sfx = if cuda { "LL" } else { "L" };
-            if v == i64::MIN {
-                format!("(-9223372036854775807{sfx} - 1{sfx})")
-            } else if v < 0 {
-                format!("({v}{sfx})")
-            } else {
-                format!("{v}{sfx}")
+            match (host, v) {
+                (true, i64::MIN) => "INT64_MIN".to_string(),
+                (true, _) => format!("INT64_C({v})"),
+                (false, i64::MIN) => format!("(-9223372036854775807{sfx} - 1{sfx})"),
+                (false, v) if v < 0 => format!("({v}{sfx})"),
+                (false, v) => format!("{v}{sfx}"),
             }
         } else if t.is_uint() && t.bits() == 64 {
-            format!("{}{}", v as u64, if cuda { "ULL" } else { "UL" })
+            if host {
+                format!("UINT64_C({})", v as u64)
+            } else {
+                format!("{}U{sfx}", v as u64)
+            }
         } else if t.is_int() && t.bits() == 32 {
             if v == i32::MIN as i64 {
-                "(-2147483647 - 1)".to_string()
+                if host {
+                    "INT32_MIN"
+                } else {
+                    "(-2147483647 - 1)"
+                }
+                .to_string()
             } else if v < 0 {
                 format!("({v})")
             } else {
@@ -122,14 +132,12 @@ impl Dialect {
         })
     }
 
-    /// The literal of a float constant of type `t`.
+    /// The literal of a float constant of type `t` (host C float16 constants are cast).
     pub fn float_literal(self, t: DataType, v: f64) -> Result<String> {
-        if self == Dialect::C {
-            return float_literal(t, v);
-        }
-        self.scalar_type(t)?;
+        let ty = self.scalar_type(t)?;
         let double = t.bits() == 64;
         let special = |nan: bool| -> String {
+            let name = if nan { "NAN" } else { "INFINITY" };
             match (self, double) {
                 (Dialect::Cuda, false) => {
                     let bits = if nan { "0x7fc00000" } else { "0x7f800000" };
@@ -143,8 +151,8 @@ impl Dialect {
                     };
                     format!("__longlong_as_double({bits})")
                 }
-                (_, false) => if nan { "NAN" } else { "INFINITY" }.to_string(),
-                (_, true) => format!("((double){})", if nan { "NAN" } else { "INFINITY" }),
+                (Dialect::OpenCl, true) => format!("((double){name})"),
+                _ => name.to_string(),
             }
         };
         let body = if v.is_nan() {
@@ -161,8 +169,13 @@ impl Dialect {
         } else {
             format!("{:?}f", v as f32)
         };
-        Ok(if body.starts_with('-') {
+        let body = if body.starts_with('-') {
             format!("({body})")
+        } else {
+            body
+        };
+        Ok(if t.bits() == 16 {
+            format!("(({ty}){body})")
         } else {
             body
         })

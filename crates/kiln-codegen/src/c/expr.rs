@@ -7,7 +7,7 @@
 //! scalar rule. Integer `floordiv` / `floormod` round toward negative infinity (helpers in the
 //! prelude); `Div` / `Mod` truncate as in C.
 
-use super::{c_string, scalar_ctype, CodeGenC};
+use super::{c_string, scalar_ctype, CodeGenC, Dialect};
 use crate::lower_common::{contiguous_base, libm_name};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::op::{self, builtin};
@@ -15,58 +15,12 @@ use kiln_tir::{BinOp, DataTypeExt, ExprKind, PrimExpr};
 
 /// The C literal of an integer (or bool) constant of type `t`.
 pub fn int_literal(t: DataType, v: i64) -> Result<String> {
-    let ct = scalar_ctype(t)?;
-    Ok(if t.is_bool() || (t.is_uint() && t.bits() == 1) {
-        if v != 0 { "true" } else { "false" }.to_string()
-    } else if t.is_handle() {
-        format!("((void*)(intptr_t){v})")
-    } else if t.is_int() && t.bits() == 64 {
-        if v == i64::MIN {
-            "INT64_MIN".to_string()
-        } else {
-            format!("INT64_C({v})")
-        }
-    } else if t.is_uint() && t.bits() == 64 {
-        format!("UINT64_C({})", v as u64)
-    } else if t.is_int() && t.bits() == 32 {
-        if v == i32::MIN as i64 {
-            "INT32_MIN".to_string()
-        } else if v < 0 {
-            format!("({v})")
-        } else {
-            v.to_string()
-        }
-    } else if t.is_uint() && t.bits() == 32 {
-        format!("{}u", v as u32)
-    } else if t.is_floating() {
-        float_literal(t, v as f64)?
-    } else {
-        format!("(({ct}){v})")
-    })
+    Dialect::C.int_literal(t, v)
 }
 
 /// The C literal of a float constant of type `t`.
 pub fn float_literal(t: DataType, v: f64) -> Result<String> {
-    let ct = scalar_ctype(t)?;
-    let body = if v.is_nan() {
-        "NAN".to_string()
-    } else if v.is_infinite() {
-        if v > 0.0 { "INFINITY" } else { "(-INFINITY)" }.to_string()
-    } else if t.bits() == 64 {
-        format!("{v:?}")
-    } else {
-        format!("{:?}f", v as f32)
-    };
-    let body = if body.starts_with('-') {
-        format!("({body})")
-    } else {
-        body
-    };
-    Ok(if t.bits() == 16 {
-        format!("(({ct}){body})")
-    } else {
-        body
-    })
+    Dialect::C.float_literal(t, v)
 }
 
 /// `name` for double, `namef` for float and float16 (the float16 result is converted back by
