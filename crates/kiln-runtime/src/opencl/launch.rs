@@ -161,24 +161,33 @@ fn program_from_binary(binary: &[u8], device_id: i32) -> Result<Handle> {
     check("clCreateProgramWithBinary", code)?;
     check("clCreateProgramWithBinary (binary status)", status)
         .and_then(|_| {
-            // SAFETY: the program and device belong to the workspace's context; a blocking build.
-            let code = unsafe {
-                (cl.clBuildProgram)(
-                    program,
-                    1,
-                    &dev.id,
-                    c"".as_ptr(),
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                )
-            };
-            check("clBuildProgram (from a binary)", code)
+            check(
+                "clBuildProgram (from a binary)",
+                build_for(cl, program, dev.id),
+            )
         })
         .inspect_err(|_| {
             // SAFETY: created above, released once.
             unsafe { (cl.clReleaseProgram)(program) };
         })?;
     Ok(program)
+}
+
+/// `clBuildProgram` of `program` (from source or a binary) for one device, blocking, with no
+/// options; the status code.
+fn build_for(cl: &api::Api, program: Handle, device: Handle) -> api::ClInt {
+    // SAFETY: the program and device belong to the workspace's context; empty options, no
+    // callback (a blocking build).
+    unsafe {
+        (cl.clBuildProgram)(
+            program,
+            1,
+            &device,
+            c"".as_ptr(),
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        )
+    }
 }
 
 /// The binary of a program built for one device, when the driver gives one.
@@ -227,18 +236,7 @@ fn build_program(source: &str, device_id: i32) -> Result<Handle> {
     // SAFETY: one source string with its length (no NUL needed).
     let program = unsafe { (cl.clCreateProgramWithSource)(ws.context, 1, &text, &len, &mut code) };
     check("clCreateProgramWithSource", code)?;
-    // SAFETY: the program and device belong to the workspace's context; empty options,
-    // no callback (a blocking build).
-    let code = unsafe {
-        (cl.clBuildProgram)(
-            program,
-            1,
-            &dev.id,
-            c"".as_ptr(),
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        )
-    };
+    let code = build_for(cl, program, dev.id);
     if code != 0 {
         let mut n = 0usize;
         let mut log = Vec::new();
