@@ -134,20 +134,20 @@ mod tests {
         }
     }
 
+    /// An input and four nodes, each reading the previous entry.
+    fn chain() -> Vec<PlanNode> {
+        let input = PlanNode {
+            is_input: true,
+            inputs: vec![],
+            outputs: vec![0],
+        };
+        vec![input, op(&[0], 1), op(&[1], 2), op(&[2], 3), op(&[3], 4)]
+    }
+
     #[test]
     fn a_chain_ping_pongs_between_two_buffers() {
         let f = DataType::float(32);
-        let nodes = vec![
-            PlanNode {
-                is_input: true,
-                inputs: vec![],
-                outputs: vec![0],
-            },
-            op(&[0], 1),
-            op(&[1], 2),
-            op(&[2], 3),
-            op(&[3], 4),
-        ];
+        let nodes = chain();
         let ids = plan_storage(&nodes, &[64; 5], &[f; 5], &[4]);
         assert_eq!(ids[1], ids[3], "{ids:?}");
         assert_ne!(ids[1], ids[2]);
@@ -162,17 +162,7 @@ mod tests {
     #[test]
     fn entries_of_two_devices_do_not_share() {
         let f = DataType::float(32);
-        let nodes = vec![
-            PlanNode {
-                is_input: true,
-                inputs: vec![],
-                outputs: vec![0],
-            },
-            op(&[0], 1),
-            op(&[1], 2),
-            op(&[2], 3),
-            op(&[3], 4),
-        ];
+        let nodes = chain();
         let ids = plan_storage_on(&nodes, &[64; 5], &[f; 5], &[4, 4, 1, 4, 4], &[4]);
         assert_ne!(
             ids[3], ids[2],
@@ -185,17 +175,7 @@ mod tests {
     fn other_dtypes_and_far_sizes_do_not_share() {
         let f = DataType::float(32);
         let i = DataType::int(32);
-        let nodes = vec![
-            PlanNode {
-                is_input: true,
-                inputs: vec![],
-                outputs: vec![0],
-            },
-            op(&[0], 1),
-            op(&[1], 2),
-            op(&[2], 3),
-            op(&[3], 4),
-        ];
+        let nodes = chain();
         let ids = plan_storage(&nodes, &[64, 64, 64, 64 * 1024, 64], &[f, f, i, f, f], &[4]);
         assert_ne!(ids[3], ids[1], "64 KiB does not reuse 64 B: {ids:?}");
         assert_ne!(ids[2], ids[0]);
