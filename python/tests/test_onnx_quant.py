@@ -459,3 +459,61 @@ def test_bad_parameter_shape_is_named():
         {"s": np.ones(4, "float32")}, 13)
     with pytest.raises(ValueError, match="y_scale"):
         kiln.onnx.from_onnx(model)
+
+
+# ---- weight-only quantization ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["cast_mul", "dequantize_uint8_zero_point", "gemm_trans_b"])
+def test_weight_only_8_bit_products_keep_8_bit_weights(form, tmp_path):
+    """A float product by 8-bit weights dequantized in the graph (Cast and Mul with column
+    scales; DequantizeLinear of uint8 weights with a zero point per column; Gemm with transB
+    over a DequantizeLinear along axis 0) matches numpy in float64 and onnxruntime (unoptimized:
+    optimized, it quantizes the activations of a DequantizeLinear-MatMul pair to 8 bits), and the
+    library holds the weights in 8 bits: it is smaller than the float32 weights alone would be."""
+    rng = np.random.default_rng()
+    k, n = 320, 288
+    scale = (rng.random(n) * 0.02 + 0.001).astype("float32")
+    inputs = [("x", "float32", [2, 7, k])]
+    outputs = [("y", "float32", [2, 7, n])]
+    if form == "cast_mul":
+        q = random_q(rng, (k, n), "int8")
+        nodes = [
+            helper.make_node("Cast", ["q"], ["qf"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["qf", "s"], ["w"]),
+            helper.make_node("MatMul", ["x", "w"], ["y"]),
+        ]
+        inits = {"q": q, "s": scale}
+        w = q.astype(np.float64) * scale
+    elif form == "dequantize_uint8_zero_point":
+        q = random_q(rng, (k, n), "uint8")
+        zp = np.full(n, 128, "uint8")
+        nodes = [
+            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["w"], axis=1),
+            helper.make_node("MatMul", ["x", "w"], ["y"]),
+        ]
+        inits = {"q": q, "s": scale, "z": zp}
+        w = (q.astype(np.float64) - 128) * scale
+    else:
+        q = random_q(rng, (n, k), "int8")
+        inputs = [("x", "float32", [5, k])]
+        outputs = [("y", "float32", [5, n])]
+        nodes = [
+            helper.make_node("DequantizeLinear", ["q", "s"], ["w"], axis=0),
+            helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1),
+        ]
+        bias = rng.standard_normal(n).astype("float32")
+        inits = {"q": q, "s": scale, "b": bias}
+        w = (q.astype(np.float64) * scale[:, None]).T
+    model = model_of(nodes, inputs, outputs, inits, 21)
+    lib = kiln.onnx.compile(model.SerializeToString(), target="llvm -mcpu=native")
+    path = tmp_path / "weight_only.so"
+    lib.export_library(str(path))
+    assert path.stat().st_size < k * n * 4, (path.stat().st_size, k * n * 4)
+    for _ in range(2):
+        x = rng.standard_normal(inputs[0][2]).astype("float32")
+        (y,) = run_kiln(model, {"x": x}, target="llvm -mcpu=native")
+        want = x.astype(np.float64) @ w + (bias if form == "gemm_trans_b" else 0)
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+        (y_o,) = run_ort(model, {"x": x}, optimize=False)
+        np.testing.assert_allclose(y, y_o, rtol=1e-4, atol=1e-4)

@@ -143,6 +143,19 @@ impl RelCtx<'_> {
         Error::type_error(msg.into())
     }
 
+    /// The dtype of a matrix product of arguments `i` (data) and `j` (weight):
+    /// [`kiln_topi::nn::product_dtype`] (one dtype, or float data and an integer weight).
+    pub fn product_dtype(&self, i: usize, j: usize) -> Result<DataType> {
+        let (a, b) = (self.tensor(i)?.1, self.tensor(j)?.1);
+        kiln_topi::nn::product_dtype(a, b).ok_or_else(|| {
+            self.err(format!(
+                "argument `{}` has dtype {b} but `{}` has {a}: a product needs one dtype, or float data and an integer weight",
+                self.arg_name(j),
+                self.arg_name(i)
+            ))
+        })
+    }
+
     /// Checks that arguments `i` and `j` have one dtype.
     pub fn same_dtype(&self, i: usize, j: usize) -> Result<DataType> {
         let (a, b) = (self.tensor(i)?.1, self.tensor(j)?.1);

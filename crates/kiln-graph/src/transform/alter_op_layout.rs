@@ -113,7 +113,8 @@ fn alter_dense(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     )))
 }
 
-/// `nn.matmul(A, B)` with `B` a constant float32 matrix (its N columns with a column block,
+/// `nn.matmul(A, B)` with float32 `A` and `B` a constant float32 (or 8-bit integer,
+/// `KeepQuantizedWeights`) matrix (its N columns with a column block,
 /// [`column_block`]) and `A` not transposed: `nn.dense` on `B` as `[N, K]` (transposed when
 /// stored `[K, N]`; folded), which the pass's second round packs as `NK{b}n`, `A` flattened to
 /// `[-1, K]` and the result reshaped back when `A` has batch axes.
@@ -126,11 +127,12 @@ fn alter_matmul(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     let d = d_ty.shape();
     let s = w.shape();
     let transposed = attrs.bool("transpose_b")?;
+    let f32 = kiln_ffi::DataType::float(32);
     if attrs.bool("transpose_a")?
         || s.len() != 2
         || d.len() < 2
-        || w.dtype() != kiln_ffi::DataType::float(32)
-        || d_ty.dtype() != w.dtype()
+        || d_ty.dtype() != f32
+        || kiln_topi::nn::product_dtype(f32, w.dtype()) != Some(f32)
     {
         return Ok(None);
     }

@@ -9,6 +9,7 @@
 //! | `SimplifyInference` | 0 | [`simplify_inference`] |
 //! | `CanonicalizeOps` | 3 (TVM's level; [`default_pipeline`] lists it) | [`canonicalize_ops`] |
 //! | `EliminateCommonSubexpr` | 3 | [`eliminate_common_subexpr`] |
+//! | `KeepQuantizedWeights` | 2 (before `FoldConstant`) | [`keep_quantized_weights`] |
 //! | `FoldConstant` | 2 | [`fold_constant`] |
 //! | `FoldScaleAxis` | 3 | [`fold_scale_axis`] |
 //! | `AlterOpLayout` | 3 (packed convolution kernels) | [`alter_op_layout`] |
@@ -27,6 +28,7 @@ pub mod fold_constant;
 pub mod fold_scale_axis;
 pub mod fuse_ops;
 pub mod infer_type;
+pub mod keep_quantized_weights;
 pub mod simplify_inference;
 
 #[cfg(test)]
@@ -41,6 +43,7 @@ pub use fold_constant::fold_constant;
 pub use fold_scale_axis::fold_scale_axis;
 pub use fuse_ops::fuse_ops;
 pub use infer_type::infer_type;
+pub use keep_quantized_weights::keep_quantized_weights;
 pub use simplify_inference::simplify_inference;
 
 /// The pass context is the TIR pipeline's: one mechanism decides what runs and prints.
@@ -93,6 +96,7 @@ pub fn default_pipeline() -> Pass {
             simplify_inference(),
             canonicalize_ops(),
             eliminate_common_subexpr(),
+            keep_quantized_weights(),
             fold_constant(),
             fold_scale_axis(),
             fold_constant(),

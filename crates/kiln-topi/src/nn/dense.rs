@@ -1,12 +1,13 @@
 //! Dense (fully connected): `out = data · weightᵀ (+ bias)`.
 
-use super::{compute_tagged, consts, invalid, shape_nd};
+use super::{compute_tagged, consts, invalid, product_dtype_of, read_as, shape_nd};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 
 /// `out[m, n] = sum_k data[m, k] * weight[n, k] (+ bias[n])` for `data` `[M, K]`, `weight`
-/// `[N, K]` and `bias` `[N]`. The product is named `dense` and tagged [`tag::DENSE`]; with a
+/// `[N, K]` and `bias` `[N]`; an integer `weight` under float `data` is converted on each read
+/// ([`super::product_dtype`]). The product is named `dense` and tagged [`tag::DENSE`]; with a
 /// bias the output is a broadcast add (`dense_bias`, tagged [`tag::BROADCAST`]) reading it.
 pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let [m, k]: [i64; 2] = shape_nd(data, 2, "dense")?.try_into().expect("2-D");
@@ -20,13 +21,15 @@ pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Te
             format!("data has {k} features, weight {k2}"),
         ));
     }
+    let dt = product_dtype_of(data, weight, "dense")?;
     let rk = reduce_axis_n(k, "k");
     let (d, w) = (data.clone(), weight.clone());
     let prod = compute_tagged(
         &consts(&[m, n]),
         |i| {
             sum(
-                d.at(&[i[0].to_expr(), rk.expr()]) * w.at(&[i[1].to_expr(), rk.expr()]),
+                read_as(&d, &[i[0].to_expr(), rk.expr()], dt)
+                    * read_as(&w, &[i[1].to_expr(), rk.expr()], dt),
                 std::slice::from_ref(&rk),
             )
         },
@@ -76,6 +79,7 @@ pub fn dense_packed(
             format!("data [{m}, {k}] and packed weight [{nb}, {k2}, {b}] for {n} units do not fit"),
         ));
     }
+    let dt = product_dtype_of(data, weight, "dense")?;
     let rk = reduce_axis_n(k, "k");
     let (d, w) = (data.clone(), weight.clone());
     let prod = compute_tagged(
@@ -83,12 +87,16 @@ pub fn dense_packed(
         |i| {
             let j = i[1].to_expr();
             sum(
-                d.at(&[i[0].to_expr(), rk.expr()])
-                    * w.at(&[
-                        kiln_tir::floordiv(&j, b),
-                        rk.expr(),
-                        kiln_tir::floormod(&j, b),
-                    ]),
+                read_as(&d, &[i[0].to_expr(), rk.expr()], dt)
+                    * read_as(
+                        &w,
+                        &[
+                            kiln_tir::floordiv(&j, b),
+                            rk.expr(),
+                            kiln_tir::floormod(&j, b),
+                        ],
+                        dt,
+                    ),
                 std::slice::from_ref(&rk),
             )
         },

@@ -1,6 +1,6 @@
 //! Matrix product with optional transposes and numpy batch broadcasting.
 
-use super::{compute_tagged, consts, invalid};
+use super::{compute_tagged, consts, invalid, product_dtype_of, read_as};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
@@ -36,7 +36,8 @@ pub(crate) fn index(r: PrimExpr, c: PrimExpr, transposed: bool) -> [PrimExpr; 2]
 /// `out[..., m, n] = sum_k A[..., m, k] * B[..., k, n]` where `A` is `a` (`[..., M, K]`, or
 /// `[..., K, M]` with `transpose_a`) and `B` is `b` (`[..., K, N]`, or `[..., N, K]` with
 /// `transpose_b`); both have rank 2 or more and their leading (batch) dimensions broadcast as
-/// in numpy. Tagged [`tag::MATMUL`] for 2-D outputs, [`tag::BATCH_MATMUL`] otherwise.
+/// in numpy; an integer `b` under float `a` is converted on each read
+/// ([`super::product_dtype`]). Tagged [`tag::MATMUL`] for 2-D outputs, [`tag::BATCH_MATMUL`] otherwise.
 pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
     let sa = super::const_shape(a, "matmul")?;
     let sb = super::const_shape(b, "matmul")?;
@@ -71,6 +72,7 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
     }
     let mut out = batch.clone();
     out.extend([m, n]);
+    let dt = product_dtype_of(a, b, "matmul")?;
     let rk = reduce_axis_n(k, "k");
     let (a, b) = (a.clone(), b.clone());
     let attrs = *attrs;
@@ -100,7 +102,10 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
             ia.extend(index(i[nb].to_expr(), rk.expr(), attrs.transpose_a));
             let mut ib = batch_index(bb, i);
             ib.extend(index(rk.expr(), i[nb + 1].to_expr(), attrs.transpose_b));
-            sum(a.at(&ia) * b.at(&ib), std::slice::from_ref(&rk))
+            sum(
+                read_as(&a, &ia, dt) * read_as(&b, &ib, dt),
+                std::slice::from_ref(&rk),
+            )
         },
         name,
         t,

@@ -38,9 +38,9 @@ pub use pool2d::{avg_pool2d, max_pool2d, Pool2dAttrs};
 pub use recurrent::{recurrent, Activation, ActivationKind, Cell, RecurrentInputs};
 pub use softmax::softmax;
 
-use kiln_ffi::{Error, Result};
+use kiln_ffi::{DataType, Error, Result};
 use kiln_te::Tensor;
-use kiln_tir::PrimExpr;
+use kiln_tir::{DataTypeExt, PrimExpr};
 
 /// A compute of `shape` with an operation `tag` (the one of [`crate::transform::util`]).
 pub use crate::transform::util::compute_tagged;
@@ -80,6 +80,45 @@ pub fn c(v: i64) -> PrimExpr {
 /// int32 constants for every entry of `dims`.
 pub fn consts(dims: &[i64]) -> Vec<PrimExpr> {
     dims.iter().map(|&d| c(d)).collect()
+}
+
+/// The dtype a matrix product (dense, matmul) of operands of dtypes `a` (data) and `b`
+/// (weight) computes and returns: their common dtype, or `a` when `a` is a float and `b` an
+/// integer (weight-only quantization: the integer weight is converted on each read, so it stays
+/// 8-bit in memory); `None` for any other mix.
+pub fn product_dtype(a: DataType, b: DataType) -> Option<DataType> {
+    if a == b || (a.is_floating() && b.is_integer() && !b.is_bool() && !b.is_byte_code()) {
+        Some(a)
+    } else {
+        None
+    }
+}
+
+/// Element `idx` of operand `t` of a product computing in `dtype` (see [`product_dtype`]),
+/// converted when stored in another dtype.
+pub(crate) fn read_as(t: &Tensor, idx: &[PrimExpr], dtype: DataType) -> PrimExpr {
+    let v = t.at(idx);
+    if t.dtype() == dtype {
+        v
+    } else {
+        v.cast(dtype)
+    }
+}
+
+/// [`product_dtype`] of `a` and `b`, or an error naming `what` and both dtypes.
+pub(crate) fn product_dtype_of(a: &Tensor, b: &Tensor, what: &str) -> Result<DataType> {
+    product_dtype(a.dtype(), b.dtype()).ok_or_else(|| {
+        invalid(
+            what,
+            format!(
+                "`{}` is {} and `{}` is {}: a product needs one dtype, or float data and an integer weight",
+                a.name(),
+                a.dtype(),
+                b.name(),
+                b.dtype()
+            ),
+        )
+    })
 }
 
 /// A value error for `what`.

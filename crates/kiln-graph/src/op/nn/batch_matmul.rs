@@ -19,6 +19,7 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
         ctx,
         ctx.attrs.bool("transpose_a")?,
         ctx.attrs.bool("transpose_b")?,
+        ctx.same_dtype(0, 1)?,
     )
 }
 

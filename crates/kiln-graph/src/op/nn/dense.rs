@@ -1,5 +1,6 @@
 //! `nn.dense(data, weight)`: `data [..., K] x weight [N, K]^T -> [..., N]`; the weight may be
-//! packed `[ceil(N/b), K, b]` (AlterOpLayout), `units` then giving `N`.
+//! packed `[ceil(N/b), K, b]` (AlterOpLayout), `units` then giving `N`. An integer weight under
+//! float data is converted on each read (weight-only quantization, `KeepQuantizedWeights`).
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
@@ -32,9 +33,9 @@ fn weight_nk(ctx: &RelCtx<'_>) -> Result<[i64; 2]> {
 }
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
-    let (d, dt) = ctx.tensor(0)?;
+    let (d, _) = ctx.tensor(0)?;
     let w = weight_nk(ctx)?;
-    ctx.same_dtype(0, 1)?;
+    let dt = ctx.product_dtype(0, 1)?;
     if d.is_empty() {
         return Err(ctx.err("argument `data` must have rank >= 1"));
     }

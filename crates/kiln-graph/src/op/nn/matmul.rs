@@ -1,21 +1,22 @@
 //! `nn.matmul(a, b)`: numpy-style matrix product (`[..., M, K] x [..., K, N]`, batch dimensions
-//! broadcast; `transpose_a` / `transpose_b` swap the last two axes first).
+//! broadcast; `transpose_a` / `transpose_b` swap the last two axes first); an integer `b` under
+//! float `a` is converted on each read (weight-only quantization).
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{broadcast_shapes, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
 use crate::op::{input, one};
-use kiln_ffi::Result;
+use kiln_ffi::{DataType, Result};
 use kiln_te::Tensor as TeTensor;
 use kiln_tir::CpuDesc;
 use kiln_topi::nn;
 use kiln_topi::schedule::x86;
 
-/// Shared with batch_matmul: `(batch, m, k)` / `(batch, k, n)` shapes, broadcast batch.
-pub(crate) fn matmul_shape(ctx: &RelCtx<'_>, ta: bool, tb: bool) -> Result<Type> {
-    let (a, dt) = ctx.tensor(0)?;
+/// Shared with batch_matmul: `(batch, m, k)` / `(batch, k, n)` shapes, broadcast batch, in
+/// dtype `dt`.
+pub(crate) fn matmul_shape(ctx: &RelCtx<'_>, ta: bool, tb: bool, dt: DataType) -> Result<Type> {
+    let (a, _) = ctx.tensor(0)?;
     let (b, _) = ctx.tensor(1)?;
-    ctx.same_dtype(0, 1)?;
     if a.len() < 2 || b.len() < 2 {
         return Err(ctx.err(format!(
             "arguments must have rank >= 2, got {} and {}",
@@ -54,6 +55,7 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
         ctx,
         ctx.attrs.bool("transpose_a")?,
         ctx.attrs.bool("transpose_b")?,
+        ctx.product_dtype(0, 1)?,
     )
 }
 
