@@ -517,3 +517,72 @@ def test_weight_only_8_bit_products_keep_8_bit_weights(form, tmp_path):
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
         (y_o,) = run_ort(model, {"x": x}, optimize=False)
         np.testing.assert_allclose(y, y_o, rtol=1e-4, atol=1e-4)
+
+
+# ---- integer dot products ----------------------------------------------------------------
+
+
+def _host_has_dot4():
+    flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split()
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
+def _asm_of(lib):
+    """The assembly of every LLVM module a compiled library holds."""
+    out, todo = [], [lib]
+    while todo:
+        m = todo.pop()
+        todo.extend(m.imports)
+        try:
+            out.append(m.inspect_source("asm"))
+        except Exception:  # modules without assembly (the graph executor factory)
+            pass
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64-v3", "llvm -mcpu=native"])
+@pytest.mark.parametrize("a_type", ["uint8", "int8"])
+def test_integer_matmul_dot_products_are_exact(target, a_type):
+    """MatMulInteger and QLinearMatMul by constant int8 weights (zero points per tensor, per row
+    and per column, run-time or constant; K not a multiple of 4; batch axes): exact against
+    numpy on every target; where the target has a four-byte dot product (VNNI), the product is
+    `vpdpbusd`."""
+    rng = np.random.default_rng()
+    for m, k, n, batch in [(7, 64, 48, None), (5, 30, 70, 3), (33, 257, 96, None)]:
+        ashape = [m, k] if batch is None else [batch, m, k]
+        oshape = ashape[:-1] + [n]
+        a = random_q(rng, ashape, a_type)
+        b = random_q(rng, (k, n), "int8")
+        az = np.array(rng.integers(*qrange(a_type)), a_type)
+        bz = rng.integers(-3, 4, size=n).astype("int8")
+        model = model_of(
+            [helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
+            [("a", a_type, ashape), ("az", a_type, [])], [("y", "int32", oshape)],
+            {"b": b, "bz": bz}, 10)
+        lib = kiln.onnx.compile(model.SerializeToString(), target=target)
+        gm = kiln.graph_executor.GraphModule(lib["default"](kiln.cpu()))
+        gm.set_input("a", a)
+        gm.set_input("az", az)
+        got = np.full(oshape, -7, "int32")
+        gm.run()
+        gm.get_output(0, got)
+        want = (a.astype(np.int64) - int(az)) @ (b.astype(np.int64) - bz.astype(np.int64))
+        np.testing.assert_array_equal(got, want)
+        if target == "llvm -mcpu=native" and _host_has_dot4():
+            assert "vpdpbusd" in _asm_of(lib)
+    # QLinearMatMul: int32 products requantized, against numpy's float64 requantization.
+    a = random_q(rng, (9, 40), a_type)
+    b = random_q(rng, (40, 24), "int8")
+    a_s, b_s, y_s = np.float32(0.05), (rng.random(24) * 0.02 + 0.01).astype("float32"), np.float32(0.4)
+    az = np.array(3, a_type)
+    yz = np.uint8(120)
+    model = model_of(
+        [helper.make_node("QLinearMatMul",
+                          ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
+        [("a", a_type, [9, 40])], [("y", "uint8", [9, 24])],
+        {"as": a_s, "az": az, "b": b, "bs": b_s, "bz": np.zeros(24, "int8"), "ys": y_s,
+         "yz": yz}, 10)
+    (got,) = run_kiln(model, {"a": a}, target=target)
+    acc = (a.astype(np.int64) - 3) @ b.astype(np.int64)
+    want = np.clip(np.round(acc * ((a_s * b_s) / y_s).astype(np.float32)) + 120, 0, 255)
+    assert np.abs(got.astype(int) - want).max() <= 1

@@ -166,6 +166,27 @@ impl CpuDesc {
     pub fn has(&self, feature: &str) -> bool {
         self.features.contains(feature)
     }
+
+    /// Whether the CPU has an instruction for [`crate::op::DOT4_U8S8`] on vectors of `bits`
+    /// bits (VNNI's `vpdpbusd`, accumulating into int32 lanes): 512 with AVX512-VNNI, 256 and
+    /// 128 with AVX512-VNNI and AVX512-VL or with AVX-VNNI.
+    pub fn has_dot4_u8s8(&self, bits: u32) -> bool {
+        let avx512 = self.has("avx512vnni");
+        match bits {
+            512 => avx512,
+            256 | 128 => (avx512 && self.has("avx512vl")) || self.has("avxvnni"),
+            _ => false,
+        }
+    }
+
+    /// The int32 lanes of the widest vector [`Self::has_dot4_u8s8`] (at most the vector
+    /// registers' width), or `None` without such an instruction.
+    pub fn dot4_u8s8_lanes(&self) -> Option<i64> {
+        [512, 256, 128]
+            .into_iter()
+            .find(|&b| b <= self.vector_bits && self.has_dot4_u8s8(b))
+            .map(|b| b as i64 / 32)
+    }
 }
 
 impl fmt::Display for CpuDesc {
@@ -203,6 +224,19 @@ mod tests {
     fn desc(features: &[&str]) -> CpuDesc {
         let f = features.iter().map(|s| s.to_string()).collect();
         CpuDesc::new("x86_64-pc-linux-gnu", "test", f, None)
+    }
+
+    #[test]
+    fn dot_products_follow_the_vnni_features() {
+        assert_eq!(desc(&["avx2", "fma"]).dot4_u8s8_lanes(), None);
+        let avxvnni = desc(&["avx", "avx2", "fma", "avxvnni"]);
+        assert_eq!(avxvnni.dot4_u8s8_lanes(), Some(8));
+        assert!(!avxvnni.has_dot4_u8s8(512));
+        let zmm = desc(&["avx512f", "avx512vnni"]);
+        assert_eq!(zmm.dot4_u8s8_lanes(), Some(16));
+        assert!(!zmm.has_dot4_u8s8(256), "256-bit forms need AVX512-VL");
+        let all = desc(&["avx512f", "avx512vl", "avx512vnni"]);
+        assert!(all.has_dot4_u8s8(256) && all.has_dot4_u8s8(128));
     }
 
     #[test]

@@ -75,6 +75,14 @@ pub const CALL_EXTERN: &str = "tir.call_extern";
 pub const CALL_PURE_EXTERN: &str = "tir.call_pure_extern";
 /// `tir.reinterpret(x)`: the bits of `x` as the call's type.
 pub const REINTERPRET: &str = "tir.reinterpret";
+/// `tir.dot4_u8s8(a, b)` (int32 lanes): per lane, the sum of the four products of the bytes
+/// of `a` read as `uint8` and the bytes of `b` read as `int8` (byte 0 with byte 0, ...), exact in
+/// int32. VNNI's `vpdpbusd` computes `acc + dot4_u8s8(a, b)` in one instruction; other CPUs
+/// expand it ([`dot4_u8s8_expanded`]).
+pub const DOT4_U8S8: &str = "tir.dot4_u8s8";
+/// Integer calls that vectorize lane by lane.
+pub const INT_LANEWISE: &[&str] = &[DOT4_U8S8];
+
 /// Bitwise and, or, xor, not; shifts.
 pub const BITWISE_AND: &str = "tir.bitwise_and";
 /// Bitwise or.
@@ -335,6 +343,31 @@ pub fn shift_left(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
 /// `x >> y` of integers.
 pub fn shift_right(x: impl Into<Operand>, y: impl Into<Operand>) -> PrimExpr {
     int_binary(SHIFT_RIGHT, x, y)
+}
+
+/// [`DOT4_U8S8`] of int32 `a` and `b` (any lanes).
+pub fn dot4_u8s8(a: impl Into<Operand>, b: impl Into<Operand>) -> PrimExpr {
+    let (a, b) = (a.into().into_expr(), b.into().into_expr());
+    PrimExpr::call(a.dtype(), DOT4_U8S8, vec![a, b])
+}
+
+/// [`DOT4_U8S8`] as plain integer arithmetic (shifts, masks, multiplies and adds), for targets
+/// without a dot-product instruction.
+pub fn dot4_u8s8_expanded(a: &PrimExpr, b: &PrimExpr) -> PrimExpr {
+    let t = a.dtype();
+    let c = |v: i64| PrimExpr::const_int(t, v);
+    let mut acc: Option<PrimExpr> = None;
+    for j in 0..4 {
+        let ua = bitwise_and(shift_right(a.clone(), c(8 * j)), c(0xff));
+        // The signed byte: shifted to the top, then arithmetically back down.
+        let sb = shift_right(shift_left(b.clone(), c(24 - 8 * j)), c(24));
+        let p = ua * sb;
+        acc = Some(match acc {
+            Some(x) => x + p,
+            None => p,
+        });
+    }
+    acc.expect("four products")
 }
 
 #[cfg(test)]

@@ -230,6 +230,10 @@ impl CodeGenC {
                 argc(1)?;
                 self.expr(&args[0])
             }
+            op::DOT4_U8S8 => {
+                argc(2)?;
+                self.expr(&op::dot4_u8s8_expanded(&args[0], &args[1]))
+            }
             op::IF_THEN_ELSE => {
                 argc(3)?;
                 let c = self.expr(&args[0])?;

@@ -68,6 +68,7 @@ pub struct LlvmTarget {
     triple: String,
     features: String,
     machine: TargetMachine,
+    cpu: kiln_tir::CpuDesc,
 }
 
 impl std::fmt::Debug for LlvmTarget {
@@ -126,6 +127,7 @@ impl LlvmTarget {
             triple,
             features,
             machine,
+            cpu: target.cpu_desc(),
         })
     }
 
@@ -152,6 +154,11 @@ impl LlvmTarget {
     /// The CPU name given to LLVM.
     pub fn cpu(&self) -> &str {
         self.target.cpu_name()
+    }
+
+    /// The description of the CPU this machine generates code for ([`Target::cpu_desc`]).
+    pub fn cpu_desc(&self) -> &kiln_tir::CpuDesc {
+        &self.cpu
     }
 
     /// The feature string given to LLVM (may be empty).

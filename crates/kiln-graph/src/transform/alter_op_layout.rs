@@ -14,8 +14,11 @@
 //! reshaped back when it has batch axes). `nn.conv2d_transpose` with a constant kernel and one
 //! group becomes the direct `nn.conv2d` it equals (input dilated and padded, kernel flipped;
 //! a kernel equal to the stride: a 1x1 convolution whose channels are shuffled into pixels),
-//! which the pass's second round packs.
+//! which the pass's second round packs. Integer matrix products by constant 8-bit weights
+//! become `nn.dense_dot4` where the CPU has a four-byte dot product
+//! ([`super::alter_integer_matmul`]).
 
+use super::alter_integer_matmul::alter_integer_matmul;
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
 use crate::ir::attrs::with_attr;
@@ -321,6 +324,9 @@ fn alter(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
         return alter_dense(orig, e, lanes);
     }
     if e.op_name() == Some("nn.matmul") {
+        if let Some(x) = alter_integer_matmul(orig, e, cpu)? {
+            return Ok(Some(x));
+        }
         return alter_matmul(orig, e, lanes);
     }
     if e.op_name() != Some("nn.conv2d") || e.attrs().str("kernel_layout")? != "OIHW" {

@@ -233,7 +233,9 @@ impl Vectorizer {
                 if lanes == 1 {
                     return Some(PrimExpr::call(e.dtype(), op, a));
                 }
-                let math = op::FLOAT_UNARY.contains(&op) || op::FLOAT_BINARY.contains(&op);
+                let math = op::FLOAT_UNARY.contains(&op)
+                    || op::FLOAT_BINARY.contains(&op)
+                    || op::INT_LANEWISE.contains(&op);
                 if !math {
                     return None;
                 }

@@ -113,6 +113,11 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             ExprKind::Var(v) => self.var_value(&v),
             ExprKind::Binary(op, a, b) => {
                 let at = a.dtype();
+                if op == BinOp::Add {
+                    if let Some(v) = self.fused_dot4_add(at, a, b)? {
+                        return Ok(v);
+                    }
+                }
                 let (x, y) = (self.expr(a)?, self.expr(b)?);
                 self.binary(op, at, x, y)
             }

@@ -87,6 +87,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         }
         match op {
             op::IF_THEN_ELSE => self.if_then_else(t, args),
+            op::DOT4_U8S8 => self.dot4_u8s8(t, &args[0], &args[1]),
             op::LIKELY => self.expr(&args[0]),
             op::REINTERPRET => {
                 let from = args[0].dtype();

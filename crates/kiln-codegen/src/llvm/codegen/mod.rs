@@ -12,6 +12,7 @@
 //! - [`stmt`]: statements (loops, stores, allocations, asserts raising TVM-style errors).
 //! - [`parallel`]: parallel loops outlined into `__tvm_parallel_lambda_<function>` closures run through
 //!   the `__TVMBackendParallelLaunch` context slot.
+//! - [`dot`]: integer dot products (`vpdpbusd` where the CPU has it).
 //! - [`intrinsics`]: math intrinsics (LLVM intrinsics, libm, expansions) and bit operations.
 //! - [`packed`]: runtime structs, workspace calls, `tir.call_packed`, `tir.call_extern`.
 //!
@@ -20,6 +21,7 @@
 
 #[macro_use]
 pub mod expr;
+pub mod dot;
 pub mod intrinsics;
 pub mod packed;
 pub mod parallel;

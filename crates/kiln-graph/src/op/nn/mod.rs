@@ -7,6 +7,7 @@ pub mod conv2d;
 pub mod conv2d_transpose;
 pub mod deformable_conv2d;
 pub mod dense;
+pub mod dense_dot4;
 pub mod dropout;
 pub mod global_pool2d;
 pub mod layer_norm;
@@ -26,6 +27,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     conv2d_transpose::defs(v);
     deformable_conv2d::defs(v);
     dense::defs(v);
+    dense_dot4::defs(v);
     matmul::defs(v);
     batch_matmul::defs(v);
     pool2d::defs(v);
