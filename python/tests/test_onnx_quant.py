@@ -586,3 +586,58 @@ def test_integer_matmul_dot_products_are_exact(target, a_type):
     acc = (a.astype(np.int64) - 3) @ b.astype(np.int64)
     want = np.clip(np.round(acc * ((a_s * b_s) / y_s).astype(np.float32)) + 120, 0, 255)
     assert np.abs(got.astype(int) - want).max() <= 1
+
+
+def _conv_ref(x, w, pads, strides, dilations):
+    """A naive NCHW convolution in int64 (x and w already centered), zero padding."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]), np.int64)
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
+    oh = (xp.shape[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (xp.shape[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+    out = np.zeros((n, o, oh, ow), np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            ys, xs = ky * dilations[0], kx * dilations[1]
+            patch = xp[:, :, ys:ys + strides[0] * oh:strides[0], xs:xs + strides[1] * ow:strides[1]]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, ky, kx])
+    return out
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=native"])
+@pytest.mark.parametrize("x_type", ["uint8", "int8"])
+def test_integer_conv_dot_products_are_exact(target, x_type):
+    """ConvInteger by constant weights (a stem of 3 channels, 3x3 with padding, stride 2 with
+    dilation, 1x1; a zero point per tensor given at run time, weights centered per filter;
+    batch 2): exact against a naive int64 convolution on every target; where the target has a
+    four-byte dot product (VNNI), the convolution is `vpdpbusd` products over patches."""
+    rng = np.random.default_rng()
+    cases = [
+        (3, 16, 9, 11, 3, [1, 1, 1, 1], [1, 1], [1, 1]),
+        (8, 24, 12, 12, 3, [2, 1, 0, 2], [2, 2], [2, 1]),
+        (32, 40, 6, 5, 1, [0, 0, 0, 0], [1, 1], [1, 1]),
+    ]
+    for c, o, h, w, k, pads, strides, dil in cases:
+        x = random_q(rng, (2, c, h, w), x_type)
+        wt = random_q(rng, (o, c, k, k), "int8")
+        xz = np.array(rng.integers(*qrange(x_type)), x_type)
+        wz = rng.integers(-3, 4, size=o).astype("int8")
+        want = _conv_ref(x.astype(np.int64) - int(xz),
+                         wt.astype(np.int64) - wz.astype(np.int64)[:, None, None, None],
+                         pads, strides, dil)
+        model = model_of(
+            [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=pads,
+                              strides=strides, dilations=dil)],
+            [("x", x_type, x.shape), ("xz", x_type, [])], [("y", "int32", want.shape)],
+            {"w": wt, "wz": wz}, 10)
+        lib = kiln.onnx.compile(model.SerializeToString(), target=target)
+        gm = kiln.graph_executor.GraphModule(lib["default"](kiln.cpu()))
+        gm.set_input("x", x)
+        gm.set_input("xz", xz)
+        got = np.full(want.shape, -7, "int32")
+        gm.run()
+        gm.get_output(0, got)
+        np.testing.assert_array_equal(got, want)
+        if target == "llvm -mcpu=native" and _host_has_dot4():
+            assert "vpdpbusd" in _asm_of(lib)

@@ -276,6 +276,11 @@ impl Operation {
         &self.0.tag
     }
 
+    /// The free-form attributes.
+    pub fn attrs(&self) -> &Map {
+        &self.0.attrs
+    }
+
     /// The number of outputs.
     pub fn num_outputs(&self) -> usize {
         match self.kind() {

@@ -14,11 +14,11 @@
 //! reshaped back when it has batch axes). `nn.conv2d_transpose` with a constant kernel and one
 //! group becomes the direct `nn.conv2d` it equals (input dilated and padded, kernel flipped;
 //! a kernel equal to the stride: a 1x1 convolution whose channels are shuffled into pixels),
-//! which the pass's second round packs. Integer matrix products by constant 8-bit weights
-//! become `nn.dense_dot4` where the CPU has a four-byte dot product
+//! which the pass's second round packs. Integer matrix products and convolutions by constant
+//! 8-bit weights become `nn.dense_dot4` where the CPU has a four-byte dot product
 //! ([`super::alter_integer_matmul`]).
 
-use super::alter_integer_matmul::alter_integer_matmul;
+use super::alter_integer_matmul::{alter_integer_conv, alter_integer_matmul};
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
 use crate::ir::attrs::with_attr;
@@ -331,6 +331,9 @@ fn alter(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
     }
     if e.op_name() != Some("nn.conv2d") || e.attrs().str("kernel_layout")? != "OIHW" {
         return Ok(None);
+    }
+    if let Some(x) = alter_integer_conv(orig, e, cpu)? {
+        return Ok(Some(x));
     }
     let w_ty = orig.args()[1].ty()?;
     let w = w_ty.shape();

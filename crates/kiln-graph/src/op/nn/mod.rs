@@ -10,6 +10,7 @@ pub mod dense;
 pub mod dense_dot4;
 pub mod dropout;
 pub mod global_pool2d;
+pub mod im2col;
 pub mod layer_norm;
 pub mod matmul;
 pub mod pool2d;
@@ -28,6 +29,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     deformable_conv2d::defs(v);
     dense::defs(v);
     dense_dot4::defs(v);
+    im2col::defs(v);
     matmul::defs(v);
     batch_matmul::defs(v);
     pool2d::defs(v);
