@@ -249,8 +249,9 @@ pub(super) fn alter_integer_conv(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result
         return Ok(None);
     }
     // A zero point other than one per tensor cannot pad the patches.
-    if let Some(z) = &zx {
-        if z.ty()?.shape().iter().product::<i64>() != 1 {
+    if zx.is_some() {
+        let z = orig.args()[0].args()[1].ty()?;
+        if z.shape().iter().product::<i64>() != 1 {
             return Ok(None);
         }
     }
