@@ -31,7 +31,7 @@ use crate::transform::fuse_ops::fused_name;
 use crate::transform::infer_type::infer_function;
 use kiln_ffi::{DataType, Error, Result};
 use kiln_runtime::graph_executor::graph_json::{
-    Graph, Node, NodeEntry, OpParam, FUNC_COPY, OP_NULL, OP_TVM,
+    Graph, Node, NodeEntry, OpParam, FUNC_COPY, FUNC_NOP, OP_NULL, OP_TVM,
 };
 use kiln_runtime::graph_executor::storage::entry_bytes;
 use kiln_runtime::tensor::Tensor;
@@ -134,6 +134,33 @@ struct Codegen<'a> {
     copies: HashMap<(usize, i32), NodeEntry>,
     /// Graph inputs and constants (by expression key) -> the device of their readers.
     leaf_devices: HashMap<usize, i32>,
+    /// `__nop` nodes (views of their one input, [`is_view`]).
+    views: std::collections::HashSet<usize>,
+}
+
+/// Whether fused function `f` only views its one tensor parameter under another shape (every
+/// call in its body is of an operator marked `view`, down to the parameter): its output is
+/// the parameter's bytes, so the graph gives it the parameter's storage and runs nothing.
+fn is_view(f: &Function) -> bool {
+    let [p] = f.params() else {
+        return false;
+    };
+    let mut e = f.body().clone();
+    let mut calls = 0;
+    loop {
+        if let Expr::Var(v) = &e {
+            return calls > 0 && v.expr().key() == p.expr().key();
+        }
+        let Some(name) = e.op_name() else {
+            return false;
+        };
+        let view = crate::op::get(name).is_ok_and(|d| d.view);
+        if !view || e.args().len() != 1 {
+            return false;
+        }
+        e = e.args()[0].clone();
+        calls += 1;
+    }
 }
 
 impl Codegen<'_> {
@@ -305,6 +332,29 @@ impl Codegen<'_> {
     }
 
     fn call_node(&mut self, f: &Function, args: &[Expr], ty: &Type) -> Result<Vec<NodeEntry>> {
+        if self.placement.is_none() && is_view(f) {
+            let input = self.memo[&args[0].key()].clone();
+            // A graph input may be bound without a copy (set_input_zero_copy): keep its kernel.
+            if let [e] = input.as_slice() {
+                if !self.graph.nodes[e.node_id].is_input() {
+                    let node = Node {
+                        op: OP_TVM.into(),
+                        name: FUNC_NOP.into(),
+                        param: Some(OpParam {
+                            func_name: FUNC_NOP.into(),
+                            num_inputs: 1,
+                            num_outputs: 1,
+                            flatten_data: false,
+                        }),
+                        inputs: input.clone(),
+                        extra_attrs: vec![],
+                    };
+                    self.views.insert(self.graph.nodes.len());
+                    let dev = self.graph_device();
+                    return Ok(self.add_node_on(node, flat_types(ty)?, dev));
+                }
+            }
+        }
         let name = self.function_name(f);
         let dev = if self.is_host(&name, f)? {
             HOST_DEVICE_TYPE
@@ -442,6 +492,7 @@ fn codegen(
         on_host: HashMap::new(),
         copies: HashMap::new(),
         leaf_devices: HashMap::new(),
+        views: Default::default(),
     };
     if cg.placement.is_some() {
         cg.place_leaves(&main)?;
@@ -480,6 +531,7 @@ fn codegen(
             is_input: n.is_input(),
             inputs: n.inputs.iter().map(|e| g.entry_of(e)).collect(),
             outputs: (g.node_row_ptr[nid]..g.node_row_ptr[nid + 1]).collect(),
+            alias: cg.views.contains(&nid).then(|| g.entry_of(&n.inputs[0])),
         })
         .collect();
     let bytes: Vec<usize> = g

@@ -5,7 +5,9 @@
 //! buffer of the same dtype whose size is within a factor of [`MATCH_RANGE`] of the request,
 //! the smallest that fits, else the largest that does not, which the executor grows; else a new
 //! one); then each input whose last reader this is goes back to the free list. Graph inputs,
-//! params and graph outputs are never freed, so never shared.
+//! params and graph outputs are never freed, so never shared. A view node's output (a reshape
+//! that runs no kernel) takes its input's buffer, which is free only when the readers of both
+//! are done.
 
 use kiln_ffi::DataType;
 
@@ -21,6 +23,8 @@ pub struct PlanNode {
     pub inputs: Vec<usize>,
     /// Its output entries (consecutive ids).
     pub outputs: Vec<usize>,
+    /// For a view node: the input entry whose buffer its one output shares.
+    pub alias: Option<usize>,
 }
 
 /// One free buffer.
@@ -64,11 +68,20 @@ pub fn plan_storage_on(
     }
     let mut ids = vec![usize::MAX; n];
     let mut sizes: Vec<usize> = Vec::new();
+    // Per buffer: reads still to come, and whether it is never freed.
+    let mut users: Vec<usize> = Vec::new();
+    let mut kept: Vec<bool> = Vec::new();
     let mut free: Vec<Free> = Vec::new();
     for node in nodes {
         for &e in &node.outputs {
             if node.is_input {
                 pinned[e] = true;
+            }
+            if let Some(a) = node.alias {
+                ids[e] = ids[a];
+                users[ids[a]] += refs[e];
+                kept[ids[a]] |= pinned[e];
+                continue;
             }
             let want = bytes[e].max(1);
             let candidates = free.iter().enumerate().filter(|(_, f)| {
@@ -91,28 +104,28 @@ pub fn plan_storage_on(
                 }
                 _ => {
                     sizes.push(want);
+                    users.push(0);
+                    kept.push(false);
                     sizes.len() - 1
                 }
             };
             ids[e] = id;
+            users[id] = refs[e];
+            kept[id] = pinned[e];
         }
         for &e in &node.inputs {
-            refs[e] -= 1;
-            if refs[e] == 0 && !pinned[e] {
-                free.push(Free {
-                    id: ids[e],
-                    bytes: sizes[ids[e]],
-                    dtype: dtypes[e],
-                    device: devices[e],
-                });
-            }
+            users[ids[e]] -= 1;
         }
-        // Outputs nobody reads (and that are not graph outputs) are free at once.
-        for &e in &node.outputs {
-            if refs[e] == 0 && !pinned[e] {
+        // Inputs whose last reader this is, and outputs nobody reads (and that are not graph
+        // outputs), are free now.
+        for &e in node.inputs.iter().chain(&node.outputs) {
+            let id = ids[e];
+            if users[id] == 0 && !kept[id] {
+                // On the free list now: not released twice.
+                kept[id] = true;
                 free.push(Free {
-                    id: ids[e],
-                    bytes: sizes[ids[e]],
+                    id,
+                    bytes: sizes[id],
                     dtype: dtypes[e],
                     device: devices[e],
                 });
@@ -131,6 +144,7 @@ mod tests {
             is_input: false,
             inputs: inputs.to_vec(),
             outputs: vec![out],
+            alias: None,
         }
     }
 
@@ -140,6 +154,7 @@ mod tests {
             is_input: true,
             inputs: vec![],
             outputs: vec![0],
+            alias: None,
         };
         vec![input, op(&[0], 1), op(&[1], 2), op(&[2], 3), op(&[3], 4)]
     }
@@ -179,5 +194,27 @@ mod tests {
         let ids = plan_storage(&nodes, &[64, 64, 64, 64 * 1024, 64], &[f, f, i, f, f], &[4]);
         assert_ne!(ids[3], ids[1], "64 KiB does not reuse 64 B: {ids:?}");
         assert_ne!(ids[2], ids[0]);
+    }
+
+    #[test]
+    fn a_view_shares_its_input_buffer_until_both_are_read() {
+        let f = DataType::float(32);
+        // 1 = op(0); 2 = view(1); 3 = op(2); 4 = op(1, 3): entry 1 is read after the view's
+        // reader, so nothing may take its buffer before node 4.
+        let mut nodes = chain();
+        nodes[2].alias = Some(1);
+        nodes[4] = op(&[1, 3], 4);
+        let ids = plan_storage(&nodes, &[64; 5], &[f; 5], &[4]);
+        assert_eq!(ids[2], ids[1], "{ids:?}");
+        assert_ne!(ids[3], ids[1], "the view's buffer is still in use: {ids:?}");
+        // Without the late reader, the buffer is free once the view's reader is done.
+        let mut nodes = chain();
+        nodes[2].alias = Some(1);
+        let ids = plan_storage(&nodes, &[64; 5], &[f; 5], &[4]);
+        assert_eq!(ids[2], ids[1]);
+        assert_ne!(
+            ids[3], ids[1],
+            "node 3 reads the view while writing: {ids:?}"
+        );
     }
 }

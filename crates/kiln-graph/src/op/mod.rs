@@ -210,6 +210,10 @@ pub struct OpDef {
     /// The x86 schedule of a fused function whose heaviest op this is (none: the injective or
     /// reduction schedule its pattern implies).
     pub schedule: Option<ScheduleFn>,
+    /// The output holds the input's elements in the same order (reshape, squeeze,
+    /// expand_dims, flatten): a function of such ops alone needs no kernel, its output is a
+    /// view of its input's storage (the graph codegen's `__nop` nodes).
+    pub view: bool,
 }
 
 impl OpDef {
@@ -231,7 +235,14 @@ impl OpDef {
             compute: None,
             schedule: None,
             rewritten_by: None,
+            view: false,
         }
+    }
+
+    /// Marks the op a view: its output is its input's elements in the same order.
+    pub fn view(mut self) -> Self {
+        self.view = true;
+        self
     }
 
     /// Declares that `pass` replaces every call of this op before the build (so it needs no

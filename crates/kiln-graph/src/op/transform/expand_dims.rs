@@ -40,6 +40,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 AttrSpec::new("num_newaxis", AttrKind::Int, 1),
             ])
             .eval(|a, _, ty| eval::same_data(a, ty))
+            .view()
             .compute(lower),
     );
 }

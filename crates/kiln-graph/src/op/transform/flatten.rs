@@ -56,12 +56,14 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             batch_rel,
         )
         .eval(|a, _, ty| eval::same_data(a, ty))
+        .view()
         .compute(lower_batch),
     );
     v.push(
         OpDef::new("flatten", &["data"], OpPattern::Injective, rel)
             .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 1)])
             .eval(|a, _, ty| eval::same_data(a, ty))
+            .view()
             .compute(lower),
     );
 }

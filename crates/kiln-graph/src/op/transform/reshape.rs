@@ -61,6 +61,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 Vec::<i64>::new(),
             )])
             .eval(|a, _, ty| eval::same_data(a, ty))
+            .view()
             .compute(lower),
     );
 }

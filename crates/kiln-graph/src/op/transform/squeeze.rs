@@ -46,6 +46,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
         OpDef::new("squeeze", &["data"], OpPattern::Injective, rel)
             .attrs(vec![AttrSpec::optional("axis", AttrKind::Ints)])
             .eval(|a, _, ty| eval::same_data(a, ty))
+            .view()
             .compute(lower),
     );
 }
