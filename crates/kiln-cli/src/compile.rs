@@ -20,6 +20,8 @@ pub struct CompileArgs {
     pub input_shapes: Vec<String>,
     /// The optimization level, 0 to 3.
     pub opt_level: u8,
+    /// A tuning-records file of `kiln tune`.
+    pub tuning_records: Option<PathBuf>,
 }
 
 /// The step names, in order.
@@ -90,6 +92,23 @@ pub fn build_library(
         kiln_onnx::from_onnx(&model, shapes).map_err(|e| e.to_string())
     })?;
     let targets: Vec<&str> = args.targets.iter().map(String::as_str).collect();
+    // Tuning records answer the schedules' knobs for the whole build (one CPU target).
+    let _tuned = match &args.tuning_records {
+        Some(path) => {
+            let [target] = targets.as_slice() else {
+                return Err("--tuning-records needs exactly one --target".into());
+            };
+            let records = crate::tune::load_records(path, target)?;
+            Some(
+                kiln_topi::tuning::Scope {
+                    records,
+                    ..Default::default()
+                }
+                .enter(),
+            )
+        }
+        None => None,
+    };
     let ctx = kiln_graph::build::target_pass_context(
         &PassContext::with_opt_level(args.opt_level as i64),
         &targets,

@@ -208,6 +208,7 @@ fn compile_and_run_model(dir: &Path) -> std::result::Result<(), String> {
         targets: vec![target.to_string()],
         input_shapes: Vec::new(),
         opt_level: 3,
+        tuning_records: None,
     };
     let start = Instant::now();
     build_library(

@@ -7,6 +7,7 @@ mod inspect;
 mod npy;
 mod rpc;
 mod run;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -53,6 +54,29 @@ enum Command {
         /// Optimization level, 0 to 3.
         #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
         opt_level: u8,
+        /// Schedule choices measured by `kiln tune` on this CPU (layers it does not hold, and
+        /// records of another CPU, take the heuristics).
+        #[arg(long = "tuning-records")]
+        tuning_records: Option<PathBuf>,
+    },
+    /// Measures schedule choices for each distinct convolution and matrix product of a model
+    /// on this machine and writes the best to a tuning-records file (resumable: layers already
+    /// in it are kept). Time it at the thread count you deploy with (`KILN_NUM_THREADS`).
+    Tune {
+        /// The ONNX model.
+        model: PathBuf,
+        /// The tuning-records file to extend.
+        #[arg(short, long)]
+        records: PathBuf,
+        /// The target (an LLVM CPU target).
+        #[arg(long, default_value = "llvm -mcpu=native")]
+        target: String,
+        /// Static input shapes, `name=1,3,224,224` (repeatable).
+        #[arg(long = "input-shape")]
+        input_shape: Vec<String>,
+        /// Timed runs per candidate (their median counts).
+        #[arg(long, default_value_t = 7)]
+        runs: u32,
     },
     /// Runs a compiled library once (on the CPU, or the OpenCL device for an `opencl` library) and writes its outputs as `output_K.npy`.
     Run {
@@ -145,12 +169,27 @@ fn main() -> ExitCode {
             target,
             input_shape,
             opt_level,
+            tuning_records,
         } => compile::run(&compile::CompileArgs {
             model,
             output,
             targets: target,
             input_shapes: input_shape,
             opt_level,
+            tuning_records,
+        }),
+        Command::Tune {
+            model,
+            records,
+            target,
+            input_shape,
+            runs,
+        } => tune::run(&tune::TuneArgs {
+            model,
+            records,
+            target,
+            input_shapes: input_shape,
+            runs,
         }),
         Command::Run {
             library,

@@ -16,3 +16,4 @@ pub mod reduce;
 pub mod schedule;
 pub mod tag;
 pub mod transform;
+pub mod tuning;

@@ -27,7 +27,8 @@ pub const MAX_GROUP_CHANNELS: i64 = 96;
 /// `cpu`: a 1x1 kernel, stride 1, no padding, and either a plane of at least
 /// [`MIN_POSITIONS`] or a register tile ([`crate::schedule::x86::conv2d::spatial_tile`]) with
 /// more accumulators than the channel-blocked kernel's
-/// ([`crate::schedule::x86::conv2d::register_tile`]: 7 columns on AVX2).
+/// ([`crate::schedule::x86::conv2d::register_tile`]: 7 columns on AVX2). Tuning records
+/// decide instead where they have the layer (knob `spatial`, [`crate::tuning`]).
 pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> bool {
     use crate::schedule::x86::conv2d::{register_tile, spatial_tile};
     let shape_ok = data.len() == 4
@@ -43,6 +44,11 @@ pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> 
         && (a.groups == 1 || weight[0] / a.groups != 1);
     if !shape_ok {
         return false;
+    }
+    // Tuning records may choose either kernel for this layer.
+    let key = crate::tuning::workload_key("conv2d_1x1", &[data, weight, &[a.groups]]);
+    if let Some(v) = crate::tuning::knob(&key, "spatial", &[0, 1]) {
+        return v != 0;
     }
     let (h, w, o) = (data[2], data[3], weight[0]);
     if h * w >= MIN_POSITIONS {

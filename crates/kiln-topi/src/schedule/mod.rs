@@ -158,6 +158,20 @@ pub fn reduce_extents(op: &Operation) -> Vec<Option<i64>> {
         .unwrap_or_default()
 }
 
+/// The constant extents of `t` (symbolic ones as 0), for workload keys.
+pub fn extents(t: &Tensor) -> Vec<i64> {
+    (0..t.ndim()).map(|i| extent(t, i)).collect()
+}
+
+/// The tuning key of the workload `op` computes: `kind`, its output's and its inputs' shapes
+/// ([`crate::tuning::workload_key`]).
+pub fn op_key(kind: &str, op: &kiln_te::Operation) -> String {
+    let mut shapes = vec![extents(&op.output(0))];
+    shapes.extend(op.input_tensors().iter().map(extents));
+    let views: Vec<&[i64]> = shapes.iter().map(Vec::as_slice).collect();
+    crate::tuning::workload_key(kind, &views)
+}
+
 /// The constant extent of the `i`th axis of `t` (0 when symbolic).
 pub fn extent(t: &Tensor, i: usize) -> i64 {
     t.shape()[i].as_int().unwrap_or(0)

@@ -2,7 +2,7 @@
 
 use super::main_and_compute;
 use crate::schedule::{
-    extent, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective,
+    extent, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective, op_key,
     reduce_extents, same_shape, unroll_factor, vector_factor,
 };
 use crate::tag;
@@ -138,6 +138,29 @@ pub fn register_tile(width: i64, blocks: i64, vectors: i64, kw: i64, cpu: &CpuDe
     (tb, cols)
 }
 
+/// The register tile `(blocks, columns)` of a convolution over rows of `width` outputs in
+/// `blocks` channel blocks: the tuning records' knobs `blocks` (1 to 4, dividing `blocks`)
+/// and `cols` (the whole row, its divisors and equal splits in up to four tiles, at most
+/// `max_cols`) for workload `key` where they have one, else `heuristic`.
+pub fn tuned_tile(
+    key: &str,
+    heuristic: (i64, i64),
+    width: i64,
+    blocks: i64,
+    max_cols: i64,
+) -> (i64, i64) {
+    let block_choices: Vec<i64> = (1..=4).filter(|t| blocks % t == 0).collect();
+    let mut col_choices: Vec<i64> = (1..=width.min(max_cols))
+        .filter(|c| width % c == 0 || (1..=4).any(|t| (width + t - 1) / t == *c))
+        .collect();
+    col_choices.push(heuristic.1);
+    col_choices.sort_unstable();
+    col_choices.dedup();
+    let tb = crate::tuning::knob(key, "blocks", &block_choices).unwrap_or(heuristic.0);
+    let cols = crate::tuning::knob(key, "cols", &col_choices).unwrap_or(heuristic.1);
+    (tb, cols)
+}
+
 /// The width of the kernel window of `conv` (its last reduction axis), 1 when unknown.
 fn kernel_width(conv: &Operation) -> i64 {
     reduce_extents(conv).last().copied().flatten().unwrap_or(1)
@@ -165,7 +188,11 @@ fn schedule_conv2d_nchwc(
     let b = extent(&conv_t, 4);
     let vectors = block_vectors(b, &conv_t, cpu);
     let kw = kernel_width(conv);
-    let (tb, cols) = register_tile(extent(out, 3), extent(&conv_t, 1), vectors, kw, cpu);
+    let (width, blocks) = (extent(out, 3), extent(&conv_t, 1));
+    let (tb, cols) = register_tile(width, blocks, vectors, kw, cpu);
+    let max_cols = cpu.vector_registers as i64 - 2;
+    let key = op_key("conv2d_nchwc", conv);
+    let (tb, cols) = tuned_tile(&key, (tb, cols), width, blocks, max_cols);
     let main = s.stage(out);
     let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
     let (om, oi) = main.split(&o_in, b)?;

@@ -1,0 +1,340 @@
+//! `kiln tune`: measures schedule choices per distinct heavy layer of a model on this machine
+//! and writes the best into a tuning-records file that `kiln compile --tuning-records` reads.
+//!
+//! The layers are the convolutions and matrix products by constant weights of the optimized
+//! graph, distinct by operator, argument types and attributes. Each is built alone (random
+//! weights of its shape) and timed, first with the heuristics, then knob by knob
+//! ([`kiln_topi::tuning`]: the kernel of a 1x1 convolution, register tiles), each knob's
+//! choices tried with the others at their best so far; a knob that only a choice reveals (the
+//! tile of the kernel a 1x1 convolution switched to) is tried next. The file holds, per layer,
+//! the knobs of its workloads, the best time and the heuristic's; layers already in it are
+//! not tuned again, so an interrupted tuning resumes. Records are keyed by the CPU they were
+//! measured on; compiling for another CPU ignores them.
+
+use crate::bench::stats;
+use indicatif::{ProgressBar, ProgressStyle};
+use kiln_graph::ir::{Expr, Function, IRModule, Var};
+use kiln_graph::transform::PassContext;
+use kiln_runtime::tensor::Tensor;
+use kiln_topi::tuning::{Asked, Config, Scope};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The options of `kiln tune`.
+pub struct TuneArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// The tuning-records file (read first when it exists, then rewritten).
+    pub records: PathBuf,
+    /// The target string.
+    pub target: String,
+    /// `--input-shape` flags.
+    pub input_shapes: Vec<String>,
+    /// Timed runs per candidate (the median counts).
+    pub runs: u32,
+}
+
+/// What the records of one CPU are keyed by: the target's CPU name and its features.
+pub fn cpu_key(target: &str) -> Result<String, String> {
+    let t = kiln::codegen::target::Target::parse(target).map_err(|e| e.to_string())?;
+    let cpu = t.cpu_desc();
+    let features: Vec<&str> = cpu.features.iter().map(String::as_str).collect();
+    Ok(format!("{} [{}]", cpu.cpu, features.join(" ")))
+}
+
+/// The records of a tuning file for `target`'s CPU: workload key -> knobs, over every layer;
+/// empty (with a note on stderr) when the file was tuned on another CPU.
+pub fn load_records(path: &Path, target: &str) -> Result<BTreeMap<String, Config>, String> {
+    let file = read_file(path)?;
+    let want = cpu_key(target)?;
+    if file.get("cpu").and_then(Value::as_str) != Some(want.as_str()) {
+        eprintln!(
+            "kiln: {} was tuned on another CPU ({}); compiling with the heuristics",
+            path.display(),
+            file.get("cpu").and_then(Value::as_str).unwrap_or("unknown")
+        );
+        return Ok(BTreeMap::new());
+    }
+    let mut out = BTreeMap::new();
+    let layers = file.get("layers").and_then(Value::as_object);
+    for layer in layers.into_iter().flat_map(|l| l.values()) {
+        let records = layer.get("records").and_then(Value::as_object);
+        for (key, knobs) in records.into_iter().flatten() {
+            out.insert(key.clone(), config_of(knobs, path)?);
+        }
+    }
+    Ok(out)
+}
+
+/// A record's knobs as a [`Config`], or an error naming the file.
+fn config_of(v: &Value, path: &Path) -> Result<Config, String> {
+    let bad = || {
+        format!(
+            "{}: a record's knobs must be an object of integers",
+            path.display()
+        )
+    };
+    let mut c = Config::new();
+    for (k, x) in v.as_object().ok_or_else(bad)? {
+        c.insert(k.clone(), x.as_i64().ok_or_else(bad)?);
+    }
+    Ok(c)
+}
+
+/// The parsed records file (`{}` when it does not exist).
+fn read_file(path: &Path) -> Result<Value, String> {
+    if !path.exists() {
+        return Ok(json!({}));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a tuning-records file: {e}", path.display()))?;
+    if !v.is_object() {
+        return Err(format!(
+            "{} is not a tuning-records file: not a JSON object",
+            path.display()
+        ));
+    }
+    Ok(v)
+}
+
+/// A heavy layer: its signature and the one-layer module that times it.
+struct Layer {
+    signature: String,
+    module: IRModule,
+    input: Tensor,
+}
+
+/// The convolutions and products by constant weights of `main`, one per signature.
+fn layers(main: &Function) -> Result<Vec<Layer>, String> {
+    let mut out: Vec<Layer> = Vec::new();
+    for e in kiln_graph::ir::visit::post_order(main.body()) {
+        let Some(op) = e.op_name() else { continue };
+        if !matches!(op, "nn.conv2d" | "nn.matmul" | "nn.dense") {
+            continue;
+        }
+        let args = e.args();
+        let Some(w) = args[1].as_constant() else {
+            continue;
+        };
+        let data_ty = args[0].ty().map_err(|e| e.to_string())?;
+        let attrs = e.as_call().expect("a call").attrs.clone();
+        let signature = format!(
+            "{op} {data_ty} {} {attrs:?}",
+            args[1].ty().map_err(|e| e.to_string())?
+        );
+        if out.iter().any(|l| l.signature == signature) {
+            continue;
+        }
+        let Some((shape, dtype)) = data_ty.as_tensor() else {
+            continue;
+        };
+        let x = Var::new("x", data_ty.clone());
+        let weight = pseudo_random(w.shape(), w.dtype())?;
+        let body = Expr::call_raw(Expr::op(op), vec![x.expr(), Expr::constant(weight)], attrs);
+        let module = IRModule::from_main(Function::new(vec![x], body));
+        let input = pseudo_random(shape, dtype)?;
+        out.push(Layer {
+            signature,
+            module,
+            input,
+        });
+    }
+    Ok(out)
+}
+
+/// Deterministic pseudo-random values (a linear congruential generator; timing needs no
+/// statistics) of `shape` and `dtype`.
+fn pseudo_random(shape: &[i64], dtype: kiln_ffi::DataType) -> Result<Tensor, String> {
+    let n: i64 = shape.iter().product();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let values: Vec<f64> = (0..n.max(0))
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
+        })
+        .collect();
+    let values: Vec<f64> = if dtype.code() == kiln_ffi::dtype::code::FLOAT {
+        values
+    } else {
+        values.iter().map(|v| (v * 100.0).round()).collect()
+    };
+    kiln_graph::op::eval::make(&values, &kiln_graph::ir::Type::tensor(shape, dtype))
+        .map_err(|e| e.to_string())
+}
+
+/// Builds `layer` under `scope` and times it: the median of `runs` runs after two warm-up
+/// runs, and the knobs the build asked.
+fn measure(layer: &Layer, target: &str, scope: Scope, runs: u32) -> Result<(f64, Asked), String> {
+    let active = scope.enter();
+    let factory = kiln_graph::build::build_with(
+        &layer.module,
+        target,
+        Vec::new(),
+        &PassContext::with_opt_level(3),
+    )
+    .map_err(|e| format!("building {}: {e}", layer.signature))?;
+    let asked = active.asked();
+    drop(active);
+    let exec_module = crate::run::create_executor(&factory)?;
+    let mut exec = crate::run::lock(&exec_module);
+    exec.set_input_by_name("x", &layer.input)
+        .map_err(|e| e.to_string())?;
+    for _ in 0..2 {
+        exec.run().map_err(|e| e.to_string())?;
+    }
+    let mut ms = Vec::with_capacity(runs as usize);
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        exec.run().map_err(|e| e.to_string())?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok((stats(&ms).0, asked))
+}
+
+/// The best knobs for `layer`: `(records by workload key, best ms, heuristic ms)`.
+fn tune_layer(
+    layer: &Layer,
+    target: &str,
+    runs: u32,
+) -> Result<(BTreeMap<String, Config>, f64, f64), String> {
+    let with = |c: &Config| Scope {
+        candidate: Some(c.clone()),
+        ..Scope::default()
+    };
+    let mut best = Config::new();
+    let (base_ms, mut asked) = measure(layer, target, with(&best), runs)?;
+    let mut best_ms = base_ms;
+    let mut best_asked = asked.clone();
+    let mut done: Vec<String> = Vec::new();
+    // Knob by knob, in the order they appear; later knobs may appear with a choice.
+    while let Some((name, choices)) = asked
+        .values()
+        .flat_map(|k| k.iter())
+        .find(|(n, _)| !done.contains(n))
+        .map(|(n, c)| (n.clone(), c.clone()))
+    {
+        done.push(name.clone());
+        for v in choices {
+            let mut c = best.clone();
+            c.insert(name.clone(), v);
+            if best.get(&name) == Some(&v) {
+                continue;
+            }
+            let (ms, a) = measure(layer, target, with(&c), runs)?;
+            if ms < best_ms {
+                (best, best_ms, best_asked) = (c, ms, a.clone());
+            }
+            for (k, knobs) in a {
+                asked.entry(k).or_default().extend(knobs);
+            }
+        }
+    }
+    // Each workload of the best build keeps the knobs it asked.
+    let records = best_asked
+        .into_iter()
+        .map(|(key, knobs)| {
+            let c: Config = knobs
+                .keys()
+                .filter_map(|n| best.get(n).map(|v| (n.clone(), *v)))
+                .collect();
+            (key, c)
+        })
+        .filter(|(_, c)| !c.is_empty())
+        .collect();
+    Ok((records, best_ms, base_ms))
+}
+
+/// Runs `kiln tune`.
+pub fn run(args: &TuneArgs) -> Result<(), String> {
+    let shapes = kiln_onnx::parse_input_shape_flags(&args.input_shapes)
+        .map_err(|e| format!("bad --input-shape: {e}"))?;
+    let cpu = cpu_key(&args.target)?;
+    let mut file = read_file(&args.records)?;
+    if file
+        .get("cpu")
+        .is_some_and(|c| c.as_str() != Some(cpu.as_str()))
+    {
+        return Err(format!(
+            "{} holds records of another CPU ({}); tune into another file",
+            args.records.display(),
+            file["cpu"]
+        ));
+    }
+    let model = kiln_onnx::load_model(&args.model).map_err(|e| e.to_string())?;
+    let (module, params) = kiln_onnx::from_onnx(&model, &shapes).map_err(|e| e.to_string())?;
+    let targets = [args.target.as_str()];
+    let ctx = kiln_graph::build::target_pass_context(&PassContext::with_opt_level(3), &targets)
+        .map_err(|e| e.to_string())?
+        .disable("AlterOpLayout")
+        .disable("FuseOps");
+    let (module, _) =
+        kiln_graph::build::optimize_with(&module, params, &ctx).map_err(|e| e.to_string())?;
+    let main = module.main().map_err(|e| e.to_string())?;
+    let all = layers(&main)?;
+    let mut known = file
+        .get("layers")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let todo: Vec<&Layer> = all
+        .iter()
+        .filter(|l| !known.contains_key(&l.signature))
+        .collect();
+    println!(
+        "{}: {} distinct layers, {} already tuned, {} to tune ({cpu})",
+        args.model.display(),
+        all.len(),
+        all.len() - todo.len(),
+        todo.len()
+    );
+    let start = Instant::now();
+    let pb = ProgressBar::new(todo.len() as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:20} {pos}/{len} {msg}")
+            .expect("a valid progress template"),
+    );
+    pb.enable_steady_tick(Duration::from_millis(120));
+    for layer in todo {
+        pb.set_message(layer.signature.chars().take(60).collect::<String>());
+        let (records, ms, base) = tune_layer(layer, &args.target, args.runs)?;
+        pb.println(format!(
+            "{:.3} ms -> {:.3} ms ({:.2}x)  {}",
+            base,
+            ms,
+            base / ms,
+            layer.signature
+        ));
+        let recs: Map<String, Value> = records.into_iter().map(|(k, c)| (k, json!(c))).collect();
+        known.insert(
+            layer.signature.clone(),
+            json!({"records": recs, "ms": ms, "heuristic_ms": base}),
+        );
+        // Written after every layer: an interrupted tuning keeps what it measured.
+        file = json!({"cpu": cpu, "layers": known});
+        write_file(&args.records, &file)?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    file = json!({"cpu": cpu, "layers": known});
+    write_file(&args.records, &file)?;
+    println!(
+        "{} written in {:.1} s",
+        args.records.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Writes `v` at `path` through a temporary file beside it.
+fn write_file(path: &Path, v: &Value) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
+    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

@@ -1,0 +1,120 @@
+//! `kiln tune` and `kiln compile --tuning-records` on the bundled model: the records file holds
+//! every distinct convolution and product with its times, a second tuning resumes with nothing
+//! left to do, the tuned library matches onnxruntime's output, records of another CPU are
+//! ignored with a note, and a damaged records file is a clear error naming it.
+
+mod common;
+
+use common::{kiln, kiln_ok, root, s};
+use kiln_testing::npy::read_f32_file;
+
+fn model() -> std::path::PathBuf {
+    root().join("examples/model/model.onnx")
+}
+
+/// Runs `lib` on the bundled input and checks its output against onnxruntime's.
+fn matches_onnxruntime(lib: &std::path::Path, dir: &std::path::Path) {
+    kiln_ok(&[
+        "run",
+        s(lib),
+        "--input",
+        &format!("input={}", s(&root().join("examples/model/input.npy"))),
+        "--output-dir",
+        s(dir),
+    ]);
+    let got = read_f32_file(&dir.join("output_0.npy"));
+    let want = read_f32_file(&root().join("examples/model/expected.npy"));
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 + 1e-4 * w.abs(),
+            "output {i}: {g} vs onnxruntime {w}"
+        );
+    }
+}
+
+#[test]
+fn tuning_records_are_written_resumed_and_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("records.json");
+    let out = kiln_ok(&["tune", s(&model()), "-r", s(&records), "--runs", "1"]);
+    assert!(
+        out.contains("3 distinct layers, 0 already tuned, 3 to tune"),
+        "{out}"
+    );
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    assert!(file["cpu"].as_str().is_some_and(|c| !c.is_empty()));
+    let layers = file["layers"].as_object().unwrap();
+    assert_eq!(
+        layers.len(),
+        3,
+        "two convolutions and the classifier: {file}"
+    );
+    for (sig, layer) in layers {
+        assert!(layer["ms"].as_f64().unwrap() > 0.0, "{sig}");
+        assert!(
+            layer["ms"].as_f64() <= layer["heuristic_ms"].as_f64(),
+            "{sig}"
+        );
+        assert!(layer["records"].is_object(), "{sig}");
+    }
+    // Resumed: nothing left to tune, the records kept.
+    let again = kiln_ok(&["tune", s(&model()), "-r", s(&records), "--runs", "1"]);
+    assert!(again.contains("3 already tuned, 0 to tune"), "{again}");
+
+    let lib = dir.path().join("tuned.so");
+    kiln_ok(&[
+        "compile",
+        s(&model()),
+        "-o",
+        s(&lib),
+        "--tuning-records",
+        s(&records),
+    ]);
+    matches_onnxruntime(&lib, dir.path());
+
+    // Records of another CPU: a note, and the heuristics.
+    let other = dir.path().join("other.json");
+    let mut f = file.clone();
+    f["cpu"] = "another-cpu [avx2]".into();
+    std::fs::write(&other, f.to_string()).unwrap();
+    let out = kiln(&[
+        "compile",
+        s(&model()),
+        "-o",
+        s(&lib),
+        "--tuning-records",
+        s(&other),
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tuned on another CPU (another-cpu [avx2])"),
+        "{err}"
+    );
+    // ... and tuning into it is refused.
+    let out = kiln(&["tune", s(&model()), "-r", s(&other), "--runs", "1"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("records of another CPU"));
+
+    // A damaged file names itself; the library already written stays.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{not json").unwrap();
+    let out = kiln(&[
+        "compile",
+        s(&model()),
+        "-o",
+        s(&lib),
+        "--tuning-records",
+        s(&bad),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json is not a tuning-records file"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    matches_onnxruntime(&lib, dir.path());
+}
