@@ -77,6 +77,15 @@ enum Command {
         /// Timed runs per candidate (their median counts).
         #[arg(long, default_value_t = 7)]
         runs: u32,
+        /// Time candidates on an RPC server, `host:port` (its CPU is `--target`'s).
+        #[arg(long = "rpc-server", conflicts_with = "rpc_tracker")]
+        rpc_server: Option<String>,
+        /// Time candidates on a server the RPC tracker `host:port` gives for `--rpc-key`.
+        #[arg(long = "rpc-tracker", requires = "rpc_key")]
+        rpc_tracker: Option<String>,
+        /// The key of the RPC server (or of the tracker's queue).
+        #[arg(long = "rpc-key", default_value = "")]
+        rpc_key: String,
     },
     /// Runs a compiled library once (on the CPU, or the OpenCL device for an `opencl` library) and writes its outputs as `output_K.npy`.
     Run {
@@ -184,13 +193,21 @@ fn main() -> ExitCode {
             target,
             input_shape,
             runs,
-        } => tune::run(&tune::TuneArgs {
-            model,
-            records,
-            target,
-            input_shapes: input_shape,
-            runs,
-        }),
+            rpc_server,
+            rpc_tracker,
+            rpc_key,
+        } => tune::runner(rpc_server.as_deref(), rpc_tracker.as_deref(), &rpc_key).and_then(
+            |runner| {
+                tune::run(&tune::TuneArgs {
+                    model,
+                    records,
+                    target,
+                    input_shapes: input_shape,
+                    runs,
+                    runner,
+                })
+            },
+        ),
         Command::Run {
             library,
             input,

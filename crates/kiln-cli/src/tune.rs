@@ -9,7 +9,9 @@
 //! tile of the kernel a 1x1 convolution switched to) is tried next. The file holds, per layer,
 //! the knobs of its workloads, the best time and the heuristic's; layers already in it are
 //! not tuned again, so an interrupted tuning resumes. Records are keyed by the CPU they were
-//! measured on; compiling for another CPU ignores them.
+//! measured on; compiling for another CPU ignores them. Candidates run in this process, or on
+//! the CPU of an RPC server (`--rpc-server`, or a server of `--rpc-tracker`'s queue), timed by
+//! its time evaluator.
 
 use crate::bench::stats;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,6 +36,37 @@ pub struct TuneArgs {
     pub input_shapes: Vec<String>,
     /// Timed runs per candidate (the median counts).
     pub runs: u32,
+    /// Where candidates run: this process, or a remote device through Kiln's RPC.
+    pub runner: Runner,
+}
+
+/// Where candidate layers are timed.
+pub enum Runner {
+    /// In this process, on this machine's CPU.
+    Local,
+    /// On the CPU of an RPC server (`kiln rpc server`, or Apache TVM's): each candidate's
+    /// library is uploaded, loaded there and timed by its time evaluator.
+    Remote(kiln_rpc::Session),
+}
+
+/// The runner of `--rpc-server HOST:PORT` or `--rpc-tracker HOST:PORT` (with `key`), else the
+/// local one.
+pub fn runner(server: Option<&str>, tracker: Option<&str>, key: &str) -> Result<Runner, String> {
+    if let Some(addr) = server {
+        let (host, port) = addr
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+            .ok_or_else(|| format!("--rpc-server {addr:?} is not host:port"))?;
+        let s = kiln_rpc::connect(host, port, key)
+            .map_err(|e| format!("cannot reach the RPC server {addr}: {e}"))?;
+        return Ok(Runner::Remote(s));
+    }
+    if let Some(addr) = tracker {
+        let s = kiln_rpc::tracker::connect_via_tracker(addr, key)
+            .map_err(|e| format!("no RPC server for key {key:?} from the tracker {addr}: {e}"))?;
+        return Ok(Runner::Remote(s));
+    }
+    Ok(Runner::Local)
 }
 
 /// What the records of one CPU are keyed by: the target's CPU name and its features.
@@ -168,9 +201,15 @@ fn pseudo_random(shape: &[i64], dtype: kiln_ffi::DataType) -> Result<Tensor, Str
         .map_err(|e| e.to_string())
 }
 
-/// Builds `layer` under `scope` and times it: the median of `runs` runs after two warm-up
-/// runs, and the knobs the build asked.
-fn measure(layer: &Layer, target: &str, scope: Scope, runs: u32) -> Result<(f64, Asked), String> {
+/// Builds `layer` under `scope` and times it on `runner`: the median of `runs` runs after two
+/// warm-up runs, and the knobs the build asked.
+fn measure(
+    layer: &Layer,
+    target: &str,
+    scope: Scope,
+    runs: u32,
+    runner: &Runner,
+) -> Result<(f64, Asked), String> {
     let active = scope.enter();
     let factory = kiln_graph::build::build_with(
         &layer.module,
@@ -181,10 +220,23 @@ fn measure(layer: &Layer, target: &str, scope: Scope, runs: u32) -> Result<(f64,
     .map_err(|e| format!("building {}: {e}", layer.signature))?;
     let asked = active.asked();
     drop(active);
-    let exec_module = crate::run::create_executor(&factory)?;
+    let ms = match runner {
+        Runner::Local => time_locally(&factory, &layer.input, runs)?,
+        Runner::Remote(session) => time_remotely(session, &factory, &layer.input, runs)
+            .map_err(|e| format!("timing {} on the RPC server: {e}", layer.signature))?,
+    };
+    Ok((ms, asked))
+}
+
+/// The median of `runs` runs of `factory`'s executor on input `x`, after two warm-up runs.
+fn time_locally(
+    factory: &kiln_runtime::module::Module,
+    x: &Tensor,
+    runs: u32,
+) -> Result<f64, String> {
+    let exec_module = crate::run::create_executor(factory)?;
     let mut exec = crate::run::lock(&exec_module);
-    exec.set_input_by_name("x", &layer.input)
-        .map_err(|e| e.to_string())?;
+    exec.set_input_by_name("x", x).map_err(|e| e.to_string())?;
     for _ in 0..2 {
         exec.run().map_err(|e| e.to_string())?;
     }
@@ -194,7 +246,55 @@ fn measure(layer: &Layer, target: &str, scope: Scope, runs: u32) -> Result<(f64,
         exec.run().map_err(|e| e.to_string())?;
         ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    Ok((stats(&ms).0, asked))
+    Ok(stats(&ms).0)
+}
+
+/// [`time_locally`] on the server of `session`: the library exported, uploaded and loaded
+/// there, its executor's `run` timed by the server's time evaluator (`runs` measurements of
+/// at least 10 ms each).
+fn time_remotely(
+    session: &kiln_rpc::Session,
+    factory: &kiln_runtime::module::Module,
+    x: &Tensor,
+    runs: u32,
+) -> kiln_ffi::Result<f64> {
+    use kiln_ffi::Any;
+    let path = std::env::temp_dir().join(format!("kiln-tune-{}.so", std::process::id()));
+    kiln_runtime::module::export_library(factory, &path, &Default::default())?;
+    let uploaded = session.upload(&path, Some("kiln_tune_layer.so"));
+    let _ = std::fs::remove_file(&path);
+    uploaded?;
+    let lib = session.load_module("kiln_tune_layer.so")?;
+    let dev = session.cpu(0)?;
+    let exec: kiln_runtime::module::Module = lib
+        .get_function("default", false)?
+        .ok_or_else(|| kiln_ffi::Error::value_error("the library has no `default` executor"))?
+        .call_any(&[Any::from(dev)])?
+        .try_as()?;
+    let remote_x = session.empty(x.shape(), x.dtype(), dev)?;
+    remote_x.copy_from(x)?;
+    exec.get_function("set_input", false)?
+        .ok_or_else(|| kiln_ffi::Error::value_error("the executor has no `set_input`"))?
+        .call_any(&[Any::from("x"), Any::from(remote_x)])?;
+    let options = kiln_runtime::time_evaluator::TimeEvaluatorOptions {
+        number: 1,
+        repeat: runs.max(1),
+        min_repeat_ms: 10,
+        ..Default::default()
+    };
+    let timer = session.time_evaluator(Some(&exec), "run", dev, &options)?;
+    let bytes: kiln_ffi::Bytes = timer.call_any(&[])?.try_as()?;
+    let secs: Vec<f64> = bytes
+        .as_bytes()
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    if secs.is_empty() {
+        return Err(kiln_ffi::Error::value_error(
+            "the time evaluator returned no times",
+        ));
+    }
+    Ok(stats(&secs).0 * 1e3)
 }
 
 /// The best knobs for `layer`: `(records by workload key, best ms, heuristic ms)`.
@@ -202,13 +302,14 @@ fn tune_layer(
     layer: &Layer,
     target: &str,
     runs: u32,
+    runner: &Runner,
 ) -> Result<(BTreeMap<String, Config>, f64, f64), String> {
     let with = |c: &Config| Scope {
         candidate: Some(c.clone()),
         ..Scope::default()
     };
     let mut best = Config::new();
-    let (base_ms, mut asked) = measure(layer, target, with(&best), runs)?;
+    let (base_ms, mut asked) = measure(layer, target, with(&best), runs, runner)?;
     let mut best_ms = base_ms;
     let mut best_asked = asked.clone();
     let mut done: Vec<String> = Vec::new();
@@ -226,7 +327,7 @@ fn tune_layer(
             if best.get(&name) == Some(&v) {
                 continue;
             }
-            let (ms, a) = measure(layer, target, with(&c), runs)?;
+            let (ms, a) = measure(layer, target, with(&c), runs, runner)?;
             if ms < best_ms {
                 (best, best_ms, best_asked) = (c, ms, a.clone());
             }
@@ -302,7 +403,7 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
     pb.enable_steady_tick(Duration::from_millis(120));
     for layer in todo {
         pb.set_message(layer.signature.chars().take(60).collect::<String>());
-        let (records, ms, base) = tune_layer(layer, &args.target, args.runs)?;
+        let (records, ms, base) = tune_layer(layer, &args.target, args.runs, &args.runner)?;
         pb.println(format!(
             "{:.3} ms -> {:.3} ms ({:.2}x)  {}",
             base,

@@ -118,3 +118,58 @@ fn tuning_records_are_written_resumed_and_used() {
     assert!(!err.contains("panicked"), "{err}");
     matches_onnxruntime(&lib, dir.path());
 }
+
+#[test]
+fn tuning_times_candidates_on_an_rpc_server() {
+    let server = kiln_rpc::Server::start(kiln_rpc::ServerConfig {
+        port: 0,
+        key: "tune".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("remote.json");
+    let addr = format!("127.0.0.1:{}", server.port());
+    let out = kiln_ok(&[
+        "tune",
+        s(&model()),
+        "-r",
+        s(&records),
+        "--runs",
+        "2",
+        "--rpc-server",
+        &addr,
+        "--rpc-key",
+        "tune",
+    ]);
+    assert!(out.contains("3 to tune"), "{out}");
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    let layers = file["layers"].as_object().unwrap();
+    assert_eq!(layers.len(), 3, "{file}");
+    for (sig, layer) in layers {
+        let ms = layer["ms"].as_f64().unwrap();
+        assert!(ms > 0.0 && ms < 1e4, "{sig}: {ms}");
+    }
+    let lib = dir.path().join("tuned.so");
+    kiln_ok(&[
+        "compile",
+        s(&model()),
+        "-o",
+        s(&lib),
+        "--tuning-records",
+        s(&records),
+    ]);
+    matches_onnxruntime(&lib, dir.path());
+    // A server that is not there is a clear error.
+    let out = kiln(&[
+        "tune",
+        s(&model()),
+        "-r",
+        s(&records),
+        "--rpc-server",
+        "127.0.0.1:1",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the RPC server"));
+}
