@@ -176,6 +176,29 @@ def bench_model(name, args):
             row["kiln_ms"] = r["ms"]
             row["kiln_err"] = scaled_error(np.load(out), ref)
 
+    if args.tune:
+        # `kiln tune` (one thread, resumable records per model), then the tuned library.
+        records = os.path.join(d, f"{name}.tuning.json")
+        t = time.perf_counter()
+        env = dict(os.environ, KILN_NUM_THREADS="1")
+        p = subprocess.run([args.kiln, "tune", onnx_path, "-r", records], capture_output=True,
+                           text=True, env=env)
+        row["tune_s"] = time.perf_counter() - t
+        tuned = os.path.join(d, f"{name}.kiln_tuned.so")
+        if p.returncode == 0:
+            p = subprocess.run([args.kiln, "compile", onnx_path, "-o", tuned, "--tuning-records",
+                                records], capture_output=True, text=True)
+        if p.returncode != 0:
+            row["kiln_error"] = "tuning: " + (p.stderr.strip().splitlines() or ["?"])[-1][:200]
+        else:
+            out = os.path.join(d, f"{name}.kiln_tuned_out.npy")
+            r = child("kiln", tuned, x_path, out, args.number, args.repeat)
+            if "error" in r:
+                row["kiln_error"] = "tuned: " + r["error"]
+            else:
+                row["tuned_ms"] = r["ms"]
+                row["kiln_err"] = max(row.get("kiln_err", 0.0), scaled_error(np.load(out), ref))
+
     if not args.skip_tvm:
         out = os.path.join(d, f"{name}.tvm_out.npy")
         r = child("tvm", onnx_path, x_path, out, args.tvm_repeat, args.tvm_mcpu)
@@ -205,6 +228,15 @@ def print_table(rows):
             fmt(k / o if k and o else None, ".2f"), fmt(k / t if k and t else None, ".3f"),
             fmt(kc, ".2f"), fmt(r.get("tvm_compile_s"), ".1f"),
             fmt(r.get("kiln_err"), ".1e"), fmt(r.get("tvm_err"), ".1e")))
+    if any("tuned_ms" in r for r in rows):
+        print()
+        print("| model | Kiln ms | Kiln tuned ms | ORT ms | tuned / ORT | tuning s |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            k, tu, o = r.get("kiln_ms"), r.get("tuned_ms"), r.get("ort_ms")
+            print("| {} | {} | {} | {} | {} | {} |".format(
+                r["model"], fmt(k, ".2f"), fmt(tu, ".2f"), fmt(o, ".2f"),
+                fmt(tu / o if tu and o else None, ".2f"), fmt(r.get("tune_s"), ".0f")))
     for r in rows:
         for what in ("kiln_error", "tvm_error"):
             if what in r:
@@ -219,6 +251,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=DEFAULT)
     ap.add_argument("--skip-tvm", action="store_true")
+    ap.add_argument("--tune", action="store_true",
+                    help="also `kiln tune` each model (records kept in the workdir) and time "
+                         "the tuned library")
     ap.add_argument("--repeat", type=int, default=7, help="measurements (Kiln, ORT); >= 5")
     ap.add_argument("--number", type=int, default=5, help="runs per measurement (Kiln, ORT)")
     ap.add_argument("--tvm-repeat", type=int, default=3, help="single runs of TVM")

@@ -404,13 +404,18 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
     for layer in todo {
         pb.set_message(layer.signature.chars().take(60).collect::<String>());
         let (records, ms, base) = tune_layer(layer, &args.target, args.runs, &args.runner)?;
-        pb.println(format!(
+        let line = format!(
             "{:.3} ms -> {:.3} ms ({:.2}x)  {}",
             base,
             ms,
             base / ms,
             layer.signature
-        ));
+        );
+        if pb.is_hidden() {
+            println!("{line}");
+        } else {
+            pb.println(line);
+        }
         let recs: Map<String, Value> = records.into_iter().map(|(k, c)| (k, json!(c))).collect();
         known.insert(
             layer.signature.clone(),
