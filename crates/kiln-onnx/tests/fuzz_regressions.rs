@@ -5,7 +5,9 @@
 
 mod proto_common;
 
-use kiln_onnx::proto::{attribute_proto::AttributeType, tensor_proto, AttributeProto, GraphProto};
+use kiln_onnx::proto::{
+    attribute_proto::AttributeType, tensor_proto, AttributeProto, GraphProto, TensorProto,
+};
 use kiln_onnx::{from_onnx, from_proto, Model};
 use proto_common::{model_proto, node, typed_value_info, untyped};
 
@@ -103,4 +105,63 @@ fn tfidf_output_columns_are_bounded() {
     // Column count max(ngram_indexes) + 1, per row.
     let (module, _) = from_onnx(&tfidf(&[4, 1, 2]), &Default::default()).unwrap();
     assert_eq!(module.main().unwrap().body().ty().unwrap().shape(), [2, 5]);
+}
+
+/// `op(Shape(x)[start:end], i)` of a float `x` `[3, 4]`, for Gather (`i` the scalar 0),
+/// GatherElements (`i` = `[0]`) and GatherND (`i` = `[[0]]`).
+fn gather_from_shape_slice(op: &str, start: i64, end: i64) -> Model {
+    let dims = match op {
+        "Gather" => vec![],
+        "GatherElements" => vec![1],
+        _ => vec![1, 1],
+    };
+    let graph = GraphProto {
+        name: Some("g".into()),
+        node: vec![
+            node(
+                "Shape",
+                "shape",
+                &["x"],
+                &["s"],
+                vec![int_attr("start", start), int_attr("end", end)],
+            ),
+            node(op, "gather", &["s", "i"], &["y"], vec![]),
+        ],
+        initializer: vec![TensorProto {
+            name: Some("i".into()),
+            dims,
+            data_type: Some(tensor_proto::DataType::Int64 as i32),
+            int64_data: vec![0],
+            ..Default::default()
+        }],
+        input: vec![typed_value_info(
+            "x",
+            tensor_proto::DataType::Float,
+            &[3, 4],
+        )],
+        output: vec![untyped("y")],
+        ..Default::default()
+    };
+    from_proto(&model_proto(8, "", 13, graph), "<test>".into()).unwrap()
+}
+
+#[test]
+fn gathers_from_an_empty_axis_are_errors() {
+    // The fuzzer's model: a Shape slice with `end` before `start` is empty, and Gather's
+    // folding clamped index 0 into an axis of extent 0. GatherElements and GatherND share the
+    // clamp.
+    for (op, want) in [("Gather", 0), ("GatherElements", 1), ("GatherND", 1)] {
+        let msg = conversion_error(&gather_from_shape_slice(op, 1, 0));
+        assert!(
+            msg.contains("'gather'") && msg.contains(op) && msg.contains("empty"),
+            "{op}: {msg}"
+        );
+        // Index 0 of Shape(x)[1:2] is x's extent 4.
+        let m = gather_from_shape_slice(op, 1, 2);
+        let (module, _) = from_onnx(&m, &Default::default()).unwrap();
+        let body = module.main().unwrap().body().clone();
+        assert_eq!(body.ty().unwrap().shape().len(), want, "{op}");
+        let folded = body.as_constant().expect("a gather from a shape folds");
+        assert_eq!(folded.to_f64_vec().unwrap(), [4.0], "{op}");
+    }
 }
