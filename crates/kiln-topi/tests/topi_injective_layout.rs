@@ -41,13 +41,17 @@ fn reshape_transpose_flatten_squeeze() {
         let want: Vec<f64> = xv.iter().map(|&v| v as f64).collect();
         assert_close(&got, &want, 0.0, name, seed);
     };
-    plain(tf::reshape(&x, &[0, -1]).unwrap(), &[2, 12], "reshape0-1");
     plain(
-        tf::reshape(&x, &[4, 0, 2]).unwrap(),
+        tf::reshape(&x, &[0, -1], false).unwrap(),
+        &[2, 12],
+        "reshape0-1",
+    );
+    plain(
+        tf::reshape(&x, &[4, 0, 2], false).unwrap(),
         &[4, 3, 2],
         "reshape402",
     );
-    plain(tf::reshape(&x, &[-1]).unwrap(), &[24], "reshape-1");
+    plain(tf::reshape(&x, &[-1], false).unwrap(), &[24], "reshape-1");
     plain(tf::flatten(&x, 1).unwrap(), &[2, 12], "flatten1");
     plain(tf::flatten(&x, 0).unwrap(), &[1, 24], "flatten0");
     plain(tf::flatten(&x, -1).unwrap(), &[6, 4], "flatten-1");
@@ -76,9 +80,22 @@ fn reshape_transpose_flatten_squeeze() {
         seed,
     );
     assert!(tf::squeeze(&x1, Some(&[1])).is_err());
-    assert!(tf::reshape(&x, &[5, -1]).is_err());
-    assert!(tf::reshape(&x, &[-1, -1]).is_err());
-    assert!(tf::reshape(&x, &[7, 0]).is_err());
+    assert!(tf::reshape(&x, &[5, -1], false).is_err());
+    assert!(tf::reshape(&x, &[-1, -1], false).is_err());
+    assert!(tf::reshape(&x, &[7, 0], false).is_err());
+    // allowzero: a 0 is an empty axis, which only an empty input can be reshaped to.
+    assert!(tf::reshape(&x, &[24, 0], true).is_err());
+    let e = ph(&[0, 3, 4], f32t(), "E");
+    assert_eq!(
+        shape_of(&tf::reshape(&e, &[3, 4, 0], true).unwrap()),
+        [3, 4, 0]
+    );
+    assert_eq!(
+        shape_of(&tf::reshape(&e, &[0, 4, 3], false).unwrap()),
+        [0, 4, 3]
+    );
+    assert_eq!(shape_of(&tf::reshape(&e, &[6, -1], false).unwrap()), [6, 0]);
+    assert!(tf::reshape(&e, &[0, -1], true).is_err());
 
     for perm in [None, Some(vec![1i64, 0, 2]), Some(vec![-1, 0, 1])] {
         let y = tf::transpose(&x, perm.as_deref()).unwrap();

@@ -138,7 +138,10 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
                 for a in c.args.iter() {
                     args.extend(memo[&a.key()].iter().cloned());
                 }
-                let out = compute(name, &args, &e.attrs(), cpu)
+                let ty = e.checked_type().cloned().ok_or_else(|| {
+                    Error::value_error(format!("graph build: untyped call of `{name}`"))
+                })?;
+                let out = compute(name, &args, &e.attrs(), &ty, cpu)
                     .map_err(|err| err.context(format!("in `{name}`")))?;
                 for op in out.iter().flat_map(producers) {
                     if op.as_extern().is_some() && !extern_ops.iter().any(|x| x.same_as(&op)) {

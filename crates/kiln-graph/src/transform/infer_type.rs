@@ -512,7 +512,7 @@ mod tests {
         let m = err_of(mk("reshape", vec![a], &[("newshape", [5, -1].into())]));
         assert_eq!(
             m,
-            "reshape: cannot reshape [2, 3, 4] (24 elements) to [5, -1]"
+            "reshape: cannot infer the -1 of [5, -1] for input shape [2, 3, 4] (24 elements)"
         );
     }
 

@@ -11,7 +11,7 @@ use crate::tensor::DataType;
 use crate::Node;
 
 /// The most elements a generated constant may have (they are written into the library).
-const MAX_ELEMENTS: i64 = 1 << 26;
+pub(super) const MAX_ELEMENTS: i64 = 1 << 26;
 
 /// The element type an attribute names (`dtype`, `output_datatype`), else `default`.
 pub(super) fn attr_dtype(

@@ -307,13 +307,19 @@ fn shallow_infer(e: &Expr) -> CResult<Expr> {
     Ok(e.with_type(ty))
 }
 
-/// `x` with its shape changed to `shape` (itself when the shape is already that).
+/// `x` with its shape changed to `shape` (itself when the shape is already that). A shape
+/// without `-1` is taken literally: a 0 in it is an empty axis, not a copy of the input's.
 pub fn reshape(x: Expr, shape: impl Into<Vec<i64>>) -> CResult<Expr> {
     let shape = shape.into();
     if shape_of(&x)? == shape {
         return Ok(x);
     }
-    call("reshape", vec![x], &[("newshape", shape.into())])
+    let allowzero = !shape.contains(&-1);
+    call(
+        "reshape",
+        vec![x],
+        &[("newshape", shape.into()), ("allowzero", allowzero.into())],
+    )
 }
 
 /// `x` with its axes permuted to `axes`.

@@ -149,7 +149,8 @@ fn split_to_sequence(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         }
         Some(v) => v,
     };
-    if sizes.iter().sum::<i64>() != n || sizes.iter().any(|&k| k < 1) {
+    // Sizes of 0 are allowed: they make empty tensors.
+    if sizes.iter().any(|&k| k < 0) || sizes.iter().sum::<i64>() != n {
         return Err(Msg(format!(
             "split sizes {sizes:?} do not cover the {n} entries of axis {axis}"
         )));

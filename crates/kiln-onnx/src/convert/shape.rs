@@ -24,12 +24,8 @@ fn reshape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             .ok_or_else(|| Msg::from("the shape input is required"))?
     };
     let allowzero = node.attr_i("allowzero", 0)? != 0;
-    if allowzero && target.contains(&0) {
-        return Err(Msg(format!(
-            "shape {target:?} with allowzero=1 makes an empty tensor, which Kiln does not support"
-        )));
-    }
-    // Resolve 0 (copy) here so the graph's reshape gets an explicit shape.
+    // Resolve 0 (copy) here so the graph's reshape gets an explicit shape; with allowzero a 0
+    // is an empty axis, which the graph's reshape keeps under its own `allowzero`.
     let newshape: Vec<i64> = target
         .iter()
         .enumerate()
@@ -44,7 +40,10 @@ fn reshape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call(
         "reshape",
         vec![x],
-        &[("newshape", newshape.into())],
+        &[
+            ("newshape", newshape.into()),
+            ("allowzero", allowzero.into()),
+        ],
     )?])
 }
 

@@ -15,6 +15,7 @@ use kiln_ffi::dtype::code;
 use kiln_graph::ir::Expr;
 
 use super::conv::slice_axis;
+use super::generate::MAX_ELEMENTS;
 use super::{call, constant, dtype_of, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
 
@@ -46,7 +47,22 @@ fn tfidf(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             indexes.len()
         )));
     }
+    if let Some(bad) = indexes.iter().find(|&&i| i < 0) {
+        return Err(Msg(format!(
+            "attribute `ngram_indexes` has a negative entry {bad}"
+        )));
+    }
     let columns = indexes.iter().copied().max().unwrap_or(0) + 1;
+    // The one-hot placement matrices ([n-grams, columns]) and an all-zero result ([rows,
+    // columns]) are materialized at compile time: a bounded size.
+    let rows: i64 = xs[..xs.len() - 1].iter().product();
+    let largest = columns.checked_mul(rows.max(pool.len() as i64).max(1));
+    if largest.is_none_or(|n| n > MAX_ELEMENTS) {
+        return Err(Msg(format!(
+            "attribute `ngram_indexes` asks for {columns} output columns, more than Kiln \
+             materializes ({MAX_ELEMENTS} elements)"
+        )));
+    }
     let c = *xs.last().expect("rank >= 1");
     let f32t = kiln_ffi::DataType::float(32);
     // The pool's n-grams by size, each with its global index (the output column's index).
@@ -119,9 +135,6 @@ fn tfidf(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         let mut onehot = vec![0.0; (e * columns) as usize];
         for g in 0..e as usize {
             let col = indexes[first + g];
-            if col < 0 {
-                return Err(Msg(format!("ngram_indexes has a negative entry {col}")));
-            }
             onehot[g * columns as usize + col as usize] = 1.0;
         }
         let placed = super::nn::matmul_of(per_size, constant(&onehot, &[e, columns], f32t)?)?;

@@ -1,4 +1,5 @@
-//! `reshape` with ONNX's `0` (copy the input dimension) and `-1` (infer) entries.
+//! `reshape` with ONNX's `0` (copy the input dimension, or an empty axis with `allowzero`) and
+//! `-1` (infer) entries.
 
 use super::util::{compute_tagged, const_shape, index_dtype, shape_exprs, value_error};
 use crate::tag;
@@ -8,17 +9,20 @@ use kiln_tir::{floordiv, floormod, PrimExpr, Var};
 use std::ops::Range;
 
 /// The output shape of reshaping `shape` to `newshape`: `0` copies the input dimension at the
-/// same position (ONNX `allowzero = 0`), one `-1` takes what is left.
+/// same position (ONNX `allowzero = 0`) or, with `allowzero`, is an axis of extent 0; one `-1`
+/// takes what is left.
 ///
 /// # Errors
-/// A `ValueError` for two `-1`s, another negative entry, a `0` beyond the input's rank, or an
-/// element count that does not match.
-pub fn infer_reshape(shape: &[i64], newshape: &[i64]) -> Result<Vec<i64>> {
+/// A `ValueError` for two `-1`s, another negative entry, a `0` beyond the input's rank (without
+/// `allowzero`), a `-1` beside a `0` with `allowzero` (ONNX leaves it undefined), or an element
+/// count that does not match.
+pub fn infer_reshape(shape: &[i64], newshape: &[i64], allowzero: bool) -> Result<Vec<i64>> {
     let total: i64 = shape.iter().product();
     let mut out = Vec::with_capacity(newshape.len());
     let mut infer = None;
     for (k, &d) in newshape.iter().enumerate() {
         match d {
+            0 if allowzero => out.push(0),
             0 => out.push(*shape.get(k).ok_or_else(|| {
                 value_error(
                     "reshape",
@@ -37,8 +41,17 @@ pub fn infer_reshape(shape: &[i64], newshape: &[i64]) -> Result<Vec<i64>> {
             d => out.push(d),
         }
     }
-    let known: i64 = out.iter().product();
+    let known = out
+        .iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| value_error("reshape", format!("{newshape:?} has too many elements")))?;
     if let Some(k) = infer {
+        if allowzero && newshape.contains(&0) {
+            return Err(value_error(
+                "reshape",
+                format!("{newshape:?} has both a -1 and a 0, which allowzero=1 does not allow"),
+            ));
+        }
         if known == 0 || total % known != 0 {
             return Err(value_error(
                 "reshape",
@@ -84,9 +97,9 @@ pub(crate) fn unravel(lin: PrimExpr, shape: &[i64], dt: kiln_ffi::DataType) -> V
 ///
 /// # Errors
 /// As [`infer_reshape`], and a `ValueError` for symbolic input shapes.
-pub fn reshape(x: &Tensor, newshape: &[i64]) -> Result<Tensor> {
+pub fn reshape(x: &Tensor, newshape: &[i64], allowzero: bool) -> Result<Tensor> {
     let shape = const_shape(x, "reshape")?;
-    let out = infer_reshape(&shape, newshape)?;
+    let out = infer_reshape(&shape, newshape, allowzero)?;
     reshape_to(x, &shape, &out, "reshape")
 }
 

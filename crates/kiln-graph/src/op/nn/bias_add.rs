@@ -35,7 +35,7 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
     let b = if shape.len() == 1 {
         bias.clone()
     } else {
-        kiln_topi::transform::reshape(bias, &shape)?
+        kiln_topi::transform::reshape(bias, &shape, true)?
     };
     one(kiln_topi::broadcast::add(data, &b))
 }

@@ -22,7 +22,13 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
             d.len()
         )));
     }
-    normalize_axis(ctx.attrs.int("axis")?, d.len()).map_err(|m| ctx.err(m))?;
+    let axis = normalize_axis(ctx.attrs.int("axis")?, d.len()).map_err(|m| ctx.err(m))?;
+    // No index is in range of an empty axis (clipping has nothing to clip to).
+    if d[axis] == 0 && ix.iter().all(|&k| k > 0) {
+        return Err(ctx.err(format!(
+            "cannot gather {ix:?} indices from the empty axis {axis} of data {d:?}"
+        )));
+    }
     Ok(Type::tensor(ix, dt))
 }
 

@@ -34,6 +34,13 @@ fn out_shape(d: &[i64], ix: &[i64], b: i64) -> std::result::Result<Vec<i64>, Str
             &ix[..b]
         ));
     }
+    // No index tuple is in range of data with an empty indexed axis.
+    if d[b..b + k as usize].contains(&0) && ix[..q - 1].iter().all(|&n| n > 0) {
+        return Err(format!(
+            "cannot gather index tuples from data {d:?}, whose indexed axes {:?} are empty",
+            &d[b..b + k as usize]
+        ));
+    }
     let mut s = ix[..q - 1].to_vec();
     s.extend_from_slice(&d[b + k as usize..]);
     Ok(s)

@@ -26,16 +26,22 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
             "attribute `mode` = \"{mode}\" is not clip, wrap or fast"
         )));
     }
-    let out = match ctx.attrs.opt_int("axis")? {
-        None => ix.to_vec(),
+    let (out, n) = match ctx.attrs.opt_int("axis")? {
+        None => (ix.to_vec(), s.iter().product::<i64>()),
         Some(a) => {
             let a = normalize_axis(a, s.len()).map_err(|m| ctx.err(m))?;
             let mut o = s[..a].to_vec();
             o.extend_from_slice(ix);
             o.extend_from_slice(&s[a + 1..]);
-            o
+            (o, s[a])
         }
     };
+    // No index is in range of an empty axis (clipping has nothing to clip to).
+    if n == 0 && ix.iter().all(|&k| k > 0) {
+        return Err(ctx.err(format!(
+            "cannot take {ix:?} indices from an empty axis of data {s:?}"
+        )));
+    }
     Ok(Type::tensor(&out, d))
 }
 
