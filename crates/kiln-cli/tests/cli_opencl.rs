@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::{kiln, kiln_ok, root, s};
+use common::{kiln, kiln_ok, root, run_bundled, s};
 use kiln_ffi::device::device_type::OPENCL;
 use kiln_ffi::Device;
-use kiln_testing::npy::read_f32_file;
 
 #[test]
 fn the_bundled_model_compiles_for_opencl_and_runs_on_the_device() {
@@ -39,24 +38,7 @@ fn the_bundled_model_compiles_for_opencl_and_runs_on_the_device() {
         eprintln!("skipped running: no OpenCL device (scripts/setup.sh installs PoCL)");
         return;
     }
-    let input = format!("input={}", s(&root().join("examples/model/input.npy")));
-    kiln_ok(&[
-        "run",
-        s(&lib),
-        "--input",
-        &input,
-        "--output-dir",
-        s(dir.path()),
-    ]);
-    let got = read_f32_file(&dir.path().join("output_0.npy"));
-    let want = read_f32_file(&root().join("examples/model/expected.npy"));
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 + 1e-4 * w.abs(),
-            "output {i}: {g} vs onnxruntime {w}"
-        );
-    }
+    run_bundled(&lib, dir.path());
 }
 
 #[test]

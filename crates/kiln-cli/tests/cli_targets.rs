@@ -6,8 +6,7 @@
 
 mod common;
 
-use common::{kiln, kiln_ok, root, s, KILN};
-use kiln_testing::npy::read_f32_file;
+use common::{assert_bundled_output, kiln, kiln_ok, root, s, KILN};
 use std::process::Command;
 
 fn host_has(flag: &str) -> bool {
@@ -103,13 +102,5 @@ fn a_library_for_two_levels_runs_the_best_variant() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("running code variant"), "{err}");
-    let got = read_f32_file(&dir.path().join("output_0.npy"));
-    let want = read_f32_file(&root().join("examples/model/expected.npy"));
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 + 1e-4 * w.abs(),
-            "output {i}: {g} vs onnxruntime {w}"
-        );
-    }
+    assert_bundled_output(dir.path());
 }

@@ -5,32 +5,40 @@
 
 mod common;
 
-use common::{kiln, kiln_ok, root, s};
-use kiln_testing::npy::read_f32_file;
+use common::{kiln, kiln_ok, root, run_bundled, s};
+use std::path::Path;
 
 fn model() -> std::path::PathBuf {
     root().join("examples/model/model.onnx")
 }
 
-/// Runs `lib` on the bundled input and checks its output against onnxruntime's.
-fn matches_onnxruntime(lib: &std::path::Path, dir: &std::path::Path) {
-    kiln_ok(&[
-        "run",
+/// The records file at `path`.
+fn read_records(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `kiln compile` of the bundled model into `lib` with the tuning records `records`.
+fn compile_tuned(lib: &Path, records: &Path) -> std::process::Output {
+    kiln(&[
+        "compile",
+        s(&model()),
+        "-o",
         s(lib),
-        "--input",
-        &format!("input={}", s(&root().join("examples/model/input.npy"))),
-        "--output-dir",
-        s(dir),
-    ]);
-    let got = read_f32_file(&dir.join("output_0.npy"));
-    let want = read_f32_file(&root().join("examples/model/expected.npy"));
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 + 1e-4 * w.abs(),
-            "output {i}: {g} vs onnxruntime {w}"
-        );
-    }
+        "--tuning-records",
+        s(records),
+    ])
+}
+
+/// [`compile_tuned`], which must succeed, then the library run on the bundled input and
+/// checked against onnxruntime's output.
+fn compile_tuned_and_check(lib: &Path, records: &Path, dir: &Path) {
+    let out = compile_tuned(lib, records);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    run_bundled(lib, dir);
 }
 
 #[test]
@@ -42,8 +50,7 @@ fn tuning_records_are_written_resumed_and_used() {
         out.contains("3 distinct layers, 0 already tuned, 3 to tune"),
         "{out}"
     );
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    let file = read_records(&records);
     assert!(file["cpu"].as_str().is_some_and(|c| !c.is_empty()));
     let layers = file["layers"].as_object().unwrap();
     assert_eq!(
@@ -64,29 +71,14 @@ fn tuning_records_are_written_resumed_and_used() {
     assert!(again.contains("3 already tuned, 0 to tune"), "{again}");
 
     let lib = dir.path().join("tuned.so");
-    kiln_ok(&[
-        "compile",
-        s(&model()),
-        "-o",
-        s(&lib),
-        "--tuning-records",
-        s(&records),
-    ]);
-    matches_onnxruntime(&lib, dir.path());
+    compile_tuned_and_check(&lib, &records, dir.path());
 
     // Records of another CPU: a note, and the heuristics.
     let other = dir.path().join("other.json");
     let mut f = file.clone();
     f["cpu"] = "another-cpu [avx2]".into();
     std::fs::write(&other, f.to_string()).unwrap();
-    let out = kiln(&[
-        "compile",
-        s(&model()),
-        "-o",
-        s(&lib),
-        "--tuning-records",
-        s(&other),
-    ]);
+    let out = compile_tuned(&lib, &other);
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -101,14 +93,7 @@ fn tuning_records_are_written_resumed_and_used() {
     // A damaged file names itself; the library already written stays.
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{not json").unwrap();
-    let out = kiln(&[
-        "compile",
-        s(&model()),
-        "-o",
-        s(&lib),
-        "--tuning-records",
-        s(&bad),
-    ]);
+    let out = compile_tuned(&lib, &bad);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -116,7 +101,7 @@ fn tuning_records_are_written_resumed_and_used() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
-    matches_onnxruntime(&lib, dir.path());
+    run_bundled(&lib, dir.path());
 }
 
 #[test]
@@ -143,8 +128,7 @@ fn tuning_times_candidates_on_an_rpc_server() {
         "tune",
     ]);
     assert!(out.contains("3 to tune"), "{out}");
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&records).unwrap()).unwrap();
+    let file = read_records(&records);
     let layers = file["layers"].as_object().unwrap();
     assert_eq!(layers.len(), 3, "{file}");
     for (sig, layer) in layers {
@@ -152,15 +136,7 @@ fn tuning_times_candidates_on_an_rpc_server() {
         assert!(ms > 0.0 && ms < 1e4, "{sig}: {ms}");
     }
     let lib = dir.path().join("tuned.so");
-    kiln_ok(&[
-        "compile",
-        s(&model()),
-        "-o",
-        s(&lib),
-        "--tuning-records",
-        s(&records),
-    ]);
-    matches_onnxruntime(&lib, dir.path());
+    compile_tuned_and_check(&lib, &records, dir.path());
     // A server that is not there is a clear error.
     let out = kiln(&[
         "tune",
