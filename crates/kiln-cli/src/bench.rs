@@ -31,6 +31,32 @@ pub fn stats(v: &[f64]) -> (f64, f64, f64) {
     (median, s[0], s[n - 1])
 }
 
+/// Milliseconds per run of `exec`: `repeat` measurements of `number` runs each, after
+/// `warmup` runs, each ended by `sync` (which waits for a device).
+pub fn time_runs(
+    exec: &mut kiln_runtime::graph_executor::GraphExecutor,
+    warmup: u32,
+    repeat: u32,
+    number: u32,
+    sync: impl Fn() -> Result<(), String>,
+) -> Result<Vec<f64>, String> {
+    for _ in 0..warmup {
+        exec.run()
+            .map_err(|e| format!("the warm-up run failed: {e}"))?;
+    }
+    sync()?;
+    let mut ms = Vec::with_capacity(repeat as usize);
+    for _ in 0..repeat {
+        let t = Instant::now();
+        for _ in 0..number {
+            exec.run().map_err(|e| format!("the run failed: {e}"))?;
+        }
+        sync()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3 / number.max(1) as f64);
+    }
+    Ok(ms)
+}
+
 /// Runs `kiln bench`.
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     if args.repeat == 0 || args.number == 0 {
@@ -43,8 +69,6 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let exec_module = create_executor(&factory)?;
     let mut exec = lock(&exec_module);
     set_inputs(&factory, &mut exec, &[], Some(0))?;
-    exec.run()
-        .map_err(|e| format!("the warm-up run failed: {e}"))?;
     // Kernels on a device run asynchronously: each measurement ends when the device is done.
     let dev = crate::run::library_device(&factory);
     let sync = || -> Result<(), String> {
@@ -53,16 +77,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         unsafe { api.stream_sync(dev, std::ptr::null_mut()) }
             .map_err(|e| format!("synchronizing {dev} failed: {e}"))
     };
-    sync()?;
-    let mut ms = Vec::with_capacity(args.repeat as usize);
-    for _ in 0..args.repeat {
-        let t = Instant::now();
-        for _ in 0..args.number {
-            exec.run().map_err(|e| format!("the run failed: {e}"))?;
-        }
-        sync()?;
-        ms.push(t.elapsed().as_secs_f64() * 1e3 / args.number as f64);
-    }
+    let ms = time_runs(&mut exec, 1, args.repeat, args.number, sync)?;
     let (median, min, max) = stats(&ms);
     println!(
         "{}: {} threads, {} x {} runs",

@@ -292,15 +292,7 @@ fn time_locally(
     for (name, x) in inputs {
         exec.set_input_by_name(name, x).map_err(|e| e.to_string())?;
     }
-    for _ in 0..2 {
-        exec.run().map_err(|e| e.to_string())?;
-    }
-    let mut ms = Vec::with_capacity(runs as usize);
-    for _ in 0..runs.max(1) {
-        let t = Instant::now();
-        exec.run().map_err(|e| e.to_string())?;
-        ms.push(t.elapsed().as_secs_f64() * 1e3);
-    }
+    let ms = crate::bench::time_runs(&mut exec, 2, runs.max(1), 1, || Ok(()))?;
     Ok(stats(&ms).0)
 }
 
