@@ -149,14 +149,14 @@ pub fn tuned_tile(
     blocks: i64,
     max_cols: i64,
 ) -> (i64, i64) {
-    let block_choices: Vec<i64> = (1..=4).filter(|t| blocks % t == 0).collect();
     let mut col_choices: Vec<i64> = (1..=width.min(max_cols))
         .filter(|c| width % c == 0 || (1..=4).any(|t| (width + t - 1) / t == *c))
         .collect();
     col_choices.push(heuristic.1);
     col_choices.sort_unstable();
     col_choices.dedup();
-    let tb = crate::tuning::knob(key, "blocks", &block_choices).unwrap_or(heuristic.0);
+    let tb =
+        crate::tuning::knob(key, "blocks", &super::block_choices(blocks)).unwrap_or(heuristic.0);
     let cols = crate::tuning::knob(key, "cols", &col_choices).unwrap_or(heuristic.1);
     (tb, cols)
 }

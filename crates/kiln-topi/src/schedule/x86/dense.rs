@@ -69,9 +69,8 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     // Tuning records may choose the rows (up to M) and the blocks (dividing them) instead.
     let key = op_key("dense", &op);
     let rows: Vec<i64> = (1..=m.clamp(1, 8)).collect();
-    let block_choices: Vec<i64> = (1..=4).filter(|t| blocks.max(1) % t == 0).collect();
     let mr = crate::tuning::knob(&key, "rows", &rows).unwrap_or(mr);
-    let tb = crate::tuning::knob(&key, "blocks", &block_choices).unwrap_or(tb);
+    let tb = crate::tuning::knob(&key, "blocks", &super::block_choices(blocks)).unwrap_or(tb);
     let nb = block * tb;
     let k = reduce_extents(&op).first().copied().flatten().unwrap_or(0);
     let bytes = (mt.dtype().bits() as i64 + 7) / 8;

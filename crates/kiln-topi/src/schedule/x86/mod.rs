@@ -15,6 +15,12 @@ pub use norm::{schedule_layer_norm, schedule_softmax};
 pub use pool::schedule_pool;
 
 use kiln_ffi::Result;
+
+/// The tuning choices for how many column or channel blocks one register tile holds: 1 to 4,
+/// dividing `blocks` (the tiles [`dense::matrix_tile`] and [`conv2d::register_tile`] pick from).
+pub fn block_choices(blocks: i64) -> Vec<i64> {
+    (1..=4).filter(|t| blocks.max(1) % t == 0).collect()
+}
 use kiln_te::{Operation, Schedule, Stage, Tensor};
 
 /// The stage computing `op` with its results written by a cache stage when `op` is the
