@@ -36,11 +36,25 @@ fn int_constant(values: &[f64], shape: &[i64]) -> Result<Expr> {
     )?))
 }
 
-/// `(a, dtype of a, za)` when `e` (typed `orig`) is `int32(a)` or `int32(a) - za` with `a`
-/// 8-bit.
-fn centered_8_bit(orig: &Expr, e: &Expr) -> Option<(Expr, DataType, Option<Expr>)> {
-    let (cast_o, cast_e, za) = match e.op_name()? {
-        "subtract" => (&orig.args()[0], &e.args()[0], Some(e.args()[1].clone())),
+/// An integer product's operand `int32(data) - zero` with `data` 8-bit.
+struct Centered {
+    data: Expr,
+    dtype: DataType,
+    /// The zero point (none: 0) and how many values it holds.
+    zero: Option<(Expr, i64)>,
+}
+
+/// `e` (typed `orig`) as [`Centered`] when it is `int32(a)` or `int32(a) - za` with `a` 8-bit.
+fn centered_8_bit(orig: &Expr, e: &Expr) -> Option<Centered> {
+    let (cast_o, cast_e, zero) = match e.op_name()? {
+        "subtract" => {
+            let n = orig.args()[1].ty().ok()?.shape().iter().product();
+            (
+                &orig.args()[0],
+                &e.args()[0],
+                Some((e.args()[1].clone(), n)),
+            )
+        }
         _ => (orig, e, None),
     };
     if cast_e.op_name()? != "cast" {
@@ -49,7 +63,11 @@ fn centered_8_bit(orig: &Expr, e: &Expr) -> Option<(Expr, DataType, Option<Expr>
     let from = cast_o.args()[0].ty().ok()?.dtype();
     let to = cast_o.ty().ok()?.dtype();
     let eight = from == DataType::int(8) || from == DataType::uint(8);
-    (eight && to == i32t()).then(|| (cast_e.args()[0].clone(), from, za))
+    (eight && to == i32t()).then(|| Centered {
+        data: cast_e.args()[0].clone(),
+        dtype: from,
+        zero,
+    })
 }
 
 /// `a + s` as `uint8` and `s` (128 for `int8` data, 0 for `uint8`).
@@ -163,9 +181,10 @@ pub(super) fn alter_integer_matmul(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Resu
     let Some(bc) = e.args()[1].as_constant() else {
         return Ok(None);
     };
-    let Some((a, a_dtype, za)) = centered_8_bit(&orig.args()[0], &e.args()[0]) else {
+    let Some(c) = centered_8_bit(&orig.args()[0], &e.args()[0]) else {
         return Ok(None);
     };
+    let (a, a_dtype, za) = (c.data, c.dtype, c.zero.map(|z| z.0));
     let tb = attrs.bool("transpose_b")?;
     let s = bc.shape().to_vec();
     let d = orig.args()[0].ty()?.shape().to_vec();
@@ -240,7 +259,7 @@ pub(super) fn alter_integer_conv(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result
     let Some(wc) = e.args()[1].as_constant() else {
         return Ok(None);
     };
-    let Some((x, x_dtype, zx)) = centered_8_bit(&orig.args()[0], &e.args()[0]) else {
+    let Some(c) = centered_8_bit(&orig.args()[0], &e.args()[0]) else {
         return Ok(None);
     };
     let ws = wc.shape().to_vec();
@@ -249,12 +268,10 @@ pub(super) fn alter_integer_conv(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result
         return Ok(None);
     }
     // A zero point other than one per tensor cannot pad the patches.
-    if zx.is_some() {
-        let z = orig.args()[0].args()[1].ty()?;
-        if z.shape().iter().product::<i64>() != 1 {
-            return Ok(None);
-        }
+    if c.zero.as_ref().is_some_and(|z| z.1 != 1) {
+        return Ok(None);
     }
+    let (x, x_dtype, zx) = (c.data, c.dtype, c.zero.map(|z| z.0));
     let (o, k) = (ws[0], ws[1] * ws[2] * ws[3]);
     let vals = eval::values(wc)?;
     // Patch columns run over taps, then channels ([`kiln_topi::nn::im2col`]).
