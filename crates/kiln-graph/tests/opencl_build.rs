@@ -38,6 +38,25 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
     kiln_testing::assert_allclose(got, want, kiln_testing::Tolerance::Scaled(1e-4), what);
 }
 
+/// `factory` exported as `deploy.so` in a folder of this test process named for `tag`.
+fn export(factory: &Module, tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_{tag}_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(factory, &so, &ExportOptions::default()).unwrap();
+    so
+}
+
+/// The executor of the exported library `so`, created on `dev`.
+fn executor(so: &std::path::Path, dev: Device) -> Module {
+    load_module(so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((dev,))
+        .unwrap()
+}
+
 /// Builds `module` for `target`, checks that the host library imports one OpenCL module with a
 /// kernel for every function, exports and loads it; the executor on `dev` when there is one.
 fn build_for_opencl(
@@ -60,20 +79,11 @@ fn build_for_opencl(
             "`{f}` launches no kernel: {kernels:?}"
         );
     }
-    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_{tag}_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("deploy.so");
-    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let so = export(&factory, tag);
     let Some(dev) = cl0() else {
         return (device[0].clone(), None);
     };
-    let exec = load_module(&so)
-        .unwrap()
-        .function("default")
-        .unwrap()
-        .invoke((dev,))
-        .unwrap();
-    (device[0].clone(), Some(exec))
+    (device[0].clone(), Some(executor(&so, dev)))
 }
 
 /// Sets the inputs from host tensors, poisons the outputs on the device, runs and reads the
@@ -293,6 +303,17 @@ fn det3(m: &[f32]) -> f32 {
         + m[2] * (m[3] * m[7] - m[4] * m[6])
 }
 
+/// `exp(det(tanh(x_i)) * y_i)` for the 3x3 matrices `x_i` of `xd`.
+fn tanh_det_exp(xd: &[f32], yd: &[f32]) -> Vec<f32> {
+    xd.chunks(9)
+        .zip(yd)
+        .map(|(m, b)| {
+            let t: Vec<f32> = m.iter().map(|v| v.tanh()).collect();
+            (det3(&t) * b).exp()
+        })
+        .collect()
+}
+
 #[test]
 fn operators_without_a_device_schedule_run_on_the_host() {
     // tanh (device) -> det (host: a hand-written loop nest) -> multiply, exp (device).
@@ -353,37 +374,15 @@ fn operators_without_a_device_schedule_run_on_the_host() {
         !kernels.iter().any(|k| k.contains("det")),
         "det has no kernel: {kernels:?}"
     );
-    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("deploy.so");
-    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let so = export(&factory, "det");
     let Some(dev) = cl0() else { return };
-    let exec = load_module(&so)
-        .unwrap()
-        .function("default")
-        .unwrap()
-        .invoke((dev,))
-        .unwrap();
-    let want: Vec<f32> = xd
-        .chunks(9)
-        .zip(&yd)
-        .map(|(m, b)| {
-            let t: Vec<f32> = m.iter().map(|v| v.tanh()).collect();
-            (det3(&t) * b).exp()
-        })
-        .collect();
+    let exec = executor(&so, dev);
+    let want = tanh_det_exp(&xd, &yd);
     let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
     assert_close(&got[0], &want, "tanh/det/multiply/exp");
     // Fresh inputs through the same executor.
     let (xd, yd) = (random(18, 73), random(2, 74));
-    let want: Vec<f32> = xd
-        .chunks(9)
-        .zip(&yd)
-        .map(|(m, b)| {
-            let t: Vec<f32> = m.iter().map(|v| v.tanh()).collect();
-            (det3(&t) * b).exp()
-        })
-        .collect();
+    let want = tanh_det_exp(&xd, &yd);
     let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
     assert_close(&got[0], &want, "tanh/det/multiply/exp, second run");
     // Giving the CPU explicitly is the same.
@@ -426,17 +425,9 @@ fn a_graph_only_on_the_host_copies_its_outputs_to_the_device() {
         mk("det", vec![x.expr()], &[]),
     ));
     let factory = build(&module, "opencl", vec![]).unwrap();
-    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det3_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("deploy.so");
-    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let so = export(&factory, "det3");
     let Some(dev) = cl0() else { return };
-    let exec = load_module(&so)
-        .unwrap()
-        .function("default")
-        .unwrap()
-        .invoke((dev,))
-        .unwrap();
+    let exec = executor(&so, dev);
     let want: Vec<f32> = xd.chunks(9).map(det3).collect();
     let got = run(&exec, &[("x", &xd, &[2, 3, 3])], 1);
     assert_close(&got[0], &want, "det alone");
@@ -472,17 +463,9 @@ fn inputs_read_only_on_the_host_are_placed_there() {
         .filter(|n| n.param.as_ref().is_some_and(|p| p.func_name == "__copy"))
         .count();
     assert_eq!(copies, 1, "{json}");
-    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_det2_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("deploy.so");
-    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let so = export(&factory, "det2");
     let Some(dev) = cl0() else { return };
-    let exec = load_module(&so)
-        .unwrap()
-        .function("default")
-        .unwrap()
-        .invoke((dev,))
-        .unwrap();
+    let exec = executor(&so, dev);
     let want: Vec<f32> = xd.chunks(9).zip(&yd).map(|(m, b)| det3(m) * b).collect();
     let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
     assert_close(&got[0], &want, "det/multiply");
