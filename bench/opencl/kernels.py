@@ -29,16 +29,10 @@ import numpy as np
 # One core for PoCL's pthread device too (as KILN_NUM_THREADS=1 for Kiln's CPU code).
 os.environ.setdefault("POCL_MAX_PTHREAD_COUNT", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_common import cpu_name  # noqa: E402
 import kiln  # noqa: E402
 from kiln import te  # noqa: E402
-
-
-def cpu_name():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def median_time(fn, sync, repeat, number=1):

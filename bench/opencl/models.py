@@ -29,6 +29,8 @@ os.environ["KILN_NUM_THREADS"] = "1"
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_common import cpu_name  # noqa: E402
 import kiln  # noqa: E402
 import kiln.onnx  # noqa: E402
 from kiln.graph_executor import GraphModule  # noqa: E402
@@ -63,14 +65,6 @@ def reference(path, name, x):
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     return sess.run(None, {name: x})[0]
-
-
-def cpu_name():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def measure(path, target, dev, x, name, workdir, number, repeat):

@@ -13,11 +13,11 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "recurrent"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import kiln  # noqa: E402
 from kiln.graph_executor import GraphModule  # noqa: E402
-from recurrent import cpu_name, median_ms  # noqa: E402
+from bench_common import cpu_name, median_ms  # noqa: E402
 
 
 def model(nodes, x_name, x_type, x_shape, y_type, y_shape, inits):

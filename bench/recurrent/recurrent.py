@@ -5,10 +5,7 @@ after warm-up). Prints a markdown table; the CPU is printed first.
 """
 
 import os
-import platform
-import statistics
 import sys
-import time
 
 import numpy as np
 import onnx
@@ -16,6 +13,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from bench_common import cpu_name, median_ms  # noqa: E402
 import kiln  # noqa: E402
 from kiln.graph_executor import GraphModule  # noqa: E402
 
@@ -87,28 +86,6 @@ def compare(m, feeds):
     want = sess.run(None, feeds)[0]
     np.testing.assert_allclose(gm.get_output(0).numpy(), want, rtol=1e-3, atol=1e-4)
     return median_ms(gm.run), median_ms(lambda: sess.run(None, feeds))
-
-
-def median_ms(f, runs=7, warm=2):
-    for _ in range(warm):
-        f()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main():
