@@ -14,6 +14,7 @@ import pytest
 import kiln
 import kiln.rpc
 from kiln.graph_executor import GraphModule
+from host_cpu import host_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "examples", "model", "model.onnx")
@@ -26,14 +27,6 @@ try:
 except Exception as e:
     print(type(e).__name__ + ": " + str(e))
 """
-
-
-def host_flags():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    return set()
 
 
 needs_no_amx = pytest.mark.skipif(

@@ -10,6 +10,7 @@ import pytest
 import kiln
 from conftest import needs_globals
 from kiln import _lib
+from host_cpu import host_flags
 
 
 def test_loaded_library_exports_the_abi():
@@ -100,15 +101,6 @@ needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C comp
 needs_records = needs_globals("runtime.ModuleTargetRecords")
 
 
-def _host_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def _record(tag, cpu, features):
@@ -145,7 +137,7 @@ def _library(tmp_path, name, records, marker, with_v1=False):
 @needs_cc
 @needs_records
 def test_a_library_for_another_cpu_raises_before_its_code_runs(tmp_path):
-    flags = _host_flags()
+    flags = host_flags()
     if "amx_tile" in flags and "avx512_fp16" in flags:
         pytest.skip("this CPU has AMX and AVX512-FP16: a library needing them runs here")
     marker = tmp_path / "ran"

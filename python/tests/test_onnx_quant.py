@@ -14,6 +14,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper
 
+from host_cpu import host_flags  # noqa: E402
 from onnx_run import run_kiln  # noqa: E402
 
 TARGET = "llvm"
@@ -526,7 +527,7 @@ def test_weight_only_8_bit_products_keep_8_bit_weights(form, tmp_path):
 
 
 def _host_has_dot4():
-    flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split()
+    flags = host_flags()
     return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
