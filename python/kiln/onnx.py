@@ -22,7 +22,6 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import core
-from . import graph as _graph
 from .tensor import Tensor, tensor
 
 if TYPE_CHECKING:
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
 
 #: The global function that converts a serialized ONNX model.
 FROM_ONNX = "onnx.FromOnnx"
+COMPILE = "onnx.Compile"
 
 
 def _model_bytes(model: Any) -> bytes:
@@ -105,10 +105,21 @@ def compile(
     target: str | Sequence[str] = "llvm -mcpu=native",
     frozen_inputs: Mapping[str, Any] | None = None,
 ) -> Module:
-    """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a
-    ``GraphExecutorFactory`` :class:`kiln.Module` (what :func:`kiln.graph.build` returns);
-    ``target`` may be a list (one library with code for each CPU), or ``"opencl"`` for kernels
-    on an OpenCL device (run with ``lib["default"](kiln.opencl(0))``). ``shape_dict`` and
+    """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a factory
+    :class:`kiln.Module`: a ``GraphExecutorFactory`` (what :func:`kiln.graph.build` returns)
+    for a static model, a ``VMFactory`` for a model whose control flow is decided at run time
+    (an ``If`` on a run-time input), whose executor is Kiln's virtual machine. Either way
+    ``lib["default"](dev)`` makes an executor with the same functions (``set_input``, ``run``,
+    ``get_output``...), which :class:`kiln.graph_executor.GraphModule` wraps. ``target`` may be
+    a list (one library with code for each CPU), or ``"opencl"`` for kernels on an OpenCL
+    device (run with ``lib["default"](kiln.opencl(0))``). ``shape_dict`` and
     ``frozen_inputs`` are :func:`from_onnx`'s."""
-    mod, params = from_onnx(model, shape_dict, frozen_inputs)
-    return _graph.build(mod, target, params)
+    data = _model_bytes(model)
+    targets = [target] if isinstance(target, str) else list(target)
+    try:
+        return core.call_global(COMPILE, data, _shape_map(shape_dict),
+                                _frozen_map(frozen_inputs), targets)
+    except ValueError as e:
+        if isinstance(model, (str, os.PathLike)) and "'<bytes>'" in str(e):
+            raise ValueError(str(e).replace("'<bytes>'", f"'{os.fspath(model)}'", 1)) from None
+        raise

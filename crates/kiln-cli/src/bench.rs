@@ -34,7 +34,7 @@ pub fn stats(v: &[f64]) -> (f64, f64, f64) {
 /// Milliseconds per run of `exec`: `repeat` measurements of `number` runs each, after
 /// `warmup` runs, each ended by `sync` (which waits for a device).
 pub fn time_runs(
-    exec: &mut kiln_runtime::graph_executor::GraphExecutor,
+    exec: &mut dyn kiln_runtime::executor::Executor,
     warmup: u32,
     repeat: u32,
     number: u32,
@@ -68,7 +68,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let factory = load_factory(&args.library)?;
     let exec_module = create_executor(&factory)?;
     let mut exec = lock(&exec_module);
-    set_inputs(&factory, &mut exec, &[], Some(0))?;
+    set_inputs(&factory, &mut *exec, &[], Some(0))?;
     // Kernels on a device run asynchronously: each measurement ends when the device is done.
     let dev = crate::run::library_device(&factory);
     let sync = || -> Result<(), String> {
@@ -77,7 +77,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         unsafe { api.stream_sync(dev, std::ptr::null_mut()) }
             .map_err(|e| format!("synchronizing {dev} failed: {e}"))
     };
-    let ms = time_runs(&mut exec, 1, args.repeat, args.number, sync)?;
+    let ms = time_runs(&mut *exec, 1, args.repeat, args.number, sync)?;
     let (median, min, max) = stats(&ms);
     println!(
         "{}: {} threads, {} x {} runs",
@@ -88,7 +88,14 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     );
     println!("median {median:.4} ms   min {min:.4} ms   max {max:.4} ms");
     if args.profile {
-        let p = exec
+        let crate::run::Locked::Graph(g) = &mut exec else {
+            return Err(
+                "--profile times the nodes of a static graph; this library runs on the \
+                 virtual machine (control flow decided at run time)"
+                    .into(),
+            );
+        };
+        let p = g
             .profile(args.number, args.repeat, 0)
             .map_err(|e| format!("profiling failed: {e}"))?;
         println!("\n{p}");

@@ -88,10 +88,25 @@ pub fn build_library(
     let model = step(pb, 0, || {
         kiln_onnx::load_model(&args.model).map_err(|e| e.to_string())
     })?;
+    let targets: Vec<&str> = args.targets.iter().map(String::as_str).collect();
+    let program = step(pb, 1, || {
+        kiln_onnx::from_onnx_program(&model, shapes, &Default::default()).map_err(|e| e.to_string())
+    })?;
+    if let Some(program) = program {
+        // Control flow decided at run time: a program for the virtual machine.
+        let ctx = PassContext::with_opt_level(args.opt_level as i64);
+        let factory = step(pb, 3, || {
+            kiln_graph::build::build_program(&program, &targets, &ctx).map_err(|e| e.to_string())
+        })?;
+        return step(pb, 4, || {
+            write_atomically(&args.output, |tmp| {
+                export_library(&factory, tmp, &ExportOptions::default()).map_err(|e| e.to_string())
+            })
+        });
+    }
     let (module, params) = step(pb, 1, || {
         kiln_onnx::from_onnx(&model, shapes).map_err(|e| e.to_string())
     })?;
-    let targets: Vec<&str> = args.targets.iter().map(String::as_str).collect();
     // Tuning records answer the schedules' knobs for the whole build (one CPU target).
     let _tuned = match &args.tuning_records {
         Some(path) => {

@@ -235,7 +235,7 @@ fn compile_and_run_model(dir: &Path) -> std::result::Result<(), String> {
             "the bundled model should have one input, it has {names:?}"
         ));
     };
-    set_inputs(&factory, &mut exec, &[(name.clone(), input.clone())], None)?;
+    set_inputs(&factory, &mut *exec, &[(name.clone(), input.clone())], None)?;
     exec.run().map_err(|e| format!("the run failed: {e}"))?;
     let out = exec
         .get_output(0)

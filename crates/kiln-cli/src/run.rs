@@ -1,13 +1,17 @@
-//! `kiln run`: load a deployable library, create its graph executor on the CPU (on the
+//! `kiln run`: load a deployable library, create its executor (the graph executor, or the
+//! virtual machine for a model with run-time control flow) on the CPU (on the
 //! OpenCL device for a library compiled for `opencl`), set the inputs
 //! (from `.npy` files, or random with a printed seed), run, and write `output_K.npy` files.
 
 use crate::npy;
 use kiln_ffi::dtype::code;
 use kiln_ffi::{DataType, Device};
+use kiln_runtime::executor::Executor;
 use kiln_runtime::graph_executor::{GraphExecutor, GraphExecutorFactory, GraphExecutorModule};
 use kiln_runtime::module::{load_module, Module};
 use kiln_runtime::tensor::Tensor;
+use kiln_runtime::vm::{VirtualMachine, VirtualMachineModule, VmFactory};
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 
@@ -23,8 +27,8 @@ pub struct RunArgs {
     pub seed: Option<u64>,
 }
 
-/// Loads `path` and returns its graph executor factory module (the root or one of its
-/// imports, searched depth first).
+/// Loads `path` and returns its factory module (a graph executor or VM factory: the root or
+/// one of its imports, searched depth first).
 pub fn load_factory(path: &Path) -> Result<Module, String> {
     if !path.exists() {
         return Err(format!("{} does not exist", path.display()));
@@ -32,8 +36,8 @@ pub fn load_factory(path: &Path) -> Result<Module, String> {
     let m = load_module(path).map_err(|e| crate::load_error(path, &e))?;
     find_factory(&m).ok_or_else(|| {
         format!(
-            "{} holds no graph executor factory (its root module is {:?}); was it made by \
-             `kiln compile`?",
+            "{} holds no graph executor or VM factory (its root module is {:?}); was it made \
+             by `kiln compile`?",
             path.display(),
             m.kind()
         )
@@ -42,7 +46,9 @@ pub fn load_factory(path: &Path) -> Result<Module, String> {
 
 /// The first factory module in `m`'s import tree.
 fn find_factory(m: &Module) -> Option<Module> {
-    if m.downcast_node::<GraphExecutorFactory>().is_some() {
+    if m.downcast_node::<GraphExecutorFactory>().is_some()
+        || m.downcast_node::<VmFactory>().is_some()
+    {
         return Some(m.clone());
     }
     m.imports().iter().find_map(find_factory)
@@ -65,10 +71,14 @@ pub fn library_device(m: &Module) -> Device {
 /// function (`default`) called with that device, as Python's `lib["default"](dev)` and the C
 /// example do. A library for a device that this machine lacks is an error saying so.
 pub fn create_executor(factory: &Module) -> Result<Module, String> {
-    let f = factory
-        .downcast_node::<GraphExecutorFactory>()
-        .ok_or("not a graph executor factory")?;
-    let name = f.module_name().to_string();
+    let name = match (
+        factory.downcast_node::<GraphExecutorFactory>(),
+        factory.downcast_node::<VmFactory>(),
+    ) {
+        (Some(f), _) => f.module_name().to_string(),
+        (None, Some(f)) => f.module_name().to_string(),
+        (None, None) => return Err("not a graph executor or VM factory".into()),
+    };
     let dev = library_device(factory);
     if !kiln_runtime::device::device_exists(dev) {
         return Err(format!(
@@ -81,24 +91,62 @@ pub fn create_executor(factory: &Module) -> Result<Module, String> {
         .and_then(|func| kiln_ffi::call!(func, dev))
         .and_then(|any| any.try_as::<Module>())
         .map_err(|e| format!("cannot create the executor ({name}({dev})): {e}"))?;
-    if exec.downcast_node::<GraphExecutorModule>().is_none() {
+    if exec.downcast_node::<GraphExecutorModule>().is_none()
+        && exec.downcast_node::<VirtualMachineModule>().is_none()
+    {
         return Err(format!(
-            "{name}({dev}) returned a {:?} module, not a graph executor",
+            "{name}({dev}) returned a {:?} module, not an executor",
             exec.kind()
         ));
     }
     Ok(exec)
 }
 
-/// The executor inside an executor module.
-pub fn lock(exec: &Module) -> MutexGuard<'_, GraphExecutor> {
-    exec.downcast_node::<GraphExecutorModule>()
-        .expect("create_executor returns a GraphExecutorModule")
-        .lock()
+/// A locked executor of either kind.
+pub enum Locked<'a> {
+    /// The graph executor of a static model.
+    Graph(MutexGuard<'a, GraphExecutor>),
+    /// The virtual machine of a model with run-time control flow.
+    Vm(MutexGuard<'a, VirtualMachine>),
+}
+
+impl Deref for Locked<'_> {
+    type Target = dyn Executor;
+
+    fn deref(&self) -> &(dyn Executor + 'static) {
+        match self {
+            Locked::Graph(g) => &**g,
+            Locked::Vm(v) => &**v,
+        }
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut (dyn Executor + 'static) {
+        match self {
+            Locked::Graph(g) => &mut **g,
+            Locked::Vm(v) => &mut **v,
+        }
+    }
+}
+
+/// The executor inside an executor module made by [`create_executor`].
+pub fn lock(exec: &Module) -> Locked<'_> {
+    match exec.downcast_node::<GraphExecutorModule>() {
+        Some(g) => Locked::Graph(g.lock()),
+        None => Locked::Vm(
+            exec.downcast_node::<VirtualMachineModule>()
+                .expect("create_executor returns an executor module")
+                .lock(),
+        ),
+    }
 }
 
 /// The names of the runtime inputs (graph inputs that are not params).
 pub fn runtime_inputs(factory: &Module) -> Vec<String> {
+    if let Some(f) = factory.downcast_node::<VmFactory>() {
+        return f.code().inputs.iter().map(|s| s.name.clone()).collect();
+    }
     let f = factory
         .downcast_node::<GraphExecutorFactory>()
         .expect("a factory module");
@@ -157,7 +205,7 @@ pub fn random_tensor(shape: &[i64], dtype: DataType, rng: &mut SplitMix) -> Resu
 /// A name that is not an input, a param, a wrong shape or dtype are errors naming the input.
 pub fn set_inputs(
     factory: &Module,
-    exec: &mut GraphExecutor,
+    exec: &mut dyn Executor,
     given: &[(String, PathBuf)],
     seed: Option<u64>,
 ) -> Result<(), String> {
@@ -225,7 +273,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let factory = load_factory(&args.library)?;
     let exec_module = create_executor(&factory)?;
     let mut exec = lock(&exec_module);
-    set_inputs(&factory, &mut exec, &given, args.seed)?;
+    set_inputs(&factory, &mut *exec, &given, args.seed)?;
     exec.run().map_err(|e| format!("the run failed: {e}"))?;
     std::fs::create_dir_all(&args.output_dir)
         .map_err(|e| format!("cannot create {}: {e}", args.output_dir.display()))?;

@@ -290,9 +290,12 @@ fn time_locally(
     let exec_module = crate::run::create_executor(factory)?;
     let mut exec = crate::run::lock(&exec_module);
     for (name, x) in inputs {
-        exec.set_input_by_name(name, x).map_err(|e| e.to_string())?;
+        let i = exec
+            .require_input(name, "kiln tune")
+            .map_err(|e| e.to_string())?;
+        exec.set_input(i, x).map_err(|e| e.to_string())?;
     }
-    let ms = crate::bench::time_runs(&mut exec, 2, runs.max(1), 1, || Ok(()))?;
+    let ms = crate::bench::time_runs(&mut *exec, 2, runs.max(1), 1, || Ok(()))?;
     Ok(stats(&ms).0)
 }
 

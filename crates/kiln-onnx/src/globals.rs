@@ -5,6 +5,10 @@
 //! [`crate::from_onnx_frozen`] (the inputs of `frozen` fixed to their values); errors keep the
 //! front end's messages (an unsupported operator lists every unsupported op type).
 //!
+//! `onnx.Compile(model_bytes: bytes, shape_dict, frozen, target: str | [str] | None)` -> a
+//! factory module: [`crate::compile`]'s (a `GraphExecutorFactory` for a static model, a
+//! `VMFactory` for one with control flow decided at run time); `target` defaults to `llvm`.
+//!
 //! `onnx.ModelInfo(model_bytes: bytes)` -> `{"inputs": [...], "outputs": [...], "opset": int,
 //! "producer": str}`: the model's declared graph inputs (initializers left out) and outputs,
 //! each `{"name": str, "dtype": str, "shape": [int | str] | None}`; a dimension is its size,
@@ -78,6 +82,22 @@ register_global!("onnx.FromOnnx", |model_bytes: Bytes,
         .map_err(|e| Error::value_error(e.to_string()))?;
     let params: Map = params.into_iter().collect();
     Ok(Array::new(vec![Any::from(module), Any::from(params)]))
+});
+
+register_global!("onnx.Compile", |model_bytes: Bytes,
+                                  shape_dict: Option<Map>,
+                                  frozen: Option<Map>,
+                                  target: Option<Any>|
+ -> Result<kiln_runtime::module::Module> {
+    let shapes = input_shapes(shape_dict)?;
+    let frozen = frozen_inputs(frozen)?;
+    let model =
+        crate::from_bytes(model_bytes.as_bytes()).map_err(|e| Error::value_error(e.to_string()))?;
+    let targets = kiln_codegen::driver::target_list(target)?;
+    let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let ctx = kiln_graph::transform::PassContext::with_opt_level(3);
+    crate::compile(&model, &shapes, &frozen, &targets, &ctx)
+        .map_err(|e| Error::value_error(e.to_string()))
 });
 
 /// One declared input or output as the map `onnx.ModelInfo` returns.

@@ -33,6 +33,7 @@
 //! committed: building this crate needs `prost`, never `protoc`.
 
 mod attr;
+mod compile;
 pub mod convert;
 mod error;
 mod globals;
@@ -44,7 +45,8 @@ mod tensor;
 mod validate;
 
 pub use attr::AttrValue;
-pub use convert::{from_onnx, from_onnx_frozen, supported_ops, FrozenInputs};
+pub use compile::compile;
+pub use convert::{from_onnx, from_onnx_frozen, from_onnx_program, supported_ops, FrozenInputs};
 pub use error::{AttrProblem, OnnxError, Result};
 pub use globals::link_globals;
 pub use model::{

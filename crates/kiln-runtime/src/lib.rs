@@ -6,6 +6,7 @@ pub use kiln_ffi as ffi;
 
 pub mod cpu;
 pub mod device;
+pub mod executor;
 pub mod graph_executor;
 pub mod module;
 pub mod opencl;
@@ -13,6 +14,7 @@ pub mod tensor;
 pub mod thread_pool;
 pub mod time_evaluator;
 pub mod toolchain;
+pub mod vm;
 pub mod workspace;
 
 /// Makes sure the FFI core and the runtime parts that are reached only through their start-up

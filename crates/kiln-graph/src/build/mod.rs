@@ -33,10 +33,12 @@ pub mod compute;
 pub mod graph_codegen;
 pub mod hash;
 pub mod lower;
+pub mod program;
 pub mod scalar_output;
 pub mod storage;
 
 pub use graph_codegen::{graph_codegen, graph_codegen_placed, GraphCodegenResult};
+pub use program::{build_program, Program};
 
 use crate::ir::{Expr, IRModule};
 use crate::transform::PassContext;

@@ -30,6 +30,8 @@ mod ml;
 mod nn;
 mod normalize;
 mod pool;
+mod program;
+pub use program::from_onnx_program;
 mod quant;
 mod recurrent;
 mod reduce;

@@ -595,3 +595,61 @@ impl std::fmt::Debug for GraphExecutor {
         )
     }
 }
+
+impl crate::executor::ExecutorKind for GraphExecutor {
+    const KIND: &'static str = super::module::KIND;
+}
+
+impl crate::executor::Executor for GraphExecutor {
+    fn num_inputs(&self) -> usize {
+        GraphExecutor::num_inputs(self)
+    }
+
+    fn num_outputs(&self) -> usize {
+        GraphExecutor::num_outputs(self)
+    }
+
+    fn input_index(&self, name: &str) -> Option<usize> {
+        GraphExecutor::input_index(self, name)
+    }
+
+    fn require_input(&self, name: &str, what: &str) -> Result<usize> {
+        GraphExecutor::require_input(self, name, what)
+    }
+
+    fn input_name(&self, index: usize) -> Result<&str> {
+        GraphExecutor::input_name(self, index)
+    }
+
+    fn input_info(&self, index: usize) -> Result<(&[i64], DataType)> {
+        GraphExecutor::input_info(self, index)
+    }
+
+    fn output_info(&self, index: usize) -> Result<(&[i64], DataType)> {
+        GraphExecutor::output_info(self, index)
+    }
+
+    fn set_input(&mut self, index: usize, value: &Tensor) -> Result<()> {
+        GraphExecutor::set_input(self, index, value)
+    }
+
+    fn set_input_zero_copy(&mut self, index: usize, value: &Tensor) -> Result<()> {
+        GraphExecutor::set_input_zero_copy(self, index, value)
+    }
+
+    fn get_input(&self, index: usize) -> Result<Tensor> {
+        GraphExecutor::get_input(self, index)
+    }
+
+    fn get_output(&self, index: usize) -> Result<Tensor> {
+        GraphExecutor::get_output(self, index)
+    }
+
+    fn copy_output_to(&self, index: usize, out: &Tensor) -> Result<()> {
+        GraphExecutor::copy_output_to(self, index, out)
+    }
+
+    fn run(&mut self) -> Result<()> {
+        GraphExecutor::run(self)
+    }
+}

@@ -41,22 +41,28 @@ pub const KIND: &str = "GraphExecutorFactory";
 /// A reference from a node to the module object that wraps it, which does not keep that module
 /// alive (the module's function cache holds the node's functions, so a strong one would be a
 /// cycle). [`SelfRef::upgrade`] takes a strong reference only while the module lives.
-struct SelfRef {
+pub(crate) struct SelfRef {
     /// The module object, or 0 once it is gone. The node's `Drop` clears it under the lock, so
     /// while the lock is held the object's memory is valid.
     ptr: Mutex<usize>,
 }
 
+impl Default for SelfRef {
+    fn default() -> Self {
+        SelfRef { ptr: Mutex::new(0) }
+    }
+}
+
 impl SelfRef {
-    fn set(&self, m: &Module) {
+    pub(crate) fn set(&self, m: &Module) {
         *self.ptr.lock().recover() = m.as_raw() as usize;
     }
 
-    fn clear(&self) {
+    pub(crate) fn clear(&self) {
         *self.ptr.lock().recover() = 0;
     }
 
-    fn upgrade(&self) -> Option<Module> {
+    pub(crate) fn upgrade(&self) -> Option<Module> {
         let guard = self.ptr.lock().recover();
         let ptr = *guard as *mut ObjectHeader;
         let header = std::ptr::NonNull::new(ptr)?;
@@ -264,7 +270,7 @@ impl GraphExecutorFactory {
     }
 }
 
-fn devices_from(args: &[AnyView<'_>], what: &str) -> Result<Vec<Device>> {
+pub(crate) fn devices_from(args: &[AnyView<'_>], what: &str) -> Result<Vec<Device>> {
     if args.is_empty() {
         return Err(Error::type_error(format!(
             "{what}: pass at least one device (e.g. kiln.cpu())"

@@ -74,7 +74,7 @@ impl<'a> ByteReader<'a> {
         ))
     }
 
-    fn i64(&mut self, field: &str) -> Result<i64> {
+    pub(crate) fn i64(&mut self, field: &str) -> Result<i64> {
         Ok(i64::from_le_bytes(
             self.take(8, field)?.try_into().expect("8 bytes"),
         ))

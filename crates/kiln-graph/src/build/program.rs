@@ -1,0 +1,90 @@
+//! Building a program for the virtual machine: a model whose control flow is decided at run
+//! time, as static graph segments (each a graph module, built like any static graph: optimized,
+//! fused, scheduled) and the VM code that runs them ([`kiln_runtime::vm::Code`]).
+//!
+//! Every segment's functions go into ONE library (their names prefixed `vm<k>_` by segment),
+//! and the result is a `VMFactory` module over it: `export_library` writes one `.so` and
+//! `load_module(path)["default"](cpu)` gives a `VirtualMachine` executor.
+
+use super::{build_lib_targets, graph_codegen_for, optimize_with, target_pass_context};
+use crate::ir::IRModule;
+use crate::transform::PassContext;
+use kiln_ffi::{Error, Result};
+use kiln_runtime::module::Module;
+use kiln_runtime::vm::{Code, Instr, Segment, VmFactory};
+
+/// A model as VM code over static graph segments.
+#[derive(Clone)]
+pub struct Program {
+    /// The code; `Run` instructions name segments by index.
+    pub code: Code,
+    /// The segments: graph modules whose `main` takes the registers a `Run` passes and
+    /// returns the ones it writes (a tuple for several).
+    pub segments: Vec<IRModule>,
+}
+
+impl Program {
+    /// How many times each segment is run by an instruction (a segment nothing runs is a bug
+    /// of whoever made the program).
+    fn check(&self) -> Result<()> {
+        let mut used = vec![false; self.segments.len()];
+        for (pc, ins) in self.code.instrs.iter().enumerate() {
+            if let Instr::Run { segment, .. } = ins {
+                *used.get_mut(*segment).ok_or_else(|| {
+                    Error::value_error(format!(
+                        "program: instruction {pc} runs segment {segment}, but there are {}",
+                        self.segments.len()
+                    ))
+                })? = true;
+            }
+        }
+        if let Some(k) = used.iter().position(|u| !u) {
+            return Err(Error::value_error(format!(
+                "program: segment {k} is never run"
+            )));
+        }
+        self.code.validate()
+    }
+}
+
+/// Builds `program` for `targets` under `ctx` (as [`super::build_targets`] builds one graph):
+/// a `VMFactory` module whose library holds every segment's kernels.
+pub fn build_program(program: &Program, targets: &[&str], ctx: &PassContext) -> Result<Module> {
+    program.check()?;
+    let ctx = target_pass_context(ctx, targets)?;
+    let mut merged = None;
+    let mut functions = Vec::new();
+    let mut host_functions = Vec::new();
+    let mut segments = Vec::with_capacity(program.segments.len());
+    for (k, module) in program.segments.iter().enumerate() {
+        let what = |e: Error| e.context(format!("program segment {k}"));
+        let (module, rest) = optimize_with(module, Vec::new(), &ctx).map_err(what)?;
+        debug_assert!(rest.is_empty());
+        let mut cg = graph_codegen_for(&module, targets).map_err(what)?;
+        let prefix = format!("vm{k}_");
+        let renamed: Vec<String> = cg.functions.iter().map(|(n, _)| n.clone()).collect();
+        for node in cg.graph.nodes.iter_mut() {
+            if let Some(p) = node.param.as_mut() {
+                if renamed.contains(&p.func_name) {
+                    p.func_name = format!("{prefix}{}", p.func_name);
+                }
+            }
+        }
+        for (name, f) in cg.functions.drain(..) {
+            functions.push((format!("{prefix}{name}"), f));
+        }
+        for name in cg.host_functions.drain(..) {
+            host_functions.push(format!("{prefix}{name}"));
+        }
+        segments.push(Segment::new(
+            cg.graph.to_json(),
+            std::mem::take(&mut cg.params),
+        )?);
+        merged = Some(cg);
+    }
+    let mut all = merged.ok_or_else(|| Error::value_error("program: it has no segment"))?;
+    all.functions = functions;
+    all.host_functions = host_functions;
+    let lib = build_lib_targets(&all, targets)?;
+    VmFactory::create(program.code.clone(), segments, &lib, "default")
+}

@@ -1,0 +1,27 @@
+//! One call from a model to a runnable factory module, choosing the executor: the static graph
+//! executor when every decision is known at compile time, Kiln's virtual machine when control
+//! flow is decided at run time ([`crate::from_onnx_program`]).
+
+use crate::{FrozenInputs, InputShapes, Model, OnnxError, Result};
+use kiln_graph::transform::PassContext;
+use kiln_runtime::module::Module;
+
+/// Compiles `model` for `targets` under `ctx`: a `GraphExecutorFactory` module for a static
+/// model, a `VMFactory` module for one whose control flow is decided at run time. `shapes`
+/// and `frozen` are [`crate::from_onnx_frozen`]'s.
+pub fn compile(
+    model: &Model,
+    shapes: &InputShapes,
+    frozen: &FrozenInputs,
+    targets: &[&str],
+    ctx: &PassContext,
+) -> Result<Module> {
+    let built = match crate::from_onnx_program(model, shapes, frozen)? {
+        Some(program) => kiln_graph::build::build_program(&program, targets, ctx),
+        None => {
+            let (module, params) = crate::from_onnx_frozen(model, shapes, frozen)?;
+            kiln_graph::build::build_targets(&module, targets, params, ctx)
+        }
+    };
+    built.map_err(|e| OnnxError::Graph(e.to_string()))
+}

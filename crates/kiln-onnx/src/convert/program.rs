@@ -1,0 +1,395 @@
+//! Models whose control flow is decided at run time, converted to a program for Kiln's virtual
+//! machine ([`kiln_graph::build::Program`]): an `If` whose condition is computed from run-time
+//! inputs splits the model into static graph segments. Everything before the `If` (that later
+//! nodes need) is one segment; each branch is converted like a graph of its own (recursively,
+//! so branches may hold run-time `If`s too), and the VM runs only the branch the condition
+//! takes; nodes after it form the next segment. Each segment is converted, typed and folded
+//! like a static model, so it is fused and scheduled like one.
+//!
+//! Values cross segments in registers: graph inputs, the values a segment computes that later
+//! nodes (or subgraphs) read, and an `If`'s outputs. Constants (initializers, folded values)
+//! stay compile-time constants in every segment that reads them. Both branches must give
+//! outputs of one type (shape and dtype), since the nodes after an `If` are compiled once.
+//!
+//! `If`s whose conditions fold at compile time are still inlined (see `control`); a model
+//! without run-time control flow gives no program ([`from_onnx_program`] returns `None`) and
+//! is compiled for the static graph executor.
+
+use std::collections::{HashMap, HashSet};
+
+use kiln_graph::build::Program;
+use kiln_graph::ir::{Expr, Function, IRModule, Type, Var};
+use kiln_runtime::vm::{Code, Instr, Slot};
+
+use super::{
+    convert_nodes, converters, graph_dtype, node_error, to_runtime, typed, typed_constant, Ctx,
+    FrozenInputs, Msg,
+};
+use crate::attr::AttrValue;
+use crate::proto::GraphProto;
+use crate::{Graph, InputShapes, Model, Node, OnnxError, Result};
+
+/// The program state: code, segments and the register each register-backed variable stands
+/// for.
+struct Builder {
+    instrs: Vec<Instr>,
+    reg_types: Vec<Type>,
+    segments: Vec<IRModule>,
+    /// `Expr::key` of a register's variable to the register.
+    reg_of: HashMap<usize, usize>,
+    /// Whether a run-time decision split the model.
+    split: bool,
+}
+
+impl Builder {
+    fn new_reg(&mut self, ty: Type) -> usize {
+        self.reg_types.push(ty);
+        self.reg_types.len() - 1
+    }
+
+    /// A variable named `name` standing for a new register of type `ty`.
+    fn reg_var(&mut self, name: &str, ty: Type) -> (usize, Expr) {
+        let reg = self.new_reg(ty.clone());
+        let v = Var::new(name, ty).expr();
+        self.reg_of.insert(v.key(), reg);
+        (reg, v)
+    }
+
+    fn reg_of(&self, e: &Expr) -> Option<usize> {
+        self.reg_of.get(&e.key()).copied()
+    }
+
+    /// Puts the values of `names` that are computed (not constants, unless `constants`, and
+    /// not registers already) into registers: one segment computes them all from the registers
+    /// they read. The names are rebound to the registers' variables.
+    fn materialize(&mut self, ctx: &mut Ctx<'_>, names: &[String], constants: bool) -> Result<()> {
+        let mut seen = HashSet::new();
+        let mut picked: Vec<(String, Expr)> = Vec::new();
+        for name in names {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let Some(e) = ctx.values.get(name) else {
+                continue; // defined inside a subgraph
+            };
+            if self.reg_of(e).is_some() || (!constants && matches!(e, Expr::Constant(_))) {
+                continue;
+            }
+            picked.push((name.clone(), e.clone()));
+        }
+        if picked.is_empty() {
+            return Ok(());
+        }
+        let mut types = Vec::with_capacity(picked.len());
+        for (name, e) in &picked {
+            let ty = e.ty().map_err(|m| OnnxError::Graph(m.to_string()))?;
+            if ty.as_tensor().is_none() {
+                return Err(OnnxError::Graph(format!(
+                    "value '{name}' ({ty}) crosses a run-time If; Kiln's VM passes tensors only"
+                )));
+            }
+            types.push(ty);
+        }
+        let outs: Vec<Expr> = picked.iter().map(|(_, e)| e.clone()).collect();
+        let body = if outs.len() == 1 {
+            outs[0].clone()
+        } else {
+            Expr::tuple(outs)
+        };
+        // The segment's parameters: the register variables its values read.
+        let mut params = Vec::new();
+        let mut args = Vec::new();
+        let mut seen_vars = HashSet::new();
+        for e in kiln_graph::ir::visit::post_order(&body) {
+            if let Expr::Var(v) = &e {
+                let reg = self.reg_of(&e).ok_or_else(|| {
+                    OnnxError::Graph(format!(
+                        "value '{}' is neither a register nor computed before the If",
+                        v.name()
+                    ))
+                })?;
+                if seen_vars.insert(e.key()) {
+                    params.push(v.clone());
+                    args.push(reg);
+                }
+            }
+        }
+        let module = IRModule::from_main(Function::new(params, body));
+        let module = kiln_graph::transform::infer_type()
+            .apply(module)
+            .map_err(|e| OnnxError::Graph(e.to_string()))?;
+        let segment = self.segments.len();
+        self.segments.push(module);
+        let mut rets = Vec::with_capacity(picked.len());
+        for ((name, _), ty) in picked.iter().zip(types) {
+            let (reg, v) = self.reg_var(name, ty);
+            rets.push(reg);
+            ctx.values.insert(name.clone(), v);
+        }
+        self.instrs.push(Instr::Run {
+            segment,
+            args,
+            rets,
+        });
+        Ok(())
+    }
+
+    /// Converts `nodes` into `ctx`, splitting at run-time `If`s, and returns the registers of
+    /// `outputs` (which the caller reads after the nodes).
+    fn convert(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        nodes: &[Node],
+        outputs: &[String],
+    ) -> Result<Vec<usize>> {
+        for (i, node) in nodes.iter().enumerate() {
+            let runtime_if = node.op_type == "If"
+                && node.domain.is_empty()
+                && ctx
+                    .const_input(node, 0)
+                    .map_err(|m| node_error(node, m))?
+                    .is_none();
+            if !runtime_if {
+                convert_nodes(ctx, std::slice::from_ref(node))?;
+                continue;
+            }
+            self.split = true;
+            let mut live: Vec<String> = names_read(&nodes[i..]);
+            live.extend(outputs.iter().cloned());
+            self.materialize(ctx, &live, false)?;
+            self.if_node(ctx, node)?;
+        }
+        self.materialize(ctx, outputs, true)?;
+        outputs
+            .iter()
+            .map(|name| {
+                let e = ctx
+                    .values
+                    .get(name)
+                    .ok_or_else(|| OnnxError::Graph(format!("output '{name}' is undefined")))?;
+                Ok(self.reg_of(e).expect("materialized"))
+            })
+            .collect()
+    }
+
+    /// A run-time If: its condition is in a register; each branch is converted on its own,
+    /// then moved into the If's output registers.
+    fn if_node(&mut self, ctx: &mut Ctx<'_>, node: &Node) -> Result<()> {
+        let err = |m: String| node_error(node, Msg(m));
+        let cond = ctx.input(node, 0).map_err(|m| node_error(node, m))?;
+        let cond_reg = self
+            .reg_of(&cond)
+            .ok_or_else(|| err("the condition is not in a register".into()))?;
+        let jump_else = self.instrs.len();
+        self.instrs.push(Instr::JumpUnless {
+            cond: cond_reg,
+            target: usize::MAX,
+        });
+        let (then_regs, then_types) = self.branch(ctx, node, "then_branch")?;
+        let outs: Vec<(usize, Expr)> = node
+            .outputs
+            .iter()
+            .zip(&then_types)
+            .map(|(name, ty)| self.reg_var(name, ty.clone()))
+            .collect();
+        for ((dst, _), &src) in outs.iter().zip(&then_regs) {
+            self.instrs.push(Instr::Move { dst: *dst, src });
+        }
+        let jump_end = self.instrs.len();
+        self.instrs.push(Instr::Jump { target: usize::MAX });
+        self.instrs[jump_else] = Instr::JumpUnless {
+            cond: cond_reg,
+            target: self.instrs.len(),
+        };
+        let (else_regs, else_types) = self.branch(ctx, node, "else_branch")?;
+        for (k, (t, e)) in then_types.iter().zip(&else_types).enumerate() {
+            if t != e {
+                return Err(err(format!(
+                    "output #{k} ('{}') is {t} in then_branch but {e} in else_branch; Kiln \
+                     compiles the nodes after an If once, so both branches must give one type",
+                    node.outputs.get(k).map(String::as_str).unwrap_or("")
+                )));
+            }
+        }
+        for ((dst, _), &src) in outs.iter().zip(&else_regs) {
+            self.instrs.push(Instr::Move { dst: *dst, src });
+        }
+        self.instrs[jump_end] = Instr::Jump {
+            target: self.instrs.len(),
+        };
+        for (name, (_, v)) in node.outputs.iter().zip(outs) {
+            if !name.is_empty() {
+                ctx.values.insert(name.clone(), v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Converts branch `attr` of If `node` in a copy of `ctx` (its values stay inside) and
+    /// returns the registers and types of its outputs.
+    fn branch(
+        &mut self,
+        ctx: &Ctx<'_>,
+        node: &Node,
+        attr: &str,
+    ) -> Result<(Vec<usize>, Vec<Type>)> {
+        let err = |m: String| node_error(node, Msg(format!("{attr}: {m}")));
+        let g = match node.attr(attr) {
+            Some(AttrValue::Graph(g)) => g,
+            _ => return Err(err("the attribute is missing or not a GRAPH".into())),
+        };
+        let outer: HashSet<String> = ctx.values.keys().cloned().collect();
+        let sub = Graph::from_subgraph(g, &outer).map_err(|e| err(e.to_string()))?;
+        if sub.outputs.len() != node.outputs.len() {
+            return Err(err(format!(
+                "it has {} output(s) but the node has {}",
+                sub.outputs.len(),
+                node.outputs.len()
+            )));
+        }
+        let mut inner = Ctx {
+            model: ctx.model,
+            opset: ctx.opset,
+            values: ctx.values.clone(),
+        };
+        for t in sub.initializers() {
+            let e = typed(kiln_graph::ir::Expr::constant(to_runtime(t)?)).map_err(|m| err(m.0))?;
+            inner.values.insert(t.name.clone(), e);
+        }
+        let names: Vec<String> = sub.outputs.iter().map(|o| o.name.clone()).collect();
+        let regs = self
+            .convert(&mut inner, &sub.nodes, &names)
+            .map_err(|e| err(e.to_string()))?;
+        let types = regs.iter().map(|&r| self.reg_types[r].clone()).collect();
+        Ok((regs, types))
+    }
+}
+
+/// The names `nodes` read, their subgraphs included (a subgraph's own names too: reading more
+/// than needed only keeps a value in a register).
+fn names_read(nodes: &[Node]) -> Vec<String> {
+    fn graph(g: &GraphProto, out: &mut Vec<String>) {
+        for n in &g.node {
+            out.extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
+            for a in &n.attribute {
+                if let Some(sub) = &a.g {
+                    graph(sub, out);
+                }
+                for sub in &a.graphs {
+                    graph(sub, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for n in nodes {
+        out.extend(n.inputs.iter().filter(|s| !s.is_empty()).cloned());
+        for (_, a) in &n.attributes {
+            match a {
+                AttrValue::Graph(g) => graph(g, &mut out),
+                AttrValue::Graphs(gs) => gs.iter().for_each(|g| graph(g, &mut out)),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Whether any node of `nodes` (subgraphs included) is an `If`.
+fn has_if(nodes: &[Node]) -> bool {
+    fn graph(g: &GraphProto) -> bool {
+        g.node.iter().any(|n| {
+            n.op_type() == "If"
+                || n.attribute
+                    .iter()
+                    .any(|a| a.g.as_ref().is_some_and(graph) || a.graphs.iter().any(graph))
+        })
+    }
+    nodes.iter().any(|n| {
+        n.op_type == "If"
+            || n.attributes.iter().any(|(_, a)| match a {
+                AttrValue::Graph(g) => graph(g),
+                AttrValue::Graphs(gs) => gs.iter().any(graph),
+                _ => false,
+            })
+    })
+}
+
+/// Converts `model` to a VM program when it has control flow decided at run time (an `If` whose
+/// condition is computed from run-time inputs); `None` when every decision is known at compile
+/// time (then [`super::from_onnx_frozen`] gives the static graph). `shapes` and `frozen` are
+/// [`super::from_onnx_frozen`]'s.
+pub fn from_onnx_program(
+    model: &Model,
+    shapes: &InputShapes,
+    frozen: &FrozenInputs,
+) -> Result<Option<Program>> {
+    if !has_if(&model.graph.nodes) {
+        return Ok(None);
+    }
+    model.check_supported_ops(converters().keys().copied())?;
+    let bound = model.graph.bind_input_shapes(shapes)?;
+    let mut ctx = Ctx {
+        model,
+        opset: model.opset(),
+        values: HashMap::new(),
+    };
+    let mut b = Builder {
+        instrs: Vec::new(),
+        reg_types: Vec::new(),
+        segments: Vec::new(),
+        reg_of: HashMap::new(),
+        split: false,
+    };
+    let mut inputs = Vec::new();
+    for inp in &bound.inputs {
+        let shape: Vec<i64> = inp.shape.iter().map(|&d| d as i64).collect();
+        let dtype = graph_dtype(inp.dtype);
+        let ty = Type::tensor(&shape, dtype);
+        if let Some(t) = frozen.get(&inp.name) {
+            let e = typed_constant(Expr::constant(t.clone())).map_err(|m| OnnxError::Graph(m.0))?;
+            ctx.values.insert(inp.name.clone(), e);
+            continue;
+        }
+        let (reg, v) = b.reg_var(&inp.name, ty);
+        ctx.values.insert(inp.name.clone(), v);
+        inputs.push(Slot {
+            name: inp.name.clone(),
+            reg,
+            dtype,
+            shape,
+        });
+    }
+    for t in model.graph.initializers() {
+        let e = typed(Expr::constant(to_runtime(t)?)).map_err(|m| OnnxError::Graph(m.0))?;
+        ctx.values.insert(t.name.clone(), e);
+    }
+    let names: Vec<String> = model.graph.outputs.iter().map(|o| o.name.clone()).collect();
+    let regs = b.convert(&mut ctx, &model.graph.nodes, &names)?;
+    if !b.split {
+        return Ok(None);
+    }
+    let outputs = names
+        .iter()
+        .zip(regs)
+        .map(|(name, reg)| {
+            let (shape, dtype) = b.reg_types[reg].as_tensor().expect("tensor registers");
+            Slot {
+                name: name.clone(),
+                reg,
+                dtype,
+                shape: shape.to_vec(),
+            }
+        })
+        .collect();
+    let code = Code {
+        num_regs: b.reg_types.len(),
+        inputs,
+        outputs,
+        instrs: b.instrs,
+    };
+    Ok(Some(Program {
+        code,
+        segments: b.segments,
+    }))
+}

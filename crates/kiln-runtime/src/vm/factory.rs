@@ -1,0 +1,279 @@
+//! The VM factory (module kind `VMFactory`): a program, its static graph segments (graph JSON
+//! and params each) and the compiled library (its first import), in one module that
+//! `export_library` writes into one shared library and `load_module` restores, as the graph
+//! executor's factory does. Functions:
+//!
+//! | function | arguments | result |
+//! | --- | --- | --- |
+//! | `<module name>` (`default`) | devices... | a new `VirtualMachine` executor module |
+//! | `get_lib` | | the library module |
+//! | `get_module_name` | | str |
+//! | `get_num_segments` | | int |
+//! | `get_segment_json` | index | the graph JSON of that segment |
+//!
+//! Serialized form: u64 magic "KILNVMF1", the module name, u64 segment count, per segment its
+//! graph JSON then its params (u64 count + names, then the tensors in the params format), then
+//! the program ([`super::code`]); loaded by the global `ffi.Module.load_from_bytes.VMFactory`.
+
+use super::code::Code;
+use super::machine::VirtualMachine;
+use super::module::VirtualMachineModule;
+use crate::graph_executor::factory::{devices_from, SelfRef};
+use crate::graph_executor::graph_json::Graph;
+use crate::graph_executor::params::ByteReader;
+#[cfg(feature = "compiler")]
+use crate::graph_executor::params::{put_string, put_u64, write_tensor};
+use crate::module::{Module, ModuleNode};
+use crate::tensor::Tensor;
+use kiln_ffi::{Device, Error, Function, Result};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The module kind of VM factories.
+pub const KIND: &str = "VMFactory";
+
+const MAGIC: u64 = u64::from_le_bytes(*b"KILNVMF1");
+
+/// One static graph of a program: what a graph executor factory holds, without the library.
+pub struct Segment {
+    /// The graph JSON as given.
+    pub graph_json: String,
+    /// The parsed graph.
+    pub graph: Arc<Graph>,
+    /// Its params by name.
+    pub params: BTreeMap<String, Tensor>,
+}
+
+impl Segment {
+    /// A segment from its graph JSON and params; every param must be an input of the graph
+    /// with its shape and dtype.
+    pub fn new(graph_json: String, params: Vec<(String, Tensor)>) -> Result<Segment> {
+        let graph = Arc::new(Graph::parse(&graph_json)?);
+        let mut map = BTreeMap::new();
+        for (name, t) in params {
+            let Some(&nid) = graph
+                .arg_nodes
+                .iter()
+                .find(|&&n| graph.nodes[n].name == name)
+            else {
+                return Err(Error::key_error(format!(
+                    "VM segment: param {name:?} is not an input of the graph"
+                )));
+            };
+            let eid = graph.entry_id(nid, 0);
+            if t.shape() != graph.shapes[eid].as_slice() || t.dtype() != graph.dtypes[eid] {
+                return Err(Error::value_error(format!(
+                    "VM segment: param {name:?} is {:?} {} but the graph's input is {:?} {}",
+                    t.shape(),
+                    t.dtype(),
+                    graph.shapes[eid],
+                    graph.dtypes[eid]
+                )));
+            }
+            map.insert(name, t);
+        }
+        Ok(Segment {
+            graph_json,
+            graph,
+            params: map,
+        })
+    }
+
+    /// The indices (among the graph's inputs) of the inputs that are not params, in order: the
+    /// ones a `Run` instruction passes.
+    pub fn runtime_inputs(&self) -> Vec<usize> {
+        let g = &self.graph;
+        (0..g.arg_nodes.len())
+            .filter(|&i| !self.params.contains_key(&g.nodes[g.arg_nodes[i]].name))
+            .collect()
+    }
+}
+
+struct Shared {
+    code: Arc<Code>,
+    segments: Vec<Segment>,
+    module_name: String,
+    this: SelfRef,
+}
+
+impl Shared {
+    fn lib_or(&self, kept: &Option<Module>) -> Result<Module> {
+        let Some(this) = self.this.upgrade() else {
+            return kept
+                .clone()
+                .ok_or_else(|| Error::runtime_error("the VMFactory module is gone"));
+        };
+        this.imports().into_iter().next().ok_or_else(|| {
+            Error::runtime_error(
+                "this VMFactory has no library: its first import must be the compiled library",
+            )
+        })
+    }
+
+    fn create(&self, devices: &[Device], kept: &Option<Module>) -> Result<Module> {
+        let vm = VirtualMachine::new(
+            self.code.clone(),
+            &self.segments,
+            &self.lib_or(kept)?,
+            devices,
+        )?;
+        Ok(VirtualMachineModule::new_module(vm))
+    }
+}
+
+/// The factory module node.
+pub struct VmFactory {
+    shared: Arc<Shared>,
+}
+
+impl Drop for VmFactory {
+    fn drop(&mut self) {
+        self.shared.this.clear();
+    }
+}
+
+impl VmFactory {
+    /// Makes a factory module of `code` over `segments`, importing `lib`. (Feature `compiler`.)
+    #[cfg(feature = "compiler")]
+    pub fn create(
+        code: Code,
+        segments: Vec<Segment>,
+        lib: &Module,
+        module_name: &str,
+    ) -> Result<Module> {
+        let m = Self::without_lib(code, segments, module_name.to_string())?;
+        m.import(lib)?;
+        Ok(m)
+    }
+
+    fn without_lib(code: Code, segments: Vec<Segment>, module_name: String) -> Result<Module> {
+        if module_name.is_empty() {
+            return Err(Error::value_error(
+                "VMFactory: the module name must not be empty",
+            ));
+        }
+        code.validate()?;
+        let shared = Arc::new(Shared {
+            code: Arc::new(code),
+            segments,
+            module_name,
+            this: SelfRef::default(),
+        });
+        let m = Module::new(VmFactory {
+            shared: shared.clone(),
+        });
+        shared.this.set(&m);
+        Ok(m)
+    }
+
+    /// The program.
+    pub fn code(&self) -> &Code {
+        &self.shared.code
+    }
+
+    /// The static graph segments.
+    pub fn segments(&self) -> &[Segment] {
+        &self.shared.segments
+    }
+
+    /// The name of the function that creates executors.
+    pub fn module_name(&self) -> &str {
+        &self.shared.module_name
+    }
+
+    /// Restores a factory from [`ModuleNode::save_to_bytes`]'s output (without its library:
+    /// the loader of the shared library adds the import).
+    pub fn load_from_bytes(bytes: &[u8]) -> Result<Module> {
+        let mut r = ByteReader::new(bytes, "VMFactory");
+        if r.u64("magic")? != MAGIC {
+            return Err(r.error_at(0, "the magic number is not KILNVMF1"));
+        }
+        let module_name = r.string("module name")?;
+        let n = r.count("segment count", 16)?;
+        let mut segments = Vec::with_capacity(n);
+        for k in 0..n {
+            let at = r.pos();
+            let json = r.string(&format!("graph JSON of segment {k}"))?;
+            let names = r.strings(&format!("param names of segment {k}"))?;
+            let mut params = Vec::with_capacity(names.len());
+            for (i, name) in names.into_iter().enumerate() {
+                let t = r.tensor(&format!("param #{i} ({name:?}) of segment {k}"))?;
+                params.push((name, t));
+            }
+            let seg = Segment::new(json, params)
+                .map_err(|e| r.error_at(at, format!("segment {k}: {e}")))?;
+            segments.push(seg);
+        }
+        let at = r.pos();
+        let code = Code::from_bytes(&bytes[at..])?;
+        Self::without_lib(code, segments, module_name)
+    }
+}
+
+impl ModuleNode for VmFactory {
+    fn kind(&self) -> &str {
+        KIND
+    }
+
+    fn get_function(&self, name: &str) -> Result<Option<Function>> {
+        let s = self.shared.clone();
+        let kept = s.lib_or(&None).ok();
+        let f = if name == s.module_name {
+            Function::from_packed(move |args| {
+                let what = format!("VMFactory[{:?}]", s.module_name);
+                Ok(s.create(&devices_from(args, &what)?, &kept)?.into())
+            })
+        } else {
+            match name {
+                "get_lib" => Function::from_typed(move || s.lib_or(&kept)),
+                "get_module_name" => Function::from_typed(move || s.module_name.clone()),
+                "get_num_segments" => Function::from_typed(move || s.segments.len() as i64),
+                "get_segment_json" => Function::from_typed(move |i: i64| -> Result<String> {
+                    usize::try_from(i)
+                        .ok()
+                        .and_then(|i| s.segments.get(i))
+                        .map(|seg| seg.graph_json.clone())
+                        .ok_or_else(|| {
+                            Error::index_error(format!(
+                                "VMFactory.get_segment_json: segment {i} of {}",
+                                s.segments.len()
+                            ))
+                        })
+                }),
+                _ => return Ok(None),
+            }
+        };
+        Ok(Some(f))
+    }
+
+    #[cfg(feature = "compiler")]
+    fn is_binary_serializable(&self) -> bool {
+        true
+    }
+
+    #[cfg(feature = "compiler")]
+    fn save_to_bytes(&self) -> Result<Vec<u8>> {
+        let s = &self.shared;
+        let mut out = Vec::new();
+        put_u64(&mut out, MAGIC);
+        put_string(&mut out, &s.module_name);
+        put_u64(&mut out, s.segments.len() as u64);
+        for (k, seg) in s.segments.iter().enumerate() {
+            put_string(&mut out, &seg.graph_json);
+            put_u64(&mut out, seg.params.len() as u64);
+            for name in seg.params.keys() {
+                put_string(&mut out, name);
+            }
+            for (name, t) in &seg.params {
+                write_tensor(&mut out, t)
+                    .map_err(|e| e.context(format!("saving param {name:?} of segment {k}")))?;
+            }
+        }
+        out.extend_from_slice(&s.code.to_bytes());
+        Ok(out)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,396 @@
+//! [`VirtualMachine`]: runs a [`Code`] over static graph segments (each a [`GraphExecutor`]
+//! over the shared library) and runtime builtins, with tensors in registers.
+
+use super::code::{builtin_name, Code, Instr, Reg, Slot};
+use super::factory::Segment;
+use crate::executor::{Executor, ExecutorKind};
+use crate::graph_executor::GraphExecutor;
+use crate::module::Module;
+use crate::tensor::Tensor;
+use kiln_ffi::abi::type_index;
+use kiln_ffi::{Any, DataType, Device, Error, Function, Result};
+use std::sync::Arc;
+
+/// The most instructions one run executes before it is stopped as runaway.
+pub const MAX_STEPS: u64 = 1 << 32;
+
+/// A static graph segment ready to run.
+struct SegmentExec {
+    exec: GraphExecutor,
+    /// The graph's run-time inputs (indices among its inputs), in order.
+    inputs: Vec<usize>,
+}
+
+/// The module kind of virtual machine executors.
+pub const KIND: &str = "VirtualMachine";
+
+/// A virtual machine executing one program.
+pub struct VirtualMachine {
+    code: Arc<Code>,
+    segments: Vec<SegmentExec>,
+    /// The builtin called by each instruction (`None` for other instructions).
+    builtins: Vec<Option<Function>>,
+    regs: Vec<Option<Tensor>>,
+    /// The memory of each input (replaced by `set_input_zero_copy`).
+    inputs: Vec<Tensor>,
+    /// Whether the last run finished (outputs are readable).
+    done: bool,
+}
+
+impl VirtualMachine {
+    /// A machine for `code` whose segments run with the functions of `lib` on `devices` (the
+    /// first one holds inputs and registers). Checks every instruction against the segments
+    /// and the builtins this runtime has.
+    pub fn new(
+        code: Arc<Code>,
+        segments: &[Segment],
+        lib: &Module,
+        devices: &[Device],
+    ) -> Result<VirtualMachine> {
+        let device = *devices
+            .first()
+            .ok_or_else(|| Error::value_error("VirtualMachine: pass at least one device"))?;
+        let mut execs = Vec::with_capacity(segments.len());
+        for (k, s) in segments.iter().enumerate() {
+            let mut exec = GraphExecutor::new(s.graph.clone(), lib.clone(), devices)
+                .map_err(|e| e.context(format!("VM segment {k}")))?;
+            exec.set_params(s.params.iter().map(|(k, v)| (k.as_str(), v)))?;
+            execs.push(SegmentExec {
+                inputs: s.runtime_inputs(),
+                exec,
+            });
+        }
+        let mut builtins = Vec::with_capacity(code.instrs.len());
+        for (pc, ins) in code.instrs.iter().enumerate() {
+            builtins.push(None);
+            match ins {
+                Instr::Run {
+                    segment,
+                    args,
+                    rets,
+                } => {
+                    let s = execs.get(*segment).ok_or_else(|| {
+                        Error::value_error(format!(
+                            "VM program: instruction {pc} runs segment {segment}, but there are {}",
+                            execs.len()
+                        ))
+                    })?;
+                    if args.len() != s.inputs.len() || rets.len() != s.exec.num_outputs() {
+                        return Err(Error::value_error(format!(
+                            "VM program: instruction {pc} passes {} input(s) and takes {} \
+                             output(s), but segment {segment} has {} and {}",
+                            args.len(),
+                            rets.len(),
+                            s.inputs.len(),
+                            s.exec.num_outputs()
+                        )));
+                    }
+                }
+                Instr::Call { func, .. } => {
+                    let name = builtin_name(func);
+                    let f = kiln_ffi::registry::get(&name).ok_or_else(|| {
+                        Error::value_error(format!(
+                            "VM program: instruction {pc} calls {name}, which this runtime does \
+                             not have"
+                        ))
+                    })?;
+                    builtins[pc] = Some(f);
+                }
+                _ => {}
+            }
+        }
+        let inputs = code
+            .inputs
+            .iter()
+            .map(|s| {
+                if s.shape.iter().any(|&d| d < 0) {
+                    // Shaped at run time: the first set_input brings its own memory.
+                    Tensor::empty(&vec![0; s.shape.len()], s.dtype, device)
+                } else {
+                    Tensor::empty(&s.shape, s.dtype, device)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(VirtualMachine {
+            regs: vec![None; code.num_regs],
+            code,
+            segments: execs,
+            builtins,
+            inputs,
+            done: false,
+        })
+    }
+
+    /// The program.
+    pub fn code(&self) -> &Code {
+        &self.code
+    }
+
+    fn input_slot(&self, index: usize, what: &str) -> Result<&Slot> {
+        self.code.inputs.get(index).ok_or_else(|| {
+            Error::index_error(format!(
+                "{what}: input index {index} is out of range: the model has {} inputs ({})",
+                self.code.inputs.len(),
+                self.input_names().join(", ")
+            ))
+        })
+    }
+
+    fn output_slot(&self, index: usize, what: &str) -> Result<&Slot> {
+        self.code.outputs.get(index).ok_or_else(|| {
+            Error::index_error(format!(
+                "{what}: output index {index} is out of range: the model has {} outputs",
+                self.code.outputs.len()
+            ))
+        })
+    }
+
+    fn input_names(&self) -> Vec<&str> {
+        self.code.inputs.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// Checks that `t` fits input `index` (dtype, rank, and every dimension fixed there).
+    fn check_input(&self, index: usize, t: &Tensor, what: &str) -> Result<()> {
+        let s = self.input_slot(index, what)?;
+        let who = format!("{what} input {:?} (#{index})", s.name);
+        if t.dtype() != s.dtype {
+            return Err(Error::type_error(format!(
+                "{who}: expected dtype {} but got {} (shape {:?})",
+                s.dtype,
+                t.dtype(),
+                t.shape()
+            )));
+        }
+        if t.ndim() != s.shape.len() {
+            return Err(Error::value_error(format!(
+                "{who}: expected rank {} (shape {:?}) but got a tensor of shape {:?}",
+                s.shape.len(),
+                s.shape,
+                t.shape()
+            )));
+        }
+        for (axis, (&want, &got)) in s.shape.iter().zip(t.shape()).enumerate() {
+            if want >= 0 && want != got {
+                return Err(Error::value_error(format!(
+                    "{who}: dimension {axis} must be {want} but is {got} (expected shape {:?}, \
+                     got {:?})",
+                    s.shape,
+                    t.shape()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn reg(&self, r: Reg, pc: usize) -> Result<&Tensor> {
+        self.regs[r].as_ref().ok_or_else(|| {
+            Error::runtime_error(format!(
+                "VirtualMachine: instruction {pc} reads register {r} before it is written"
+            ))
+        })
+    }
+
+    /// One-element tensor `t` as a truth value.
+    fn truth(t: &Tensor, pc: usize) -> Result<bool> {
+        if t.numel() != 1 {
+            return Err(Error::value_error(format!(
+                "VirtualMachine: the condition of instruction {pc} has shape {:?}; it must hold \
+                 one element",
+                t.shape()
+            )));
+        }
+        let host = t.to_device(Device::cpu(0))?;
+        Ok(host.to_f64_vec()?[0] != 0.0)
+    }
+
+    fn step(&mut self, pc: usize) -> Result<Option<usize>> {
+        match &self.code.instrs[pc] {
+            Instr::Run {
+                segment,
+                args,
+                rets,
+            } => {
+                for (j, &r) in args.iter().enumerate() {
+                    let t = self.reg(r, pc)?.clone();
+                    let seg = &mut self.segments[*segment];
+                    let i = seg.inputs[j];
+                    seg.exec.set_input(i, &t)?;
+                }
+                let seg = &mut self.segments[*segment];
+                seg.exec.run()?;
+                for (j, &r) in rets.iter().enumerate() {
+                    self.regs[r] = Some(seg.exec.get_output(j)?);
+                }
+            }
+            Instr::Call {
+                func,
+                args,
+                ints,
+                rets,
+            } => {
+                let mut vals: Vec<Any> = Vec::with_capacity(args.len() + ints.len());
+                for &r in args {
+                    vals.push(self.reg(r, pc)?.clone().into());
+                }
+                vals.extend(ints.iter().map(|&v| Any::from(v)));
+                let f = self.builtins[pc].as_ref().expect("resolved when created");
+                let out = f
+                    .call_any(&vals)
+                    .map_err(|e| e.context(format!("vm.builtin.{func}")))?;
+                let outs: Vec<Tensor> = if out.type_index() == type_index::ARRAY {
+                    let arr: kiln_ffi::Array = out.try_as()?;
+                    arr.iter()
+                        .map(|v| v.try_as::<Tensor>())
+                        .collect::<Result<_>>()?
+                } else {
+                    vec![out.try_as::<Tensor>()?]
+                };
+                if outs.len() != rets.len() {
+                    return Err(Error::runtime_error(format!(
+                        "vm.builtin.{func} returned {} tensor(s), {} expected",
+                        outs.len(),
+                        rets.len()
+                    )));
+                }
+                for (t, &r) in outs.into_iter().zip(rets) {
+                    self.regs[r] = Some(t);
+                }
+            }
+            Instr::JumpUnless { cond, target } => {
+                if !Self::truth(self.reg(*cond, pc)?, pc)? {
+                    return Ok(Some(*target));
+                }
+            }
+            Instr::Jump { target } => return Ok(Some(*target)),
+            Instr::Move { dst, src } => {
+                self.regs[*dst] = Some(self.reg(*src, pc)?.clone());
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl ExecutorKind for VirtualMachine {
+    const KIND: &'static str = KIND;
+}
+
+impl Executor for VirtualMachine {
+    fn num_inputs(&self) -> usize {
+        self.code.inputs.len()
+    }
+
+    fn num_outputs(&self) -> usize {
+        self.code.outputs.len()
+    }
+
+    fn input_index(&self, name: &str) -> Option<usize> {
+        self.code.inputs.iter().position(|s| s.name == name)
+    }
+
+    fn require_input(&self, name: &str, what: &str) -> Result<usize> {
+        self.input_index(name).ok_or_else(|| {
+            Error::key_error(format!(
+                "{what}: the model has no input named {name:?} (inputs: {})",
+                self.input_names().join(", ")
+            ))
+        })
+    }
+
+    fn input_name(&self, index: usize) -> Result<&str> {
+        Ok(&self.input_slot(index, "input_name")?.name)
+    }
+
+    fn input_info(&self, index: usize) -> Result<(&[i64], DataType)> {
+        let s = self.input_slot(index, "input_info")?;
+        Ok((&s.shape, s.dtype))
+    }
+
+    fn output_info(&self, index: usize) -> Result<(&[i64], DataType)> {
+        let s = self.output_slot(index, "output_info")?;
+        Ok((&s.shape, s.dtype))
+    }
+
+    fn set_input(&mut self, index: usize, value: &Tensor) -> Result<()> {
+        self.check_input(index, value, "set_input")?;
+        let own = &self.inputs[index];
+        if own.shape() != value.shape() || own.device() != value.device() {
+            let device = own.device();
+            self.inputs[index] = Tensor::empty(value.shape(), value.dtype(), device)?;
+        }
+        let name = &self.code.inputs[index].name;
+        self.inputs[index]
+            .copy_from(value)
+            .map_err(|e| e.context(format!("set_input {name:?}")))
+    }
+
+    fn set_input_zero_copy(&mut self, index: usize, value: &Tensor) -> Result<()> {
+        self.check_input(index, value, "set_input_zero_copy")?;
+        self.inputs[index] = value.clone();
+        Ok(())
+    }
+
+    fn get_input(&self, index: usize) -> Result<Tensor> {
+        self.input_slot(index, "get_input")?;
+        Ok(self.inputs[index].clone())
+    }
+
+    fn get_output(&self, index: usize) -> Result<Tensor> {
+        let s = self.output_slot(index, "get_output")?;
+        if !self.done {
+            return Err(Error::runtime_error(format!(
+                "get_output #{index} ({:?}): the model has not run successfully yet",
+                s.name
+            )));
+        }
+        Ok(self.regs[s.reg].clone().expect("written by a finished run"))
+    }
+
+    fn copy_output_to(&self, index: usize, out: &Tensor) -> Result<()> {
+        let t = self.get_output(index)?;
+        if out.shape() != t.shape() || out.dtype() != t.dtype() {
+            return Err(Error::value_error(format!(
+                "get_output into `out` for output #{index}: expected shape {:?} (dtype {}) but \
+                 got {:?} (dtype {})",
+                t.shape(),
+                t.dtype(),
+                out.shape(),
+                out.dtype()
+            )));
+        }
+        out.copy_from(&t)
+    }
+
+    fn run(&mut self) -> Result<()> {
+        self.done = false;
+        for r in self.regs.iter_mut() {
+            *r = None;
+        }
+        for (s, t) in self.code.inputs.iter().zip(&self.inputs) {
+            self.regs[s.reg] = Some(t.clone());
+        }
+        let mut pc = 0;
+        let mut steps: u64 = 0;
+        while pc < self.code.instrs.len() {
+            steps += 1;
+            if steps > MAX_STEPS {
+                return Err(Error::runtime_error(format!(
+                    "VirtualMachine: the run passed {MAX_STEPS} instructions and was stopped"
+                )));
+            }
+            pc = match self.step(pc)? {
+                Some(target) => target,
+                None => pc + 1,
+            };
+        }
+        for (i, s) in self.code.outputs.iter().enumerate() {
+            if self.regs[s.reg].is_none() {
+                return Err(Error::runtime_error(format!(
+                    "VirtualMachine: the run ended without writing output #{i} ({:?})",
+                    s.name
+                )));
+            }
+        }
+        self.done = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,19 @@
+//! The virtual machine: runs models whose control flow is decided at run time (TVM's Relax VM
+//! in spirit). A program ([`code`]) holds tensors in registers and runs instructions: `Run`
+//! one of its static graph segments (each a graph executor over the shared library, so every
+//! kernel is compiled, fused and scheduled as in a static model), `Call` a runtime builtin
+//! ([`builtins`]: operators whose output shapes depend on the data), jumps on a condition
+//! tensor (If, Loop), and moves. `kiln compile` emits a [`factory::VmFactory`] instead of a
+//! graph executor factory when a model needs one; it lives in the same single library, and its
+//! executors answer the same functions (`set_input`, `run`, `get_output`, ...).
+
+pub mod code;
+pub mod factory;
+mod globals;
+pub mod machine;
+pub mod module;
+
+pub use code::{Code, Instr, Slot};
+pub use factory::{Segment, VmFactory};
+pub use machine::VirtualMachine;
+pub use module::VirtualMachineModule;
