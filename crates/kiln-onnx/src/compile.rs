@@ -16,12 +16,22 @@ pub fn compile(
     targets: &[&str],
     ctx: &PassContext,
 ) -> Result<Module> {
-    let built = match crate::from_onnx_program(model, shapes, frozen)? {
-        Some(program) => kiln_graph::build::build_program(&program, targets, ctx),
-        None => {
+    let built = match crate::from_onnx_program(model, shapes, frozen) {
+        Ok(Some(program)) => kiln_graph::build::build_program(&program, targets, ctx),
+        Ok(None) => {
             let (module, params) = crate::from_onnx_frozen(model, shapes, frozen)?;
             kiln_graph::build::build_targets(&module, targets, params, ctx)
         }
+        // Not expressible as a program (yet): the static conversion's error says which inputs
+        // to freeze, the program's why run-time control flow was not enough.
+        Err(program_err) => match crate::from_onnx_frozen(model, shapes, frozen) {
+            Ok((module, params)) => kiln_graph::build::build_targets(&module, targets, params, ctx),
+            Err(e) => {
+                return Err(OnnxError::Graph(format!(
+                    "{e} (compiled for run-time control flow instead: {program_err})"
+                )))
+            }
+        },
     };
     built.map_err(|e| OnnxError::Graph(e.to_string()))
 }

@@ -134,8 +134,8 @@ impl Builder {
         Ok(())
     }
 
-    /// Converts `nodes` into `ctx`, splitting at run-time `If`s, and returns the registers of
-    /// `outputs` (which the caller reads after the nodes).
+    /// Converts `nodes` into `ctx`, splitting at run-time `If`s and `Loop`s, and returns the
+    /// registers of `outputs` (which the caller reads after the nodes).
     fn convert(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -143,21 +143,19 @@ impl Builder {
         outputs: &[String],
     ) -> Result<Vec<usize>> {
         for (i, node) in nodes.iter().enumerate() {
-            let runtime_if = node.op_type == "If"
-                && node.domain.is_empty()
-                && ctx
-                    .const_input(node, 0)
-                    .map_err(|m| node_error(node, m))?
-                    .is_none();
-            if !runtime_if {
-                convert_nodes(ctx, std::slice::from_ref(node))?;
+            check_static_inputs(ctx, node)?;
+            let kind = self.decision(ctx, node)?;
+            if kind == Decision::CompileTime {
                 continue;
             }
             self.split = true;
             let mut live: Vec<String> = names_read(&nodes[i..]);
             live.extend(outputs.iter().cloned());
             self.materialize(ctx, &live, false)?;
-            self.if_node(ctx, node)?;
+            match kind {
+                Decision::RunTimeIf => self.if_node(ctx, node)?,
+                _ => self.loop_node(ctx, node)?,
+            }
         }
         self.materialize(ctx, outputs, true)?;
         outputs
@@ -170,6 +168,280 @@ impl Builder {
                 Ok(self.reg_of(e).expect("materialized"))
             })
             .collect()
+    }
+
+    /// Converts `node` into `ctx` when its decisions are known at compile time (an `If` or
+    /// `Loop` whose condition and trip count fold, or any other node); otherwise says which
+    /// run-time construct it is and leaves `ctx` as it was.
+    fn decision(&mut self, ctx: &mut Ctx<'_>, node: &Node) -> Result<Decision> {
+        let is = |op: &str| node.op_type == op && node.domain.is_empty();
+        let runtime_input = |ctx: &Ctx<'_>, i: usize| -> Result<bool> {
+            Ok(node.input(i).is_some()
+                && ctx
+                    .const_input(node, i)
+                    .map_err(|m| node_error(node, m))?
+                    .is_none())
+        };
+        if is("If") && runtime_input(ctx, 0)? {
+            return Ok(Decision::RunTimeIf);
+        }
+        if is("Loop") {
+            if runtime_input(ctx, 0)? || runtime_input(ctx, 1)? {
+                return Ok(Decision::RunTimeLoop);
+            }
+            // A condition the body computes from run-time values shows only while unrolling:
+            // try on a copy of the values.
+            let mut trial = Ctx {
+                model: ctx.model,
+                opset: ctx.opset,
+                values: ctx.values.clone(),
+            };
+            return match convert_nodes(&mut trial, std::slice::from_ref(node)) {
+                Ok(()) => {
+                    ctx.values = trial.values;
+                    Ok(Decision::CompileTime)
+                }
+                Err(e) if e.to_string().contains("known only at run time") => {
+                    Ok(Decision::RunTimeLoop)
+                }
+                Err(e) => Err(e),
+            };
+        }
+        convert_nodes(ctx, std::slice::from_ref(node))?;
+        Ok(Decision::CompileTime)
+    }
+
+    /// A register holding the value of `e` (a register variable, or a constant computed by a
+    /// segment of its own; `name` is unchanged in the context).
+    fn value_reg(&mut self, e: &Expr, name: &str) -> Result<usize> {
+        if let Some(r) = self.reg_of(e) {
+            return Ok(r);
+        }
+        if !matches!(e, Expr::Constant(_)) {
+            return Err(OnnxError::Graph(format!(
+                "value '{name}' is neither a register nor a constant"
+            )));
+        }
+        let ty = e.ty().map_err(|m| OnnxError::Graph(m.to_string()))?;
+        let module = IRModule::from_main(Function::new(Vec::new(), e.clone()));
+        let module = kiln_graph::transform::infer_type()
+            .apply(module)
+            .map_err(|err| OnnxError::Graph(err.to_string()))?;
+        let segment = self.segments.len();
+        self.segments.push(module);
+        let reg = self.new_reg(ty);
+        self.instrs.push(Instr::Run {
+            segment,
+            args: Vec::new(),
+            rets: vec![reg],
+        });
+        Ok(reg)
+    }
+
+    /// A register holding the result of builtin `func` called with `ints`.
+    fn call_reg(&mut self, func: &str, ints: Vec<i64>, ty: Type) -> usize {
+        let reg = self.new_reg(ty);
+        self.instrs.push(Instr::Call {
+            func: func.into(),
+            args: Vec::new(),
+            ints,
+            rets: vec![reg],
+        });
+        reg
+    }
+
+    /// A run-time Loop: the trip count, condition and loop-carried values in registers, the
+    /// body converted once (as segments, or a program of its own when it decides at run time
+    /// too) and run while `i < M && cond`; scan outputs are collected in lists and stacked
+    /// after the last iteration.
+    fn loop_node(&mut self, ctx: &mut Ctx<'_>, node: &Node) -> Result<()> {
+        let err = |m: String| node_error(node, Msg(m));
+        let g = match node.attr("body") {
+            Some(AttrValue::Graph(g)) => g,
+            _ => return Err(err("attribute `body` is missing or not a GRAPH".into())),
+        };
+        let outer: HashSet<String> = ctx.values.keys().cloned().collect();
+        let body = Graph::from_subgraph(g, &outer).map_err(|e| err(format!("body: {e}")))?;
+        let n_carried = node.inputs.len().saturating_sub(2);
+        if body.inputs.len() != 2 + n_carried {
+            return Err(err(format!(
+                "body declares {} input(s), {} expected (iteration number, condition and {} \
+                 loop-carried values)",
+                body.inputs.len(),
+                2 + n_carried,
+                n_carried
+            )));
+        }
+        let n_scan = body
+            .outputs
+            .len()
+            .checked_sub(1 + n_carried)
+            .ok_or_else(|| {
+                err(format!(
+                    "body has {} output(s), at least {} expected",
+                    body.outputs.len(),
+                    1 + n_carried
+                ))
+            })?;
+        let i64_t = Type::tensor(&[], kiln_ffi::DataType::int(64));
+        let bool_t = Type::tensor(&[], kiln_ffi::DataType::bool());
+        // Trip count and first condition (absent: no limit, true).
+        let max = match ctx.opt_input(node, 0).map_err(|m| node_error(node, m))? {
+            Some(e) => self.value_reg(&e, node.input(0).unwrap_or(""))?,
+            None => self.call_reg("int64_scalar", vec![i64::MAX], i64_t.clone()),
+        };
+        let cond0 = match ctx.opt_input(node, 1).map_err(|m| node_error(node, m))? {
+            Some(e) => self.value_reg(&e, node.input(1).unwrap_or(""))?,
+            None => self.call_reg("bool_scalar", vec![1], bool_t.clone()),
+        };
+        let mut inits = Vec::with_capacity(n_carried);
+        for k in 0..n_carried {
+            let e = ctx.input(node, 2 + k).map_err(|m| node_error(node, m))?;
+            inits.push((
+                self.value_reg(&e, node.input(2 + k).unwrap_or(""))?,
+                e.ty().map_err(|m| err(m.to_string()))?,
+            ));
+        }
+        // The body's inputs: registers the iterations update.
+        let mut inner = Ctx {
+            model: ctx.model,
+            opset: ctx.opset,
+            values: ctx.values.clone(),
+        };
+        let (iter_reg, v) = self.reg_var(&body.inputs[0].name, i64_t.clone());
+        inner.values.insert(body.inputs[0].name.clone(), v);
+        self.instrs.push(Instr::Call {
+            func: "int64_scalar".into(),
+            args: Vec::new(),
+            ints: vec![0],
+            rets: vec![iter_reg],
+        });
+        let (cond_reg, v) = self.reg_var(&body.inputs[1].name, bool_t.clone());
+        inner.values.insert(body.inputs[1].name.clone(), v);
+        self.instrs.push(Instr::Move {
+            dst: cond_reg,
+            src: cond0,
+        });
+        let mut carried = Vec::with_capacity(n_carried);
+        for (k, (init, ty)) in inits.iter().enumerate() {
+            let name = &body.inputs[2 + k].name;
+            let (reg, v) = self.reg_var(name, ty.clone());
+            inner.values.insert(name.clone(), v);
+            self.instrs.push(Instr::Move {
+                dst: reg,
+                src: *init,
+            });
+            carried.push(reg);
+        }
+        for t in body.initializers() {
+            let e = typed(Expr::constant(to_runtime(t)?)).map_err(|m| err(m.0))?;
+            inner.values.insert(t.name.clone(), e);
+        }
+        let lists: Vec<usize> = (0..n_scan)
+            .map(|_| self.call_reg("list_new", Vec::new(), Type::tuple(Vec::new())))
+            .collect();
+        let top = self.instrs.len();
+        let go = self.new_reg(bool_t);
+        self.instrs.push(Instr::Call {
+            func: "loop_continue".into(),
+            args: vec![iter_reg, max, cond_reg],
+            ints: Vec::new(),
+            rets: vec![go],
+        });
+        let exit = self.instrs.len();
+        self.instrs.push(Instr::JumpUnless {
+            cond: go,
+            target: usize::MAX,
+        });
+        let names: Vec<String> = body.outputs.iter().map(|o| o.name.clone()).collect();
+        let outs = self
+            .convert(&mut inner, &body.nodes, &names)
+            .map_err(|e| err(format!("body: {e}")))?;
+        // New values through temporaries, so a body that swaps carried values stays right.
+        let mut targets = vec![cond_reg];
+        targets.extend(&carried);
+        let mut temps = Vec::with_capacity(targets.len());
+        for (k, (&src, &dst)) in outs.iter().zip(&targets).enumerate() {
+            let want = self.reg_types[dst].clone();
+            let got = self.reg_types[src].clone();
+            let same = if k == 0 {
+                got.as_tensor()
+                    .is_some_and(|(s, _)| s.iter().product::<i64>() == 1)
+            } else {
+                got == want
+            };
+            if !same {
+                return Err(err(format!(
+                    "body output #{k} ('{}') is {got} but the loop carries {want}; Kiln compiles \
+                     the body once, so loop-carried values keep their type",
+                    names[k]
+                )));
+            }
+            let tmp = self.new_reg(got);
+            self.instrs.push(Instr::Move { dst: tmp, src });
+            temps.push(tmp);
+        }
+        // Scan outputs are copied into their lists before the carried registers change (a
+        // scan output may be a carried input).
+        let mut scan_types = Vec::with_capacity(n_scan);
+        for (j, &list) in lists.iter().enumerate() {
+            let src = outs[1 + n_carried + j];
+            scan_types.push(self.reg_types[src].clone());
+            self.instrs.push(Instr::Call {
+                func: "list_append".into(),
+                args: vec![list, src],
+                ints: Vec::new(),
+                rets: vec![list],
+            });
+        }
+        for (&tmp, &dst) in temps.iter().zip(&targets) {
+            self.instrs.push(Instr::Move { dst, src: tmp });
+        }
+        self.instrs.push(Instr::Call {
+            func: "add_one".into(),
+            args: vec![iter_reg],
+            ints: Vec::new(),
+            rets: vec![iter_reg],
+        });
+        self.instrs.push(Instr::Jump { target: top });
+        self.instrs[exit] = Instr::JumpUnless {
+            cond: go,
+            target: self.instrs.len(),
+        };
+        // The node's outputs: final carried values, then the stacked scan outputs.
+        for (k, &src) in carried.iter().enumerate() {
+            let Some(name) = node.outputs.get(k).filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            let (dst, v) = self.reg_var(name, self.reg_types[src].clone());
+            self.instrs.push(Instr::Move { dst, src });
+            ctx.values.insert(name.clone(), v);
+        }
+        for (j, (&list, ty)) in lists.iter().zip(&scan_types).enumerate() {
+            let Some(name) = node.outputs.get(n_carried + j).filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            let (shape, dtype) = ty
+                .as_tensor()
+                .ok_or_else(|| err(format!("scan output #{j} is not a tensor")))?;
+            let mut out_shape = vec![-1];
+            out_shape.extend_from_slice(shape);
+            let (dst, v) = self.reg_var(name, Type::tensor(&out_shape, dtype));
+            let mut ints = vec![
+                dtype.code() as i64,
+                dtype.bits() as i64,
+                dtype.lanes() as i64,
+            ];
+            ints.extend_from_slice(shape);
+            self.instrs.push(Instr::Call {
+                func: "list_stack".into(),
+                args: vec![list],
+                ints,
+                rets: vec![dst],
+            });
+            ctx.values.insert(name.clone(), v);
+        }
+        Ok(())
     }
 
     /// A run-time If: its condition is in a register; each branch is converted on its own,
@@ -265,6 +537,40 @@ impl Builder {
     }
 }
 
+/// What a node is to the program.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// Converted into the current segment.
+    CompileTime,
+    /// An `If` whose condition is known at run time.
+    RunTimeIf,
+    /// A `Loop` whose trip count or condition is known at run time.
+    RunTimeLoop,
+}
+
+/// Refuses a node that reads a value whose shape is known only at run time (a run-time
+/// Loop's scan output): such values can only be outputs of the model so far.
+fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
+    for name in node.inputs.iter().filter(|n| !n.is_empty()) {
+        let Some(e) = ctx.values.get(name) else {
+            continue;
+        };
+        if let Some((shape, _)) = e.checked_type().and_then(|t| t.as_tensor()) {
+            if shape.contains(&-1) {
+                return Err(node_error(
+                    node,
+                    Msg(format!(
+                        "input '{name}' has the shape {shape:?}, known only at run time (a \
+                         Loop's scan output); Kiln's executors take such values as model \
+                         outputs only"
+                    )),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The names `nodes` read, their subgraphs included (a subgraph's own names too: reading more
 /// than needed only keeps a value in a register).
 fn names_read(nodes: &[Node]) -> Vec<String> {
@@ -295,18 +601,18 @@ fn names_read(nodes: &[Node]) -> Vec<String> {
     out
 }
 
-/// Whether any node of `nodes` (subgraphs included) is an `If`.
-fn has_if(nodes: &[Node]) -> bool {
+/// Whether any node of `nodes` (subgraphs included) is an `If` or a `Loop`.
+fn has_control_flow(nodes: &[Node]) -> bool {
     fn graph(g: &GraphProto) -> bool {
         g.node.iter().any(|n| {
-            n.op_type() == "If"
+            matches!(n.op_type(), "If" | "Loop")
                 || n.attribute
                     .iter()
                     .any(|a| a.g.as_ref().is_some_and(graph) || a.graphs.iter().any(graph))
         })
     }
     nodes.iter().any(|n| {
-        n.op_type == "If"
+        matches!(n.op_type.as_str(), "If" | "Loop")
             || n.attributes.iter().any(|(_, a)| match a {
                 AttrValue::Graph(g) => graph(g),
                 AttrValue::Graphs(gs) => gs.iter().any(graph),
@@ -324,7 +630,7 @@ pub fn from_onnx_program(
     shapes: &InputShapes,
     frozen: &FrozenInputs,
 ) -> Result<Option<Program>> {
-    if !has_if(&model.graph.nodes) {
+    if !has_control_flow(&model.graph.nodes) {
         return Ok(None);
     }
     model.check_supported_ops(converters().keys().copied())?;

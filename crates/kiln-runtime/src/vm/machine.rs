@@ -7,7 +7,6 @@ use crate::executor::{Executor, ExecutorKind};
 use crate::graph_executor::GraphExecutor;
 use crate::module::Module;
 use crate::tensor::Tensor;
-use kiln_ffi::abi::type_index;
 use kiln_ffi::{Any, DataType, Device, Error, Function, Result};
 use std::sync::Arc;
 
@@ -30,7 +29,11 @@ pub struct VirtualMachine {
     segments: Vec<SegmentExec>,
     /// The builtin called by each instruction (`None` for other instructions).
     builtins: Vec<Option<Function>>,
-    regs: Vec<Option<Tensor>>,
+    /// Whether each instruction is inside a loop (between a backward jump and its target): a
+    /// segment run there again overwrites its output memory, so its outputs are copied out.
+    in_loop: Vec<bool>,
+    /// Register values: tensors, or lists of tensors (a Loop's scan outputs as they grow).
+    regs: Vec<Option<Any>>,
     /// The memory of each input (replaced by `set_input_zero_copy`).
     inputs: Vec<Tensor>,
     /// Whether the last run finished (outputs are readable).
@@ -99,6 +102,14 @@ impl VirtualMachine {
                 _ => {}
             }
         }
+        let mut in_loop = vec![false; code.instrs.len()];
+        for (pc, ins) in code.instrs.iter().enumerate() {
+            if let Instr::Jump { target } | Instr::JumpUnless { target, .. } = ins {
+                if *target <= pc {
+                    in_loop[*target..=pc].iter_mut().for_each(|x| *x = true);
+                }
+            }
+        }
         let inputs = code
             .inputs
             .iter()
@@ -116,6 +127,7 @@ impl VirtualMachine {
             code,
             segments: execs,
             builtins,
+            in_loop,
             inputs,
             done: false,
         })
@@ -182,10 +194,21 @@ impl VirtualMachine {
         Ok(())
     }
 
-    fn reg(&self, r: Reg, pc: usize) -> Result<&Tensor> {
+    fn reg(&self, r: Reg, pc: usize) -> Result<&Any> {
         self.regs[r].as_ref().ok_or_else(|| {
             Error::runtime_error(format!(
                 "VirtualMachine: instruction {pc} reads register {r} before it is written"
+            ))
+        })
+    }
+
+    fn tensor_reg(&self, r: Reg, pc: usize) -> Result<Tensor> {
+        let v = self.reg(r, pc)?;
+        v.try_as::<Tensor>().map_err(|_| {
+            Error::runtime_error(format!(
+                "VirtualMachine: instruction {pc} needs a tensor in register {r}, which holds a \
+                 `{}`",
+                v.view().type_name()
             ))
         })
     }
@@ -211,7 +234,7 @@ impl VirtualMachine {
                 rets,
             } => {
                 for (j, &r) in args.iter().enumerate() {
-                    let t = self.reg(r, pc)?.clone();
+                    let t = self.tensor_reg(r, pc)?;
                     let seg = &mut self.segments[*segment];
                     let i = seg.inputs[j];
                     seg.exec.set_input(i, &t)?;
@@ -219,7 +242,13 @@ impl VirtualMachine {
                 let seg = &mut self.segments[*segment];
                 seg.exec.run()?;
                 for (j, &r) in rets.iter().enumerate() {
-                    self.regs[r] = Some(seg.exec.get_output(j)?);
+                    let mut t = seg.exec.get_output(j)?;
+                    if self.in_loop[pc] {
+                        let copy = Tensor::empty(t.shape(), t.dtype(), t.device())?;
+                        copy.copy_from(&t)?;
+                        t = copy;
+                    }
+                    self.regs[r] = Some(t.into());
                 }
             }
             Instr::Call {
@@ -230,24 +259,28 @@ impl VirtualMachine {
             } => {
                 let mut vals: Vec<Any> = Vec::with_capacity(args.len() + ints.len());
                 for &r in args {
-                    vals.push(self.reg(r, pc)?.clone().into());
+                    vals.push(self.reg(r, pc)?.clone());
                 }
                 vals.extend(ints.iter().map(|&v| Any::from(v)));
                 let f = self.builtins[pc].as_ref().expect("resolved when created");
                 let out = f
                     .call_any(&vals)
                     .map_err(|e| e.context(format!("vm.builtin.{func}")))?;
-                let outs: Vec<Tensor> = if out.type_index() == type_index::ARRAY {
-                    let arr: kiln_ffi::Array = out.try_as()?;
-                    arr.iter()
-                        .map(|v| v.try_as::<Tensor>())
-                        .collect::<Result<_>>()?
+                // One register takes the result; several take the items of the array returned.
+                let outs: Vec<Any> = if rets.len() == 1 {
+                    vec![out]
                 } else {
-                    vec![out.try_as::<Tensor>()?]
+                    let arr: kiln_ffi::Array = out.try_as().map_err(|_| {
+                        Error::runtime_error(format!(
+                            "vm.builtin.{func} must return an array of {} values",
+                            rets.len()
+                        ))
+                    })?;
+                    arr.iter().map(Any::from).collect()
                 };
                 if outs.len() != rets.len() {
                     return Err(Error::runtime_error(format!(
-                        "vm.builtin.{func} returned {} tensor(s), {} expected",
+                        "vm.builtin.{func} returned {} value(s), {} expected",
                         outs.len(),
                         rets.len()
                     )));
@@ -257,7 +290,7 @@ impl VirtualMachine {
                 }
             }
             Instr::JumpUnless { cond, target } => {
-                if !Self::truth(self.reg(*cond, pc)?, pc)? {
+                if !Self::truth(&self.tensor_reg(*cond, pc)?, pc)? {
                     return Ok(Some(*target));
                 }
             }
@@ -342,7 +375,16 @@ impl Executor for VirtualMachine {
                 s.name
             )));
         }
-        Ok(self.regs[s.reg].clone().expect("written by a finished run"))
+        let v = self.regs[s.reg]
+            .as_ref()
+            .expect("written by a finished run");
+        v.try_as::<Tensor>().map_err(|_| {
+            Error::runtime_error(format!(
+                "get_output #{index} ({:?}) holds a `{}`, not a tensor",
+                s.name,
+                v.view().type_name()
+            ))
+        })
     }
 
     fn copy_output_to(&self, index: usize, out: &Tensor) -> Result<()> {
@@ -366,7 +408,7 @@ impl Executor for VirtualMachine {
             *r = None;
         }
         for (s, t) in self.code.inputs.iter().zip(&self.inputs) {
-            self.regs[s.reg] = Some(t.clone());
+            self.regs[s.reg] = Some(t.clone().into());
         }
         let mut pc = 0;
         let mut steps: u64 = 0;

@@ -7,6 +7,7 @@
 //! graph executor factory when a model needs one; it lives in the same single library, and its
 //! executors answer the same functions (`set_input`, `run`, `get_output`, ...).
 
+pub mod builtins;
 pub mod code;
 pub mod factory;
 mod globals;
