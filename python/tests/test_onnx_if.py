@@ -94,11 +94,6 @@ def test_sample_rate_if_with_lstm_branches(sr):
         np.testing.assert_allclose(state, want_state, rtol=1e-4, atol=1e-5)
 
 
-def test_run_time_condition_names_the_input_to_freeze():
-    with pytest.raises(ValueError, match=r"sample_rate_if.*from the graph's run-time input\(s\) 'sr'"):
-        kiln.onnx.compile(_vad(), {"x": (1, 1, 256), "state": (2, 1, H)})
-
-
 def test_unsupported_op_inside_a_branch_is_named_with_its_path():
     inner = helper.make_graph([helper.make_node("ImageDecoder", ["m"], ["d"], name="det_node")], "t", [],
                               [helper.make_tensor_value_info("d", TensorProto.FLOAT, [])])
