@@ -24,8 +24,8 @@ pub struct Program {
 }
 
 impl Program {
-    /// How many times each segment is run by an instruction (a segment nothing runs is a bug
-    /// of whoever made the program).
+    /// Checks that every `Run` names a segment and every segment is run (a segment nothing
+    /// runs is a bug of whoever made the program), and the code itself.
     fn check(&self) -> Result<()> {
         let mut used = vec![false; self.segments.len()];
         for (pc, ins) in self.code.instrs.iter().enumerate() {
@@ -82,9 +82,17 @@ pub fn build_program(program: &Program, targets: &[&str], ctx: &PassContext) -> 
         )?);
         merged = Some(cg);
     }
-    let mut all = merged.ok_or_else(|| Error::value_error("program: it has no segment"))?;
-    all.functions = functions;
-    all.host_functions = host_functions;
-    let lib = build_lib_targets(&all, targets)?;
+    let lib = match merged {
+        Some(mut all) => {
+            all.functions = functions;
+            all.host_functions = host_functions;
+            build_lib_targets(&all, targets)?
+        }
+        // Builtins only: an empty library still carries the program.
+        None => {
+            let target = targets.first().copied().unwrap_or("llvm");
+            kiln_codegen::driver::codegen_build(&kiln_tir::IRModule::new(Vec::new())?, target)?
+        }
+    };
     VmFactory::create(program.code.clone(), segments, &lib, "default")
 }

@@ -250,37 +250,6 @@ fn center_crop_pad(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
-/// The coordinates of the non-zero elements of a constant, `[rank, count]` in row-major
-/// order (NonZero's result).
-fn nonzero_coords(t: &kiln_runtime::tensor::Tensor) -> CResult<(Vec<f64>, i64)> {
-    let (v, shape) = (t.to_f64_vec()?, t.shape().to_vec());
-    let hits: Vec<usize> = (0..v.len()).filter(|&i| v[i] != 0.0).collect();
-    let mut out = vec![0.0; shape.len() * hits.len()];
-    for (j, &h) in hits.iter().enumerate() {
-        let mut rem = h as i64;
-        for d in (0..shape.len()).rev() {
-            out[d * hits.len() + j] = (rem % shape[d]) as f64;
-            rem /= shape[d];
-        }
-    }
-    Ok((out, hits.len() as i64))
-}
-
-/// NonZero: folded when its input is a constant.
-fn nonzero(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let Some(t) = ctx.const_input(node, 0)? else {
-        // The number of non-zero elements is the output's shape.
-        return Err(ctx.not_constant(node, 0));
-    };
-    let (coords, n) = nonzero_coords(&t)?;
-    let rank = t.shape().len() as i64;
-    Ok(vec![constant(
-        &coords,
-        &[rank, n],
-        kiln_ffi::DataType::int(64),
-    )?])
-}
-
 /// Compress with a constant condition: a `take` of the selected positions (along `axis`, or
 /// of the flattened input without one).
 fn compress(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -453,7 +422,6 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("OneHot", one_hot);
     t.insert("BitShift", bit_shift);
     t.insert("CenterCropPad", center_crop_pad);
-    t.insert("NonZero", nonzero);
     t.insert("Compress", compress);
     t.insert("TensorScatter", tensor_scatter);
     t.insert("Einsum", super::einsum::einsum);

@@ -6,7 +6,7 @@
 //! (like TVM's `params`), while integer and boolean initializers and `Constant` nodes become
 //! constants. Each ONNX op has one small converter function in the table [`converters`],
 //! grouped by family (`elemwise`, `nn`, `conv`, `pool`, `normalize`, `attention`, `loss`,
-//! `quant`, `index`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`, `signal`, `control`, `tfidf`, `sequence`, and `ml` for the `ai.onnx.ml` domain, whose keys are
+//! `quant`, `index`, `data_dependent`, `einsum`, `recurrent`, `reduce`, `resize`, `shape`, `signal`, `control`, `tfidf`, `sequence`, and `ml` for the `ai.onnx.ml` domain, whose keys are
 //! spelled `ai.onnx.ml.Op`); the table's keys are what
 //! [`Model::check_supported_ops`] is given, so an unsupported op stops the import with one
 //! error listing every gap.
@@ -19,6 +19,7 @@
 mod attention;
 mod control;
 mod conv;
+mod data_dependent;
 mod einsum;
 mod elemwise;
 mod fold;
@@ -97,6 +98,7 @@ pub fn converters() -> &'static HashMap<&'static str, ConvertFn> {
         nn::register(&mut t);
         conv::register(&mut t);
         control::register(&mut t);
+        data_dependent::register(&mut t);
         pool::register(&mut t);
         quant::register(&mut t);
         normalize::register(&mut t);

@@ -21,6 +21,7 @@ use kiln_graph::build::Program;
 use kiln_graph::ir::{Expr, Function, IRModule, Type, Var};
 use kiln_runtime::vm::{Code, Instr, Slot};
 
+use super::data_dependent::{self, RunTime};
 use super::{
     convert_nodes, converters, graph_dtype, node_error, to_runtime, typed, typed_constant, Ctx,
     FrozenInputs, Msg,
@@ -145,7 +146,7 @@ impl Builder {
         for (i, node) in nodes.iter().enumerate() {
             check_static_inputs(ctx, node)?;
             let kind = self.decision(ctx, node)?;
-            if kind == Decision::CompileTime {
+            if matches!(kind, Decision::CompileTime) {
                 continue;
             }
             self.split = true;
@@ -154,7 +155,9 @@ impl Builder {
             self.materialize(ctx, &live, false)?;
             match kind {
                 Decision::RunTimeIf => self.if_node(ctx, node)?,
-                _ => self.loop_node(ctx, node)?,
+                Decision::RunTimeLoop => self.loop_node(ctx, node)?,
+                Decision::Builtin(call) => self.builtin_node(ctx, node, call)?,
+                Decision::CompileTime => unreachable!("converted above"),
             }
         }
         self.materialize(ctx, outputs, true)?;
@@ -207,8 +210,37 @@ impl Builder {
                 Err(e) => Err(e),
             };
         }
+        if let Some(call) = data_dependent::run_time(ctx, node).map_err(|m| node_error(node, m))? {
+            return Ok(Decision::Builtin(call));
+        }
         convert_nodes(ctx, std::slice::from_ref(node))?;
         Ok(Decision::CompileTime)
+    }
+
+    /// A node whose output shapes depend on its input values, computed by a VM builtin.
+    fn builtin_node(&mut self, ctx: &mut Ctx<'_>, node: &Node, call: RunTime) -> Result<()> {
+        let mut args = Vec::with_capacity(call.args.len());
+        for (i, e) in call.args.iter().enumerate() {
+            args.push(self.value_reg(e, node.input(i).unwrap_or(""))?);
+        }
+        let mut rets = Vec::with_capacity(call.outputs.len());
+        for (k, ty) in call.outputs.into_iter().enumerate() {
+            match node.outputs.get(k).filter(|n| !n.is_empty()) {
+                Some(name) => {
+                    let (reg, v) = self.reg_var(name, ty);
+                    ctx.values.insert(name.clone(), v);
+                    rets.push(reg);
+                }
+                None => rets.push(self.new_reg(ty)),
+            }
+        }
+        self.instrs.push(Instr::Call {
+            func: call.func.into(),
+            args,
+            ints: call.ints,
+            rets,
+        });
+        Ok(())
     }
 
     /// A register holding the value of `e` (a register variable, or a constant computed by a
@@ -538,7 +570,6 @@ impl Builder {
 }
 
 /// What a node is to the program.
-#[derive(Clone, Copy, PartialEq, Eq)]
 enum Decision {
     /// Converted into the current segment.
     CompileTime,
@@ -546,6 +577,8 @@ enum Decision {
     RunTimeIf,
     /// A `Loop` whose trip count or condition is known at run time.
     RunTimeLoop,
+    /// An operator whose output shapes depend on run-time values, computed by a VM builtin.
+    Builtin(RunTime),
 }
 
 /// Refuses a node that reads a value whose shape is known only at run time (a run-time
@@ -601,18 +634,21 @@ fn names_read(nodes: &[Node]) -> Vec<String> {
     out
 }
 
-/// Whether any node of `nodes` (subgraphs included) is an `If` or a `Loop`.
-fn has_control_flow(nodes: &[Node]) -> bool {
+/// The operators that may need the VM: control flow, and outputs shaped by input values.
+const RUN_TIME_OPS: [&str; 5] = ["If", "Loop", "NonZero", "Unique", "NonMaxSuppression"];
+
+/// Whether any node of `nodes` (subgraphs included) is one of [`RUN_TIME_OPS`].
+fn may_run_time(nodes: &[Node]) -> bool {
     fn graph(g: &GraphProto) -> bool {
         g.node.iter().any(|n| {
-            matches!(n.op_type(), "If" | "Loop")
+            RUN_TIME_OPS.contains(&n.op_type())
                 || n.attribute
                     .iter()
                     .any(|a| a.g.as_ref().is_some_and(graph) || a.graphs.iter().any(graph))
         })
     }
     nodes.iter().any(|n| {
-        matches!(n.op_type.as_str(), "If" | "Loop")
+        RUN_TIME_OPS.contains(&n.op_type.as_str())
             || n.attributes.iter().any(|(_, a)| match a {
                 AttrValue::Graph(g) => graph(g),
                 AttrValue::Graphs(gs) => gs.iter().any(graph),
@@ -630,7 +666,7 @@ pub fn from_onnx_program(
     shapes: &InputShapes,
     frozen: &FrozenInputs,
 ) -> Result<Option<Program>> {
-    if !has_control_flow(&model.graph.nodes) {
+    if !may_run_time(&model.graph.nodes) {
         return Ok(None);
     }
     model.check_supported_ops(converters().keys().copied())?;

@@ -9,6 +9,7 @@
 
 pub mod builtins;
 pub mod code;
+pub mod data_dependent;
 pub mod factory;
 mod globals;
 pub mod machine;
