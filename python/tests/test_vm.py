@@ -230,3 +230,87 @@ def test_scan_output_of_a_run_time_loop_feeding_a_node_is_refused():
     m.graph.output.append(helper.make_tensor_value_info("r", F, None))
     with pytest.raises(ValueError, match=r"after_loop.*'accs'.*known only at run time"):
         kiln.onnx.compile(m, {"x": (2, 4), "acc0": (2, 4)}, target="llvm")
+
+
+def _nms_model(with_score_threshold):
+    # A tiny detector head: a 1x1 conv gives 4 box coordinates and 2 class logits per position
+    # of a 6x6 map (36 boxes); NonMaxSuppression selects among them. Boxes and scores are
+    # outputs too, so the selection can be checked on Kiln's own values.
+    rng = np.random.default_rng(21)
+    w = numpy_helper.from_array(rng.standard_normal((6, 8, 1, 1)).astype(np.float32), "w")
+    inits = [w,
+             numpy_helper.from_array(np.array([0, 2, 1], np.int64), "perm_shape"),
+             numpy_helper.from_array(np.array([5], np.int64), "max_out"),
+             numpy_helper.from_array(np.array([0.3], np.float32), "iou"),
+             numpy_helper.from_array(np.array([0.4], np.float32), "score_min"),
+             numpy_helper.from_array(np.array([1, 6, 36], np.int64), "flat"),
+             numpy_helper.from_array(np.array([0, 4], np.int64), "split")]
+    nms_in = ["boxes", "scores", "max_out", "iou"] + (["score_min"] if with_score_threshold else [])
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Reshape", ["c", "flat"], ["cf"]),
+        helper.make_node("Split", ["cf", "split_sizes"], ["raw_boxes", "logits"], axis=1),
+        helper.make_node("Transpose", ["raw_boxes"], ["boxes"], perm=[0, 2, 1]),
+        helper.make_node("Sigmoid", ["logits"], ["scores"]),
+        helper.make_node("NonMaxSuppression", nms_in, ["selected"], center_point_box=1),
+    ]
+    inits.append(numpy_helper.from_array(np.array([4, 2], np.int64), "split_sizes"))
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 8, 6, 6])],
+                  [helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3]),
+                   helper.make_tensor_value_info("boxes", F, [1, 36, 4]),
+                   helper.make_tensor_value_info("scores", F, [1, 2, 36])], inits)
+
+
+@pytest.mark.parametrize("with_score_threshold", [False, True])
+def test_detector_with_non_max_suppression(tmp_path, with_score_threshold):
+    m = _nms_model(with_score_threshold)
+    gm = _vm(m, {"x": (1, 8, 6, 6)}, tmp_path)
+    sess = _ort(m)
+    # NonMaxSuppression alone in onnxruntime, on Kiln's own boxes and scores (a score a few
+    # ulps away from onnxruntime's may order two boxes differently).
+    nms_alone = _ort(_model(
+        [m.graph.node[-1]],
+        [helper.make_tensor_value_info("boxes", F, [1, 36, 4]),
+         helper.make_tensor_value_info("scores", F, [1, 2, 36])],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3])],
+        [i for i in m.graph.initializer if i.name in ("max_out", "iou", "score_min")]))
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+        sel, boxes, scores = _run(gm, {"x": x}, 3)
+        want_sel, want_boxes, want_scores = sess.run(None, {"x": x})
+        np.testing.assert_allclose(boxes, want_boxes, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-4, atol=1e-5)
+        (own,) = nms_alone.run(None, {"boxes": boxes, "scores": scores})
+        np.testing.assert_array_equal(sel, own)
+        assert 0 < sel.shape[0] <= 10 and sel.shape[1] == 3
+    assert gm.get_output_info()[0][0] == (-1, 3)
+
+
+@pytest.mark.parametrize("axis,is_sorted", [(None, 1), (None, 0), (0, 1), (-1, 0)])
+def test_unique_and_non_zero_of_computed_values(tmp_path, axis, is_sorted):
+    # Values computed at run time (a Relu of x - 2) go through Unique (along an axis or
+    # flattened, sorted or not) and NonZero, whose output counts depend on the data.
+    attrs = {"sorted": is_sorted} if axis is None else {"sorted": is_sorted, "axis": axis}
+    nodes = [helper.make_node("Sub", ["x", "two"], ["d"]),
+             helper.make_node("Relu", ["d"], ["r"]),
+             helper.make_node("Unique", ["r"], ["y", "idx", "inv", "cnt"], **attrs),
+             helper.make_node("NonZero", ["r"], ["nz"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [4, 5])],
+               [helper.make_tensor_value_info(n, t, [None] * r) for n, t, r in
+                [("y", F, 1 if axis is None else 2), ("idx", TensorProto.INT64, 1),
+                 ("inv", TensorProto.INT64, 1), ("cnt", TensorProto.INT64, 1),
+                 ("nz", TensorProto.INT64, 2)]],
+               [numpy_helper.from_array(np.array(2, np.float32), "two")], opset=13)
+    gm = _vm(m, {"x": (4, 5)}, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(abs(hash((axis, is_sorted))) % 1000)
+    for _ in range(3):
+        # Small integers so values repeat (and rows repeat along the axis for some draws).
+        x = rng.integers(0, 5, (4, 5)).astype(np.float32)
+        x[1] = x[0]
+        got = _run(gm, {"x": x}, 5)
+        want = sess.run(None, {"x": x})
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(g, w)

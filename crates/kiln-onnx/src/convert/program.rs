@@ -156,7 +156,13 @@ impl Builder {
             match kind {
                 Decision::RunTimeIf => self.if_node(ctx, node)?,
                 Decision::RunTimeLoop => self.loop_node(ctx, node)?,
-                Decision::Builtin(call) => self.builtin_node(ctx, node, call)?,
+                Decision::Builtin => {
+                    // Described again: its inputs are registers now.
+                    let call = data_dependent::run_time(ctx, node)
+                        .map_err(|m| node_error(node, m))?
+                        .expect("still run-time");
+                    self.builtin_node(ctx, node, call)?
+                }
                 Decision::CompileTime => unreachable!("converted above"),
             }
         }
@@ -210,8 +216,11 @@ impl Builder {
                 Err(e) => Err(e),
             };
         }
-        if let Some(call) = data_dependent::run_time(ctx, node).map_err(|m| node_error(node, m))? {
-            return Ok(Decision::Builtin(call));
+        if data_dependent::run_time(ctx, node)
+            .map_err(|m| node_error(node, m))?
+            .is_some()
+        {
+            return Ok(Decision::Builtin);
         }
         convert_nodes(ctx, std::slice::from_ref(node))?;
         Ok(Decision::CompileTime)
@@ -570,6 +579,7 @@ impl Builder {
 }
 
 /// What a node is to the program.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Decision {
     /// Converted into the current segment.
     CompileTime,
@@ -578,7 +588,7 @@ enum Decision {
     /// A `Loop` whose trip count or condition is known at run time.
     RunTimeLoop,
     /// An operator whose output shapes depend on run-time values, computed by a VM builtin.
-    Builtin(RunTime),
+    Builtin,
 }
 
 /// Refuses a node that reads a value whose shape is known only at run time (a run-time
