@@ -52,15 +52,8 @@ pub trait Executor: Send + 'static {
     fn run(&mut self) -> Result<()>;
 }
 
-/// An executor type with a module kind.
-pub trait ExecutorKind: Executor {
-    /// The module kind of its executor modules (`GraphExecutor`, `VirtualMachine`), which
-    /// error messages start with.
-    const KIND: &'static str;
-}
-
 /// Locks an executor (other calls on it wait).
-pub(crate) fn lock<E>(exec: &Mutex<E>) -> MutexGuard<'_, E> {
+pub(crate) fn lock<E: ?Sized>(exec: &Mutex<E>) -> MutexGuard<'_, E> {
     exec.lock().recover()
 }
 
@@ -119,16 +112,17 @@ pub(crate) fn index_arg(kind: &str, name: &str, i: usize, v: &AnyView<'_>) -> Re
 }
 
 /// An input given by name or index.
-pub(crate) fn input_arg<E: ExecutorKind>(
-    exec: &E,
+pub(crate) fn input_arg(
+    exec: &dyn Executor,
+    kind: &str,
     name: &str,
     i: usize,
     v: &AnyView<'_>,
 ) -> Result<usize> {
     match str_arg(v) {
         Some(s) => exec.require_input(&s, name),
-        None if v.type_index() == type_index::INT => index_arg(E::KIND, name, i, v),
-        None => Err(arg_error(E::KIND, name, i, "an input name or index", v)),
+        None if v.type_index() == type_index::INT => index_arg(kind, name, i, v),
+        None => Err(arg_error(kind, name, i, "an input name or index", v)),
     }
 }
 
@@ -151,64 +145,68 @@ pub(crate) fn kept_tensor_arg(kind: &str, name: &str, i: usize, v: &AnyView<'_>)
 /// A module function's body over a locked-by-call executor.
 pub(crate) type Body<E> = fn(&Arc<Mutex<E>>, &[AnyView<'_>]) -> Result<Any>;
 
+/// The body of a common executor function: over any executor, whose module kind (for
+/// messages) comes with the call.
+pub(crate) type CommonBody = fn(&Mutex<dyn Executor>, &str, &[AnyView<'_>]) -> Result<Any>;
+
 /// The body of the common executor function `name` (see the module docs), if it is one.
-pub(crate) fn common_body<E: ExecutorKind>(name: &str) -> Option<Body<E>> {
-    let f: Body<E> = match name {
-        "set_input" => |e, a| {
-            check_arity(E::KIND, "set_input", "key, value", a, 2, 2)?;
+pub(crate) fn common_body(name: &str) -> Option<CommonBody> {
+    let f: CommonBody = match name {
+        "set_input" => |e, kind, a| {
+            check_arity(kind, "set_input", "key, value", a, 2, 2)?;
             let mut x = lock(e);
-            let i = input_arg(&*x, "set_input", 0, &a[0])?;
-            x.set_input(i, &tensor_arg(E::KIND, "set_input", 1, &a[1])?)?;
+            let i = input_arg(&*x, kind, "set_input", 0, &a[0])?;
+            x.set_input(i, &tensor_arg(kind, "set_input", 1, &a[1])?)?;
             Ok(Any::none())
         },
-        "set_input_zero_copy" => |e, a| {
+        "set_input_zero_copy" => |e, kind, a| {
             let n = "set_input_zero_copy";
-            check_arity(E::KIND, n, "key, value", a, 2, 2)?;
-            let t = kept_tensor_arg(E::KIND, n, 1, &a[1])?;
+            check_arity(kind, n, "key, value", a, 2, 2)?;
+            let t = kept_tensor_arg(kind, n, 1, &a[1])?;
             let mut x = lock(e);
-            let i = input_arg(&*x, n, 0, &a[0])?;
+            let i = input_arg(&*x, kind, n, 0, &a[0])?;
             x.set_input_zero_copy(i, &t)?;
             Ok(Any::none())
         },
-        "get_input" => |e, a| {
-            check_arity(E::KIND, "get_input", "key", a, 1, 1)?;
+        "get_input" => |e, kind, a| {
+            check_arity(kind, "get_input", "key", a, 1, 1)?;
             let x = lock(e);
-            let i = input_arg(&*x, "get_input", 0, &a[0])?;
+            let i = input_arg(&*x, kind, "get_input", 0, &a[0])?;
             Ok(x.get_input(i)?.into())
         },
-        "get_output" => |e, a| {
-            check_arity(E::KIND, "get_output", "index, out=None", a, 1, 2)?;
-            let i = index_arg(E::KIND, "get_output", 0, &a[0])?;
+        "get_output" => |e, kind, a| {
+            check_arity(kind, "get_output", "index, out=None", a, 1, 2)?;
+            let i = index_arg(kind, "get_output", 0, &a[0])?;
             let x = lock(e);
             match a.get(1).filter(|v| !v.is_none()) {
                 Some(out) => {
-                    x.copy_output_to(i, &tensor_arg(E::KIND, "get_output", 1, out)?)?;
+                    x.copy_output_to(i, &tensor_arg(kind, "get_output", 1, out)?)?;
                     Ok(Any::none())
                 }
                 None => Ok(x.get_output(i)?.into()),
             }
         },
-        "get_num_inputs" => |e, a| {
-            check_arity(E::KIND, "get_num_inputs", "", a, 0, 0)?;
+        "get_num_inputs" => |e, kind, a| {
+            check_arity(kind, "get_num_inputs", "", a, 0, 0)?;
             Ok((lock(e).num_inputs() as i64).into())
         },
-        "get_num_outputs" => |e, a| {
-            check_arity(E::KIND, "get_num_outputs", "", a, 0, 0)?;
+        "get_num_outputs" => |e, kind, a| {
+            check_arity(kind, "get_num_outputs", "", a, 0, 0)?;
             Ok((lock(e).num_outputs() as i64).into())
         },
-        "get_input_index" => |e, a| {
-            check_arity(E::KIND, "get_input_index", "name", a, 1, 1)?;
+        "get_input_index" => |e, kind, a| {
+            check_arity(kind, "get_input_index", "name", a, 1, 1)?;
             let name = str_arg(&a[0])
-                .ok_or_else(|| arg_error(E::KIND, "get_input_index", 0, "a str", &a[0]))?;
+                .ok_or_else(|| arg_error(kind, "get_input_index", 0, "a str", &a[0]))?;
             Ok(lock(e).input_index(&name).map_or(-1, |i| i as i64).into())
         },
-        "get_input_name" => |e, a| {
-            check_arity(E::KIND, "get_input_name", "index", a, 1, 1)?;
-            let i = index_arg(E::KIND, "get_input_name", 0, &a[0])?;
+        "get_input_name" => |e, kind, a| {
+            check_arity(kind, "get_input_name", "index", a, 1, 1)?;
+            let i = index_arg(kind, "get_input_name", 0, &a[0])?;
             Ok(lock(e).input_name(i)?.into())
         },
-        "get_input_info" => |e, a| {
-            check_arity(E::KIND, "get_input_info", "", a, 0, 0)?;
+        "get_input_info" => |e, kind, a| {
+            check_arity(kind, "get_input_info", "", a, 0, 0)?;
             let x = lock(e);
             let mut shapes = Vec::new();
             let mut dtypes = Vec::new();
@@ -225,8 +223,8 @@ pub(crate) fn common_body<E: ExecutorKind>(name: &str) -> Option<Body<E>> {
             .0
             .into())
         },
-        "get_output_info" => |e, a| {
-            check_arity(E::KIND, "get_output_info", "", a, 0, 0)?;
+        "get_output_info" => |e, kind, a| {
+            check_arity(kind, "get_output_info", "", a, 0, 0)?;
             let x = lock(e);
             let mut shapes = Vec::new();
             let mut dtypes = Vec::new();
@@ -242,31 +240,31 @@ pub(crate) fn common_body<E: ExecutorKind>(name: &str) -> Option<Body<E>> {
             .0
             .into())
         },
-        "run" => |e, a| {
-            check_arity(E::KIND, "run", "", a, 0, 0)?;
+        "run" => |e, kind, a| {
+            check_arity(kind, "run", "", a, 0, 0)?;
             lock(e).run()?;
             Ok(Any::none())
         },
-        "run_from_inputs" => |e, a| {
+        "run_from_inputs" => |e, kind, a| {
             let n = "run_from_inputs";
             let sig = "device_type, device_id, key0, value0, ...";
-            check_arity(E::KIND, n, sig, a, 2, usize::MAX)?;
+            check_arity(kind, n, sig, a, 2, usize::MAX)?;
             if a.len() % 2 != 0 {
                 return Err(Error::type_error(format!(
                     "{}.{n}({sig}) takes key-value pairs after the device",
-                    E::KIND
+                    kind
                 )));
             }
             let host = Device::new(
                 a[0].try_as()
-                    .map_err(|_| arg_error(E::KIND, n, 0, "an int", &a[0]))?,
+                    .map_err(|_| arg_error(kind, n, 0, "an int", &a[0]))?,
                 a[1].try_as()
-                    .map_err(|_| arg_error(E::KIND, n, 1, "an int", &a[1]))?,
+                    .map_err(|_| arg_error(kind, n, 1, "an int", &a[1]))?,
             );
             let mut x = lock(e);
             for k in (2..a.len()).step_by(2) {
-                let i = input_arg(&*x, n, k, &a[k])?;
-                x.set_input(i, &tensor_arg(E::KIND, n, k + 1, &a[k + 1])?)?;
+                let i = input_arg(&*x, kind, n, k, &a[k])?;
+                x.set_input(i, &tensor_arg(kind, n, k + 1, &a[k + 1])?)?;
             }
             x.run()?;
             let outs = (0..x.num_outputs())

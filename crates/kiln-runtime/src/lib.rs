@@ -14,6 +14,7 @@ pub mod tensor;
 pub mod thread_pool;
 pub mod time_evaluator;
 pub mod toolchain;
+#[cfg(feature = "vm")]
 pub mod vm;
 pub mod workspace;
 

@@ -596,10 +596,6 @@ impl std::fmt::Debug for GraphExecutor {
     }
 }
 
-impl crate::executor::ExecutorKind for GraphExecutor {
-    const KIND: &'static str = super::module::KIND;
-}
-
 impl crate::executor::Executor for GraphExecutor {
     fn num_inputs(&self) -> usize {
         GraphExecutor::num_inputs(self)

@@ -171,10 +171,15 @@ impl ModuleNode for GraphExecutorModule {
     }
 
     fn get_function(&self, name: &str) -> Result<Option<Function>> {
-        let Some(f) = common_body::<GraphExecutor>(name).or_else(|| body(name)) else {
+        let exec = self.exec.clone();
+        if let Some(f) = common_body(name) {
+            return Ok(Some(Function::from_packed(move |args| {
+                f(&*exec, KIND, args)
+            })));
+        }
+        let Some(f) = body(name) else {
             return Ok(None);
         };
-        let exec = self.exec.clone();
         Ok(Some(Function::from_packed(move |args| f(&exec, args))))
     }
 

@@ -12,6 +12,14 @@ fn host(t: &Tensor) -> Result<Tensor> {
     t.to_device(Device::cpu(0))
 }
 
+/// `0..n` ordered by `cmp`, which must order every pair (ties broken by the caller), through
+/// one instance of the sorting code.
+fn sorted_indices(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    v.sort_unstable_by(|&a, &b| cmp(a, b));
+    v
+}
+
 fn int64_tensor(values: &[i64], shape: &[i64]) -> Result<Tensor> {
     Tensor::from_slice(values, shape)
 }
@@ -82,8 +90,7 @@ pub fn unique(x: &Tensor, axis: Option<i64>, sorted: bool) -> Result<[Tensor; 4]
     let keys: Vec<Vec<f64>> = (0..len).map(key).collect();
     // Distinct slices by first occurrence.
     let mut firsts: Vec<usize> = Vec::new();
-    let mut order: Vec<usize> = (0..len).collect();
-    order.sort_by(|&a, &b| cmp(&keys[a], &keys[b]).then(a.cmp(&b)));
+    let order = sorted_indices(len, &|a, b| cmp(&keys[a], &keys[b]).then(a.cmp(&b)));
     let mut group_of = vec![0usize; len];
     let mut groups: Vec<(usize, usize)> = Vec::new(); // (first index, count)
     for (i, &k) in order.iter().enumerate() {
@@ -97,8 +104,7 @@ pub fn unique(x: &Tensor, axis: Option<i64>, sorted: bool) -> Result<[Tensor; 4]
     // Output positions: sorted order, or order of first occurrence.
     let mut rank_of = (0..groups.len()).collect::<Vec<_>>();
     if !sorted {
-        let mut by_first: Vec<usize> = (0..groups.len()).collect();
-        by_first.sort_by_key(|&g| groups[g].0);
+        let by_first = sorted_indices(groups.len(), &|a, b| groups[a].0.cmp(&groups[b].0));
         for (pos, &g) in by_first.iter().enumerate() {
             rank_of[g] = pos;
         }
@@ -203,10 +209,10 @@ pub fn non_max_suppression(
     for batch in 0..nb {
         for class in 0..nc {
             let sc = &s[(batch * nc + class) * n..(batch * nc + class + 1) * n];
-            let mut cand: Vec<usize> = (0..n)
-                .filter(|&i| score_threshold.is_none_or(|t| sc[i] > t))
-                .collect();
-            cand.sort_by(|&x, &y| sc[y].total_cmp(&sc[x]).then(x.cmp(&y)));
+            let order = sorted_indices(n, &|x, y| sc[y].total_cmp(&sc[x]).then(x.cmp(&y)));
+            let cand = order
+                .into_iter()
+                .filter(|&i| score_threshold.is_none_or(|t| sc[i] > t));
             let mut kept: Vec<[f64; 4]> = Vec::new();
             for i in cand {
                 if kept.len() as i64 >= max_per_class {

@@ -3,7 +3,7 @@
 
 use super::code::{builtin_name, Code, Instr, Reg, Slot};
 use super::factory::Segment;
-use crate::executor::{Executor, ExecutorKind};
+use crate::executor::Executor;
 use crate::graph_executor::GraphExecutor;
 use crate::module::Module;
 use crate::tensor::Tensor;
@@ -301,10 +301,6 @@ impl VirtualMachine {
         }
         Ok(None)
     }
-}
-
-impl ExecutorKind for VirtualMachine {
-    const KIND: &'static str = KIND;
 }
 
 impl Executor for VirtualMachine {

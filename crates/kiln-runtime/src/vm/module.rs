@@ -54,10 +54,13 @@ impl ModuleNode for VirtualMachineModule {
     }
 
     fn get_function(&self, name: &str) -> Result<Option<Function>> {
-        let Some(f) = common_body::<VirtualMachine>(name).or_else(|| unsupported(name)) else {
+        let vm = self.vm.clone();
+        if let Some(f) = common_body(name) {
+            return Ok(Some(Function::from_packed(move |args| f(&*vm, KIND, args))));
+        }
+        let Some(f) = unsupported(name) else {
             return Ok(None);
         };
-        let vm = self.vm.clone();
         Ok(Some(Function::from_packed(move |args| f(&vm, args))))
     }
 
