@@ -169,3 +169,52 @@ def test_executors_from_one_library_run_concurrently(deploy):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def _if_model():
+    """A model whose If decides at run time: y = relu(x * 2) when sum(x) > 0, else tanh(x)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto as T, helper as h, numpy_helper
+
+    def branch(name, nodes, out):
+        return h.make_graph(nodes, name, [], [h.make_tensor_value_info(out, T.FLOAT, [2, 3])])
+
+    then = branch("t", [h.make_node("Mul", ["x", "two"], ["t1"]),
+                        h.make_node("Relu", ["t1"], ["t2"])], "t2")
+    other = branch("e", [h.make_node("Tanh", ["x"], ["e1"])], "e1")
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             h.make_node("Greater", ["s", "zero"], ["c"]),
+             h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 3])],
+                     [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                      numpy_helper.from_array(np.array(2, np.float32), "two")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("runtime_dir", [LIB_DIR, SIZED_RUNTIME_DIR], ids=["dev", "size-built"])
+def test_c_example_runs_a_vm_library(tmp_path, runtime_dir):
+    """A library for the virtual machine (an If on a run-time condition) runs from C through
+    the same executor functions, on the development runtime and on the size-built one, and
+    takes each branch as onnxruntime does."""
+    ort = pytest.importorskip("onnxruntime")
+    m = _if_model()
+    lib = kiln.onnx.compile(m, {"x": (2, 3)}, target="llvm")
+    path = str(tmp_path / "vm.so")
+    lib.export_library(path)
+    exe = build_c_example(str(tmp_path), runtime_dir)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng()
+    for sign in (1, -1):
+        x = (np.abs(rng.standard_normal((2, 3))) * sign).astype(np.float32)
+        x_path = str(tmp_path / "x.npy")
+        np.save(x_path, x)
+        out_dir = tmp_path / f"out{sign}"
+        out_dir.mkdir()
+        p = subprocess.run([exe, path, f"x={x_path}", "-o", str(out_dir)], capture_output=True,
+                           text=True)
+        assert p.returncode == 0, p.stderr
+        got = np.load(out_dir / "output_0.npy")
+        np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
