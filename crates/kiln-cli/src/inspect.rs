@@ -6,6 +6,7 @@ use crate::compile::human_size;
 use kiln_graph::transform::PassContext;
 use kiln_runtime::graph_executor::GraphExecutorFactory;
 use kiln_runtime::module::{load_module, Module};
+use kiln_runtime::vm::VmFactory;
 use std::path::Path;
 
 /// Runs `kiln inspect` on `path`: an ONNX model if it ends in `.onnx`, a library otherwise.
@@ -80,6 +81,9 @@ fn print_module(m: &Module, depth: usize) {
     }
     if let Some(f) = m.downcast_node::<GraphExecutorFactory>() {
         print_factory(f, &pad);
+    }
+    if let Some(f) = m.downcast_node::<VmFactory>() {
+        print_vm_factory(f, &pad);
     }
     print_placement(m, &pad);
     let imports = m.imports();
@@ -160,6 +164,29 @@ fn print_factory(f: &GraphExecutorFactory, pad: &str) {
     );
 }
 
+/// Prints a VM factory's program and the size of each of its segments.
+fn print_vm_factory(f: &VmFactory, pad: &str) {
+    println!(
+        "{pad}  VM factory (executor function {:?}): control flow decided at run time",
+        f.module_name()
+    );
+    println!("{pad}  program:");
+    for line in f.code().to_string().lines() {
+        println!("{pad}    {line}");
+    }
+    for (k, s) in f.segments().iter().enumerate() {
+        let g = &s.graph;
+        let ops = g.nodes.iter().filter(|n| !n.is_input()).count();
+        let bytes: usize = s.params.values().map(|t| t.nbytes()).sum();
+        println!(
+            "{pad}  segment {k}: {} input(s), {} output(s), {ops} operator calls, params {}",
+            s.runtime_inputs().len(),
+            g.heads.len(),
+            human_size(bytes as u64)
+        );
+    }
+}
+
 /// Prints an ONNX model's summary and, when it converts, its graph after optimization.
 fn inspect_onnx(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(), String> {
     let model = kiln_onnx::load_model(path).map_err(|e| e.to_string())?;
@@ -211,6 +238,18 @@ fn inspect_onnx(path: &Path, input_shapes: &[String], opt_level: u8) -> Result<(
     }
     let shapes = kiln_onnx::parse_input_shape_flags(input_shapes)
         .map_err(|e| format!("bad --input-shape: {e}"))?;
+    if let Ok(Some(p)) = kiln_onnx::from_onnx_program(&model, &shapes, &Default::default()) {
+        println!(
+            "\ncontrol flow decided at run time: a program for the virtual machine over {} \
+             static segment(s):\n{}",
+            p.segments.len(),
+            p.code
+        );
+        for (k, m) in p.segments.iter().enumerate() {
+            println!("\nsegment {k} (as converted):\n{m}");
+        }
+        return Ok(());
+    }
     let converted = kiln_onnx::from_onnx(&model, &shapes)
         .map_err(|e| e.to_string())
         .and_then(|(m, params)| {

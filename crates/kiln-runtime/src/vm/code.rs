@@ -298,6 +298,61 @@ impl Code {
     }
 }
 
+/// The program as text, one instruction per line (`kiln inspect` prints it):
+///
+/// ```text
+/// inputs: x = r0 float32[2, 3]
+/// 0: r1, r2 = run segment 0 (r0)
+/// 1: jump to 4 unless r2
+/// ...
+/// outputs: y = r5 float32[2, 3]
+/// ```
+/// (Feature `compiler`.)
+#[cfg(feature = "compiler")]
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let regs = |v: &[Reg]| -> String {
+            v.iter()
+                .map(|r| format!("r{r}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let slots = |v: &[Slot]| -> String {
+            v.iter()
+                .map(|s| format!("{} = r{} {}{:?}", s.name, s.reg, s.dtype, s.shape))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        writeln!(f, "inputs: {}", slots(&self.inputs))?;
+        for (pc, ins) in self.instrs.iter().enumerate() {
+            write!(f, "{pc}: ")?;
+            match ins {
+                Instr::Run {
+                    segment,
+                    args,
+                    rets,
+                } => writeln!(f, "{} = run segment {segment} ({})", regs(rets), regs(args))?,
+                Instr::Call {
+                    func,
+                    args,
+                    ints,
+                    rets,
+                } => {
+                    let mut all: Vec<String> = args.iter().map(|r| format!("r{r}")).collect();
+                    all.extend(ints.iter().map(|v| v.to_string()));
+                    writeln!(f, "{} = call {func}({})", regs(rets), all.join(", "))?
+                }
+                Instr::JumpUnless { cond, target } => {
+                    writeln!(f, "jump to {target} unless r{cond}")?
+                }
+                Instr::Jump { target } => writeln!(f, "jump to {target}")?,
+                Instr::Move { dst, src } => writeln!(f, "r{dst} = r{src}")?,
+            }
+        }
+        write!(f, "outputs: {}", slots(&self.outputs))
+    }
+}
+
 /// An index (register, segment, jump target) that fits in memory.
 fn read_index(r: &mut ByteReader<'_>, field: &str) -> Result<usize> {
     let at = r.pos();
