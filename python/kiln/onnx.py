@@ -62,6 +62,20 @@ def _shape_map(shape_dict: Mapping[str, Sequence[int]] | None) -> dict[str, list
     return out
 
 
+def _dims_map(dims: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:
+    if dims is None:
+        return None
+    out = {}
+    for name, values in dims.items():
+        if not isinstance(name, str):
+            raise TypeError(f"dims keys must be dimension names (str), got {type(name).__name__}")
+        try:
+            out[name] = [int(v) for v in values]
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"dims[{name!r}] = {values!r}: values must be ints ({exc})") from None
+    return out
+
+
 def _frozen_map(frozen_inputs: Mapping[str, Any] | None) -> dict[str, Tensor] | None:
     if frozen_inputs is None:
         return None
@@ -104,11 +118,15 @@ def compile(
     shape_dict: Mapping[str, Sequence[int]] | None = None,
     target: str | Sequence[str] = "llvm -mcpu=native",
     frozen_inputs: Mapping[str, Any] | None = None,
+    dims: Mapping[str, Sequence[int]] | None = None,
 ) -> Module:
     """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a factory
     :class:`kiln.Module`: a ``GraphExecutorFactory`` (what :func:`kiln.graph.build` returns)
     for a static model, a ``VMFactory`` for a model whose control flow is decided at run time
-    (an ``If`` on a run-time input), whose executor is Kiln's virtual machine. Either way
+    (an ``If`` on a run-time input), whose executor is Kiln's virtual machine. ``dims`` maps
+    symbolic dimensions of the inputs to the values to compile for (``{"seq": [16, 64]}``):
+    ONE library holds code for every combination, and its VM picks the code for the input
+    shapes given at run time. Either way
     ``lib["default"](dev)`` makes an executor with the same functions (``set_input``, ``run``,
     ``get_output``...), which :class:`kiln.graph_executor.GraphModule` wraps. ``target`` may be
     a list (one library with code for each CPU), or ``"opencl"`` for kernels on an OpenCL
@@ -118,7 +136,7 @@ def compile(
     targets = [target] if isinstance(target, str) else list(target)
     try:
         return core.call_global(COMPILE, data, _shape_map(shape_dict),
-                                _frozen_map(frozen_inputs), targets)
+                                _frozen_map(frozen_inputs), targets, _dims_map(dims))
     except ValueError as e:
         if isinstance(model, (str, os.PathLike)) and "'<bytes>'" in str(e):
             raise ValueError(str(e).replace("'<bytes>'", f"'{os.fspath(model)}'", 1)) from None

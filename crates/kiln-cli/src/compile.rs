@@ -18,6 +18,8 @@ pub struct CompileArgs {
     pub targets: Vec<String>,
     /// `--input-shape` flags (`name=1,3,224,224`).
     pub input_shapes: Vec<String>,
+    /// `--dim` flags (`seq=16,64,128`).
+    pub dims: Vec<String>,
     /// The optimization level, 0 to 3.
     pub opt_level: u8,
     /// A tuning-records file of `kiln tune`.
@@ -89,11 +91,18 @@ pub fn build_library(
         kiln_onnx::load_model(&args.model).map_err(|e| e.to_string())
     })?;
     let targets: Vec<&str> = args.targets.iter().map(String::as_str).collect();
+    let dims = kiln_onnx::parse_dim_flags(&args.dims).map_err(|e| format!("bad --dim: {e}"))?;
     let program = step(pb, 1, || {
-        kiln_onnx::from_onnx_program(&model, shapes, &Default::default()).map_err(|e| e.to_string())
+        if dims.is_empty() {
+            kiln_onnx::from_onnx_program(&model, shapes, &Default::default())
+        } else {
+            kiln_onnx::from_onnx_dims(&model, shapes, &dims, &Default::default()).map(Some)
+        }
+        .map_err(|e| e.to_string())
     })?;
     if let Some(program) = program {
-        // Control flow decided at run time: a program for the virtual machine.
+        // Control flow decided at run time, or several shapes: a program for the virtual
+        // machine.
         let ctx = PassContext::with_opt_level(args.opt_level as i64);
         let factory = step(pb, 3, || {
             kiln_graph::build::build_program(&program, &targets, &ctx).map_err(|e| e.to_string())

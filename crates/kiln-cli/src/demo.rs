@@ -207,6 +207,7 @@ fn compile_and_run_model(dir: &Path) -> std::result::Result<(), String> {
         output: tmp.path().join("deploy.so"),
         targets: vec![target.to_string()],
         input_shapes: Vec::new(),
+        dims: Vec::new(),
         opt_level: 3,
         tuning_records: None,
     };

@@ -51,6 +51,11 @@ enum Command {
         /// Static input shapes, `name=1,3,224,224` (repeatable; `a=1,3;b=2` also works).
         #[arg(long = "input-shape")]
         input_shape: Vec<String>,
+        /// Values of a symbolic dimension of the inputs, `seq=16,64,128` (repeatable): one
+        /// library with code for every combination, run on the virtual machine, which picks
+        /// the code for the shapes given at run time.
+        #[arg(long = "dim")]
+        dim: Vec<String>,
         /// Optimization level, 0 to 3.
         #[arg(short = 'O', default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
         opt_level: u8,
@@ -177,6 +182,7 @@ fn main() -> ExitCode {
             output,
             target,
             input_shape,
+            dim,
             opt_level,
             tuning_records,
         } => compile::run(&compile::CompileArgs {
@@ -184,6 +190,7 @@ fn main() -> ExitCode {
             output,
             targets: target,
             input_shapes: input_shape,
+            dims: dim,
             opt_level,
             tuning_records,
         }),

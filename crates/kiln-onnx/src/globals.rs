@@ -5,9 +5,11 @@
 //! [`crate::from_onnx_frozen`] (the inputs of `frozen` fixed to their values); errors keep the
 //! front end's messages (an unsupported operator lists every unsupported op type).
 //!
-//! `onnx.Compile(model_bytes: bytes, shape_dict, frozen, target: str | [str] | None)` -> a
-//! factory module: [`crate::compile`]'s (a `GraphExecutorFactory` for a static model, a
-//! `VMFactory` for one with control flow decided at run time); `target` defaults to `llvm`.
+//! `onnx.Compile(model_bytes: bytes, shape_dict, frozen, target: str | [str] | None,
+//! dims: {str: [int]} | None)` -> a factory module: [`crate::compile`]'s (a
+//! `GraphExecutorFactory` for a static model, a `VMFactory` for one with control flow decided
+//! at run time or compiled for several values of the symbolic dimensions `dims`); `target`
+//! defaults to `llvm`.
 //!
 //! `onnx.ModelInfo(model_bytes: bytes)` -> `{"inputs": [...], "outputs": [...], "opset": int,
 //! "producer": str}`: the model's declared graph inputs (initializers left out) and outputs,
@@ -28,24 +30,28 @@ pub fn link_globals() -> *const () {
 
 /// `shape_dict` as [`InputShapes`]: names to non-negative dimensions.
 fn input_shapes(shape_dict: Option<Map>) -> Result<InputShapes> {
+    int_lists(shape_dict, "onnx.FromOnnx: the shape of input")
+}
+
+/// A map of names to lists of non-negative integers (input shapes, dimension values); errors
+/// start with `what` and the name.
+fn int_lists(shape_dict: Option<Map>, what: &str) -> Result<InputShapes> {
     let mut shapes = InputShapes::new();
     let Some(m) = shape_dict else {
         return Ok(shapes);
     };
     for (k, v) in m.iter() {
         let name: String = k.try_as()?;
-        let dims: Array = v.try_as().map_err(|_| {
-            Error::type_error(format!(
-                "onnx.FromOnnx: the shape of input {name:?} must be a list of ints"
-            ))
-        })?;
+        let dims: Array = v
+            .try_as()
+            .map_err(|_| Error::type_error(format!("{what} {name:?} must be a list of ints")))?;
         let dims = dims.to_vec::<i64>()?;
         let dims = dims
             .iter()
             .map(|&d| {
                 usize::try_from(d).map_err(|_| {
                     Error::value_error(format!(
-                        "onnx.FromOnnx: input {name:?} has a negative dimension {d} in {dims:?}"
+                        "{what} {name:?} has a negative value {d} in {dims:?}"
                     ))
                 })
             })
@@ -87,16 +93,18 @@ register_global!("onnx.FromOnnx", |model_bytes: Bytes,
 register_global!("onnx.Compile", |model_bytes: Bytes,
                                   shape_dict: Option<Map>,
                                   frozen: Option<Map>,
-                                  target: Option<Any>|
+                                  target: Option<Any>,
+                                  dims: Option<Map>|
  -> Result<kiln_runtime::module::Module> {
     let shapes = input_shapes(shape_dict)?;
+    let dims = int_lists(dims, "onnx.Compile: the values of dimension")?;
     let frozen = frozen_inputs(frozen)?;
     let model =
         crate::from_bytes(model_bytes.as_bytes()).map_err(|e| Error::value_error(e.to_string()))?;
     let targets = kiln_codegen::driver::target_list(target)?;
     let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
     let ctx = kiln_graph::transform::PassContext::with_opt_level(3);
-    crate::compile(&model, &shapes, &frozen, &targets, &ctx)
+    crate::compile(&model, &shapes, &dims, &frozen, &targets, &ctx)
         .map_err(|e| Error::value_error(e.to_string()))
 });
 

@@ -46,7 +46,9 @@ mod validate;
 
 pub use attr::AttrValue;
 pub use compile::compile;
-pub use convert::{from_onnx, from_onnx_frozen, from_onnx_program, supported_ops, FrozenInputs};
+pub use convert::{
+    from_onnx, from_onnx_dims, from_onnx_frozen, from_onnx_program, supported_ops, FrozenInputs,
+};
 pub use error::{AttrProblem, OnnxError, Result};
 pub use globals::link_globals;
 pub use model::{
@@ -54,6 +56,7 @@ pub use model::{
 };
 pub use report::{UnsupportedOp, UnsupportedOps};
 pub use shapes::{
-    parse_input_shape_flags, parse_input_shapes, BoundShapes, InputShapes, StaticInput,
+    parse_dim_flags, parse_input_shape_flags, parse_input_shapes, BoundShapes, DimValues,
+    InputShapes, StaticInput,
 };
 pub use tensor::{bf16_to_f32, f16_to_f32, onnx_type_name, DataType, Tensor, TensorData};

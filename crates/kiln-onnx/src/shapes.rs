@@ -62,6 +62,52 @@ where
     Ok(shapes)
 }
 
+/// Values of symbolic dimensions to compile for, dimension name to values: one library holds
+/// code for every combination (see [`Graph::specializations`]).
+pub type DimValues = BTreeMap<String, Vec<usize>>;
+
+/// Parses repeated `--dim NAME=V1,V2,...` flags (`seq=7,16,64`); a name given twice or without
+/// values is an error.
+pub fn parse_dim_flags<I, S>(flags: I) -> Result<DimValues>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut out = DimValues::new();
+    for flag in flags {
+        let item = flag.as_ref().trim();
+        let (name, values) = item.split_once('=').ok_or_else(|| {
+            OnnxError::InputShape(format!(
+                "'{item}' is not of the form NAME=V1,V2,... (e.g. seq=16,64,128)"
+            ))
+        })?;
+        let name = name.trim();
+        let values = values
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<usize>().map_err(|_| {
+                    OnnxError::InputShape(format!(
+                        "dimension '{name}': '{v}' is not a size (a non-negative integer)"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if name.is_empty() || values.is_empty() {
+            return Err(OnnxError::InputShape(format!(
+                "'{item}' needs a dimension name and at least one value"
+            )));
+        }
+        if out.insert(name.to_string(), values).is_some() {
+            return Err(OnnxError::InputShape(format!(
+                "dimension '{name}' is given twice"
+            )));
+        }
+    }
+    Ok(out)
+}
+
 /// A graph input with a fully static shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaticInput {
@@ -195,6 +241,102 @@ impl Graph {
             });
         }
         Ok(BoundShapes { inputs, symbols })
+    }
+}
+
+impl Graph {
+    /// The input shapes of every combination of `dims` (symbolic dimension values), each with
+    /// `given` for the inputs it names, in the order of `dims`' names then values. Errors: a
+    /// dimension no input declares (listing those that are), or an input of `given` that also
+    /// has a dimension of `dims`.
+    pub fn specializations(
+        &self,
+        given: &InputShapes,
+        dims: &DimValues,
+    ) -> Result<Vec<InputShapes>> {
+        let declared: Vec<&str> = self
+            .inputs
+            .iter()
+            .flat_map(|v| v.dims.iter().flatten())
+            .filter_map(|d| match d {
+                Dim::Symbolic(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .collect();
+        for name in dims.keys() {
+            if !declared.contains(&name.as_str()) {
+                let mut names = declared.clone();
+                names.sort();
+                names.dedup();
+                return Err(OnnxError::InputShape(format!(
+                    "dimension '{name}' is not a symbolic dimension of the model's inputs \
+                     (they have: {})",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+        }
+        let mut combos: Vec<BTreeMap<&str, usize>> = vec![BTreeMap::new()];
+        for (name, values) in dims {
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    values.iter().map(move |&v| {
+                        let mut c = c.clone();
+                        c.insert(name.as_str(), v);
+                        c
+                    })
+                })
+                .collect();
+        }
+        let mut out = Vec::with_capacity(combos.len());
+        for combo in combos {
+            let mut shapes = given.clone();
+            for v in &self.inputs {
+                let Some(ds) = &v.dims else { continue };
+                let uses = ds
+                    .iter()
+                    .any(|d| matches!(d, Dim::Symbolic(s) if combo.contains_key(s.as_str())));
+                if !uses {
+                    continue;
+                }
+                if given.contains_key(&v.name) {
+                    return Err(OnnxError::InputShape(format!(
+                        "input '{}' has a shape given and a dimension given values; give one",
+                        v.name
+                    )));
+                }
+                let mut shape = Vec::with_capacity(ds.len());
+                for (i, d) in ds.iter().enumerate() {
+                    shape.push(match d {
+                        Dim::Fixed(n) => *n,
+                        Dim::Symbolic(s) => match combo.get(s.as_str()) {
+                            Some(&n) => n,
+                            None => {
+                                return Err(OnnxError::UnboundDim {
+                                    input: v.name.clone(),
+                                    dim: i,
+                                    symbol: s.clone(),
+                                })
+                            }
+                        },
+                        Dim::Unknown => {
+                            return Err(OnnxError::UnboundDim {
+                                input: v.name.clone(),
+                                dim: i,
+                                symbol: "?".into(),
+                            })
+                        }
+                    });
+                }
+                shapes.insert(v.name.clone(), shape);
+            }
+            out.push(shapes);
+        }
+        Ok(out)
     }
 }
 

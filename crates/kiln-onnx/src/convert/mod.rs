@@ -32,7 +32,7 @@ mod nn;
 mod normalize;
 mod pool;
 mod program;
-pub use program::from_onnx_program;
+pub use program::{from_onnx_dims, from_onnx_program};
 mod quant;
 mod recurrent;
 mod reduce;

@@ -10,6 +10,7 @@
 //! | `add_one` | i (int64 scalar) | `i + 1` |
 //! | `list_new` | | an empty list |
 //! | `list_append` | list, x | the list with a copy of `x` appended |
+//! | `shape_is` | tensors..., then per tensor its rank and dims | bool scalar: every tensor has its shape |
 //! | `list_stack` | list, dtype code, bits, lanes, dims... | the items stacked on a new first axis (`[0, dims...]` for none) |
 
 use crate::tensor::Tensor;
@@ -123,3 +124,32 @@ kiln_ffi::register_global_packed!("vm.builtin.list_stack", |args: &[kiln_ffi::An
     out.copy_from_bytes(&bytes)?;
     Ok(out.to_device(device)?.into())
 });
+
+kiln_ffi::register_global_packed!(
+    "vm.builtin.shape_is",
+    |args: &[kiln_ffi::AnyView<'_>]| -> Result<Any> {
+        // The tensors come first; the integers (rank, dims... per tensor) after them.
+        let n = args
+            .iter()
+            .position(|a| a.try_as::<Tensor>().is_err())
+            .unwrap_or(args.len());
+        let ints = args[n..]
+            .iter()
+            .map(|a| a.try_as::<i64>())
+            .collect::<Result<Vec<i64>>>()?;
+        let mut at = 0;
+        let mut all = true;
+        for a in &args[..n] {
+            let t: Tensor = a.try_as()?;
+            let rank = *ints.get(at).ok_or_else(|| {
+                Error::value_error("vm.builtin.shape_is: fewer shapes than tensors")
+            })? as usize;
+            let dims = ints
+                .get(at + 1..at + 1 + rank)
+                .ok_or_else(|| Error::value_error("vm.builtin.shape_is: a shape is cut short"))?;
+            all &= t.shape() == dims;
+            at += 1 + rank;
+        }
+        Ok(bool_scalar(all)?.into())
+    }
+);

@@ -59,6 +59,12 @@ pub enum Instr {
         /// The instruction jumped to.
         target: usize,
     },
+    /// Stops the run with an error: `message`, then the shapes of the inputs given (a program
+    /// reaches it when no code was compiled for them).
+    Fail {
+        /// What went wrong.
+        message: String,
+    },
     /// Makes `dst` hold the tensor of `src`.
     Move {
         /// The register written.
@@ -104,6 +110,7 @@ const OP_CALL: u64 = 1;
 const OP_JUMP_UNLESS: u64 = 2;
 const OP_JUMP: u64 = 3;
 const OP_MOVE: u64 = 4;
+const OP_FAIL: u64 = 5;
 
 impl Code {
     /// Checks what does not depend on the segments: registers in range, jump targets inside
@@ -161,6 +168,7 @@ impl Code {
                     reg(*dst, &what)?;
                     reg(*src, &what)?;
                 }
+                Instr::Fail { .. } => {}
             }
         }
         Ok(())
@@ -208,6 +216,9 @@ impl Code {
                 OP_MOVE => Instr::Move {
                     dst: read_index(&mut r, "destination register")?,
                     src: read_index(&mut r, "source register")?,
+                },
+                OP_FAIL => Instr::Fail {
+                    message: r.string("failure message")?,
                 },
                 _ => return Err(r.error_at(at, format!("unknown opcode {op} (instruction {pc})"))),
             };
@@ -292,6 +303,10 @@ impl Code {
                     put_u64(&mut out, *dst as u64);
                     put_u64(&mut out, *src as u64);
                 }
+                Instr::Fail { message } => {
+                    put_u64(&mut out, OP_FAIL);
+                    put_string(&mut out, message);
+                }
             }
         }
         out
@@ -347,6 +362,7 @@ impl std::fmt::Display for Code {
                 }
                 Instr::Jump { target } => writeln!(f, "jump to {target}")?,
                 Instr::Move { dst, src } => writeln!(f, "r{dst} = r{src}")?,
+                Instr::Fail { message } => writeln!(f, "fail {message:?}")?,
             }
         }
         write!(f, "outputs: {}", slots(&self.outputs))
@@ -434,6 +450,9 @@ mod tests {
                 },
                 Instr::Jump { target: 5 },
                 Instr::Move { dst: 3, src: 2 },
+                Instr::Fail {
+                    message: "no code".into(),
+                },
             ],
         }
     }

@@ -295,6 +295,19 @@ impl VirtualMachine {
                 }
             }
             Instr::Jump { target } => return Ok(Some(*target)),
+            Instr::Fail { message } => {
+                let given: Vec<String> = self
+                    .code
+                    .inputs
+                    .iter()
+                    .zip(&self.inputs)
+                    .map(|(s, t)| format!("{} {}{:?}", s.name, t.dtype(), t.shape()))
+                    .collect();
+                return Err(Error::value_error(format!(
+                    "{message} (given: {})",
+                    given.join(", ")
+                )));
+            }
             Instr::Move { dst, src } => {
                 self.regs[*dst] = Some(self.reg(*src, pc)?.clone());
             }
