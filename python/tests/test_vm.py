@@ -26,9 +26,9 @@ def _model(nodes, inputs, outputs, inits=(), opset=18):
     return m
 
 
-def _vm(m, shapes, tmp_path):
+def _vm(m, shapes, tmp_path, dims=None):
     """`m` compiled (it must need the VM), exported, loaded again; its executor wrapped."""
-    lib = kiln.onnx.compile(m, shapes, target="llvm")
+    lib = kiln.onnx.compile(m, shapes, target="llvm", dims=dims)
     assert lib.kind == "VMFactory"
     path = tmp_path / "model.so"
     lib.export_library(str(path))
@@ -314,3 +314,113 @@ def test_unique_and_non_zero_of_computed_values(tmp_path, axis, is_sorted):
         for g, w in zip(got, want):
             assert g.shape == w.shape
             np.testing.assert_array_equal(g, w)
+
+
+def _crnn_any_width():
+    from test_onnx_recurrent import _crnn
+    return _crnn("width", np.random.default_rng(6))
+
+
+def test_crnn_line_recognizer_at_four_widths_from_one_library(tmp_path):
+    # Conv stack, bidirectional LSTM over the width, classifier: one library for widths 96,
+    # 160, 320 and 800, each run with the code compiled for it; another width is refused with
+    # an error naming the dimension and the widths compiled for.
+    m = _crnn_any_width()
+    lib = kiln.onnx.compile(m, target="llvm", dims={"width": [96, 160, 320, 800]})
+    path = tmp_path / "crnn.so"
+    lib.export_library(str(path))
+    gm = GraphModule(kiln.load_module(str(path))["default"](kiln.cpu()))
+    sess = _ort(m)
+    rng = np.random.default_rng(9)
+    for width in (320, 96, 800, 160, 96):
+        img = rng.uniform(0, 1, (1, 1, 32, width)).astype(np.float32)
+        (got,) = _run(gm, {"img": img}, 1)
+        (want,) = sess.run(None, {"img": img})
+        assert got.shape == want.shape == (width // 2, 1, 37)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert gm.get_output_info()[0][0] == (-1, 1, 37)
+    gm.set_input("img", np.zeros((1, 1, 32, 200), np.float32))
+    with pytest.raises(ValueError, match=r"'width' in \{96, 160, 320, 800\}.*img float32\[1, 1, 32, 200\]"):
+        gm.run()
+    with pytest.raises(ValueError, match=r"dimension 2 must be 32 but is 16"):
+        gm.set_input("img", np.zeros((1, 1, 16, 96), np.float32))
+    (got,) = _run(gm, {"img": img}, 1)  # still usable
+    np.testing.assert_allclose(got, sess.run(None, {"img": img})[0], rtol=1e-4, atol=1e-4)
+
+
+def _bert(hidden=32, heads=2, ffn=64, vocab=50, max_pos=128):
+    """A BERT-style encoder layer as exporters write it for any batch and sequence length:
+    token and position embeddings (positions from the input's shape), an additive attention
+    mask from [batch, seq], multi-head self-attention with Reshape [0, 0, heads, dim], a GELU
+    feed-forward block, post-norm residuals."""
+    rng = np.random.default_rng(12)
+    w = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)  # noqa: E731
+    d = hidden // heads
+    inits = {"tok": w(vocab, hidden), "pos": w(max_pos, hidden), "g1": w(hidden) + 1,
+             "b1": w(hidden), "wq": w(hidden, hidden), "wk": w(hidden, hidden),
+             "wv": w(hidden, hidden), "wo": w(hidden, hidden), "w1": w(hidden, ffn),
+             "w2": w(ffn, hidden), "g2": w(hidden) + 1, "b2": w(hidden),
+             "heads": np.array([0, 0, heads, d], np.int64),
+             "merge": np.array([0, 0, hidden], np.int64),
+             "one_i": np.array(1, np.int64), "zero_i": np.array(0, np.int64),
+             "axes1": np.array([1, 2], np.int64), "one": np.array(1, np.float32),
+             "big": np.array(-10000.0, np.float32), "scale": np.array(d ** -0.5, np.float32),
+             "half": np.array(0.5, np.float32), "rt2": np.array(2 ** -0.5, np.float32)}
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["ids"], ["ids_shape"]),
+        n("Gather", ["ids_shape", "one_i"], ["seq_len"], axis=0),
+        n("Range", ["zero_i", "seq_len", "one_i"], ["positions"]),
+        n("Gather", ["tok", "ids"], ["te"]),
+        n("Gather", ["pos", "positions"], ["pe"]),
+        n("Add", ["te", "pe"], ["emb"]),
+        n("LayerNormalization", ["emb", "g1", "b1"], ["h0"], axis=-1),
+        n("Cast", ["mask"], ["maskf"], to=F),
+        n("Sub", ["one", "maskf"], ["inv"]),
+        n("Mul", ["inv", "big"], ["bias2"]),
+        n("Unsqueeze", ["bias2", "axes1"], ["bias"]),                    # [b, 1, 1, s]
+    ]
+    for name, wt in (("q", "wq"), ("k", "wk"), ("v", "wv")):
+        nodes += [n("MatMul", ["h0", wt], [f"{name}0"]),
+                  n("Reshape", [f"{name}0", "heads"], [f"{name}1"]),
+                  n("Transpose", [f"{name}1"], [name],
+                    perm=[0, 2, 3, 1] if name == "k" else [0, 2, 1, 3])]
+    nodes += [
+        n("MatMul", ["q", "k"], ["s0"]),
+        n("Mul", ["s0", "scale"], ["s1"]),
+        n("Add", ["s1", "bias"], ["s2"]),
+        n("Softmax", ["s2"], ["p"], axis=-1),
+        n("MatMul", ["p", "v"], ["ctx0"]),
+        n("Transpose", ["ctx0"], ["ctx1"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx1", "merge"], ["ctx"]),
+        n("MatMul", ["ctx", "wo"], ["att"]),
+        n("Add", ["att", "h0"], ["r1"]),
+        n("MatMul", ["r1", "w1"], ["f0"]),
+        n("Mul", ["f0", "rt2"], ["f1"]),
+        n("Erf", ["f1"], ["f2"]),
+        n("Add", ["f2", "one"], ["f3"]),
+        n("Mul", ["f0", "f3"], ["f4"]),
+        n("Mul", ["f4", "half"], ["gelu"]),
+        n("MatMul", ["gelu", "w2"], ["f5"]),
+        n("Add", ["f5", "r1"], ["r2"]),
+        n("LayerNormalization", ["r2", "g2", "b2"], ["out"], axis=-1),
+    ]
+    return _model(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
+                          helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"])],
+                  [helper.make_tensor_value_info("out", F, ["batch", "seq", hidden])],
+                  [numpy_helper.from_array(v, k) for k, v in inits.items()], opset=17)
+
+
+def test_bert_encoder_at_four_lengths_and_two_batches_from_one_library(tmp_path):
+    m = _bert()
+    gm = _vm(m, None, tmp_path, dims={"seq": [7, 16, 64, 128], "batch": [1, 4]})
+    sess = _ort(m)
+    rng = np.random.default_rng(17)
+    for batch, seq in ((1, 7), (4, 128), (4, 7), (1, 64), (4, 16), (1, 128)):
+        ids = rng.integers(0, 50, (batch, seq)).astype(np.int64)
+        mask = np.ones((batch, seq), np.int64)
+        mask[:, seq - seq // 3:] = 0  # padding at the end of each row
+        (got,) = _run(gm, {"ids": ids, "mask": mask}, 1)
+        (want,) = sess.run(None, {"ids": ids, "mask": mask})
+        assert got.shape == (batch, seq, 32)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
