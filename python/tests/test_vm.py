@@ -424,3 +424,22 @@ def test_bert_encoder_at_four_lengths_and_two_batches_from_one_library(tmp_path)
         (want,) = sess.run(None, {"ids": ids, "mask": mask})
         assert got.shape == (batch, seq, 32)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_weights_shared_by_the_shapes_of_one_library_are_stored_once(tmp_path):
+    # A 512x512 float32 weight (1 MiB) in a library compiled for four batch sizes: stored
+    # once, not four times; every shape still computes x @ w + b.
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((512, 512)).astype(np.float32)
+    b = rng.standard_normal(512).astype(np.float32)
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["xw"]),
+                helper.make_node("Add", ["xw", "b"], ["y"])],
+               [helper.make_tensor_value_info("x", F, ["n", 512])],
+               [helper.make_tensor_value_info("y", F, ["n", 512])],
+               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    gm = _vm(m, None, tmp_path, dims={"n": [1, 2, 3, 4]})
+    assert (tmp_path / "model.so").stat().st_size < 2 * w.nbytes
+    for n in (3, 1, 4, 2):
+        x = rng.standard_normal((n, 512)).astype(np.float32)
+        (got,) = _run(gm, {"x": x}, 1)
+        np.testing.assert_allclose(got, x.astype(np.float64) @ w + b, rtol=1e-4, atol=1e-3)

@@ -11,7 +11,10 @@ use crate::ir::IRModule;
 use crate::transform::PassContext;
 use kiln_ffi::{Error, Result};
 use kiln_runtime::module::Module;
+use kiln_runtime::tensor::Tensor;
 use kiln_runtime::vm::{Code, Instr, Segment, VmFactory};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 /// A model as VM code over static graph segments.
 #[derive(Clone)]
@@ -47,6 +50,32 @@ impl Program {
     }
 }
 
+/// Tensors of equal contents made one (the weights of a model compiled for several shapes are
+/// the same in every segment), so the library holds each once.
+#[derive(Default)]
+struct SharedTensors {
+    /// Content hash to the tensors kept with it.
+    kept: HashMap<u64, Vec<(Vec<u8>, Tensor)>>,
+}
+
+impl SharedTensors {
+    /// The tensor kept with `t`'s dtype, shape and bytes: `t` itself the first time.
+    fn get(&mut self, t: Tensor) -> Result<Tensor> {
+        let bytes = t.to_bytes()?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (t.dtype().to_string(), t.shape(), &bytes).hash(&mut h);
+        let same = self.kept.entry(h.finish()).or_default();
+        if let Some((_, k)) = same
+            .iter()
+            .find(|(b, k)| *b == bytes && k.dtype() == t.dtype() && k.shape() == t.shape())
+        {
+            return Ok(k.clone());
+        }
+        same.push((bytes, t.clone()));
+        Ok(t)
+    }
+}
+
 /// Builds `program` for `targets` under `ctx` (as [`super::build_targets`] builds one graph):
 /// a `VMFactory` module whose library holds every segment's kernels.
 pub fn build_program(program: &Program, targets: &[&str], ctx: &PassContext) -> Result<Module> {
@@ -56,6 +85,7 @@ pub fn build_program(program: &Program, targets: &[&str], ctx: &PassContext) -> 
     let mut functions = Vec::new();
     let mut host_functions = Vec::new();
     let mut segments = Vec::with_capacity(program.segments.len());
+    let mut shared = SharedTensors::default();
     for (k, module) in program.segments.iter().enumerate() {
         let what = |e: Error| e.context(format!("program segment {k}"));
         let (module, rest) = optimize_with(module, Vec::new(), &ctx).map_err(what)?;
@@ -76,10 +106,11 @@ pub fn build_program(program: &Program, targets: &[&str], ctx: &PassContext) -> 
         for name in cg.host_functions.drain(..) {
             host_functions.push(format!("{prefix}{name}"));
         }
-        segments.push(Segment::new(
-            cg.graph.to_json(),
-            std::mem::take(&mut cg.params),
-        )?);
+        let params = std::mem::take(&mut cg.params)
+            .into_iter()
+            .map(|(name, t)| Ok((name, shared.get(t)?)))
+            .collect::<Result<Vec<_>>>()?;
+        segments.push(Segment::new(cg.graph.to_json(), params)?);
         merged = Some(cg);
     }
     let lib = match merged {

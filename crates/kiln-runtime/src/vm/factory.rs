@@ -11,9 +11,11 @@
 //! | `get_num_segments` | | int |
 //! | `get_segment_json` | index | the graph JSON of that segment |
 //!
-//! Serialized form: u64 magic "KILNVMF1", the module name, u64 segment count, per segment its
-//! graph JSON then its params (u64 count + names, then the tensors in the params format), then
-//! the program ([`super::code`]); loaded by the global `ffi.Module.load_from_bytes.VMFactory`.
+//! Serialized form: u64 magic "KILNVMF2", the module name, u64 tensor count and the distinct
+//! param tensors in the params format (a tensor several segments hold, such as a weight of a
+//! model compiled for several shapes, is written once), u64 segment count, per segment its
+//! graph JSON then its params (u64 count + names, then u64 count + indices into the tensors),
+//! then the program ([`super::code`]); loaded by the global `ffi.Module.load_from_bytes.VMFactory`.
 
 use super::code::Code;
 use super::machine::VirtualMachine;
@@ -32,7 +34,7 @@ use std::sync::Arc;
 /// The module kind of VM factories.
 pub const KIND: &str = "VMFactory";
 
-const MAGIC: u64 = u64::from_le_bytes(*b"KILNVMF1");
+const MAGIC: u64 = u64::from_le_bytes(*b"KILNVMF2");
 
 /// One static graph of a program: what a graph executor factory holds, without the library.
 pub struct Segment {
@@ -186,19 +188,43 @@ impl VmFactory {
     pub fn load_from_bytes(bytes: &[u8]) -> Result<Module> {
         let mut r = ByteReader::new(bytes, "VMFactory");
         if r.u64("magic")? != MAGIC {
-            return Err(r.error_at(0, "the magic number is not KILNVMF1"));
+            return Err(r.error_at(0, "the magic number is not KILNVMF2"));
         }
         let module_name = r.string("module name")?;
+        let n = r.count("tensor count", 16)?;
+        let tensors = (0..n)
+            .map(|i| r.tensor(&format!("param tensor #{i}")))
+            .collect::<Result<Vec<_>>>()?;
         let n = r.count("segment count", 16)?;
         let mut segments = Vec::with_capacity(n);
         for k in 0..n {
             let at = r.pos();
             let json = r.string(&format!("graph JSON of segment {k}"))?;
             let names = r.strings(&format!("param names of segment {k}"))?;
+            let count = r.count(&format!("param count of segment {k}"), 8)?;
+            if count != names.len() {
+                return Err(r.error_at(
+                    at,
+                    format!("segment {k} names {} params but has {count}", names.len()),
+                ));
+            }
             let mut params = Vec::with_capacity(names.len());
-            for (i, name) in names.into_iter().enumerate() {
-                let t = r.tensor(&format!("param #{i} ({name:?}) of segment {k}"))?;
-                params.push((name, t));
+            for name in names {
+                let at = r.pos();
+                let i = r.u64(&format!("tensor index of param {name:?} of segment {k}"))?;
+                let t = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| tensors.get(i))
+                    .ok_or_else(|| {
+                        r.error_at(
+                            at,
+                            format!(
+                                "param {name:?} of segment {k} is tensor #{i}, but there are {}",
+                                tensors.len()
+                            ),
+                        )
+                    })?;
+                params.push((name, t.clone()));
             }
             let seg = Segment::new(json, params)
                 .map_err(|e| r.error_at(at, format!("segment {k}: {e}")))?;
@@ -257,16 +283,38 @@ impl ModuleNode for VmFactory {
         let mut out = Vec::new();
         put_u64(&mut out, MAGIC);
         put_string(&mut out, &s.module_name);
+        // Distinct tensors (by identity) once; segments refer to them by index.
+        let mut pool: Vec<&Tensor> = Vec::new();
+        let mut refs: Vec<Vec<u64>> = Vec::with_capacity(s.segments.len());
+        for seg in &s.segments {
+            let mut r = Vec::with_capacity(seg.params.len());
+            for t in seg.params.values() {
+                let i = match pool.iter().position(|p| p.same_as(t)) {
+                    Some(i) => i,
+                    None => {
+                        pool.push(t);
+                        pool.len() - 1
+                    }
+                };
+                r.push(i as u64);
+            }
+            refs.push(r);
+        }
+        put_u64(&mut out, pool.len() as u64);
+        for (i, t) in pool.iter().enumerate() {
+            write_tensor(&mut out, t)
+                .map_err(|e| e.context(format!("saving param tensor #{i}")))?;
+        }
         put_u64(&mut out, s.segments.len() as u64);
-        for (k, seg) in s.segments.iter().enumerate() {
+        for (seg, r) in s.segments.iter().zip(&refs) {
             put_string(&mut out, &seg.graph_json);
             put_u64(&mut out, seg.params.len() as u64);
             for name in seg.params.keys() {
                 put_string(&mut out, name);
             }
-            for (name, t) in &seg.params {
-                write_tensor(&mut out, t)
-                    .map_err(|e| e.context(format!("saving param {name:?} of segment {k}")))?;
+            put_u64(&mut out, r.len() as u64);
+            for &i in r {
+                put_u64(&mut out, i);
             }
         }
         out.extend_from_slice(&s.code.to_bytes());
