@@ -443,3 +443,41 @@ def test_weights_shared_by_the_shapes_of_one_library_are_stored_once(tmp_path):
         x = rng.standard_normal((n, 512)).astype(np.float32)
         (got,) = _run(gm, {"x": x}, 1)
         np.testing.assert_allclose(got, x.astype(np.float64) @ w + b, rtol=1e-4, atol=1e-3)
+
+
+def test_command_line_compiles_runs_and_inspects_a_vm_library(tmp_path):
+    # kiln compile --dim, kiln run at two widths, kiln inspect printing the program.
+    import os
+    import subprocess
+    kiln_bin = os.path.join(os.path.dirname(os.path.abspath(kiln.LIB_PATH)), "kiln")
+    if not os.access(kiln_bin, os.X_OK):
+        pytest.skip(f"no kiln binary next to {kiln.LIB_PATH}")
+    m = _crnn_any_width()
+    model = tmp_path / "crnn.onnx"
+    model.write_bytes(m.SerializeToString())
+    lib = tmp_path / "crnn.so"
+    subprocess.run([kiln_bin, "compile", str(model), "-o", str(lib), "--target", "llvm",
+                    "--dim", "width=96,160"], check=True, capture_output=True)
+    sess = _ort(m)
+    rng = np.random.default_rng(2)
+    for width in (160, 96):
+        img = rng.uniform(0, 1, (1, 1, 32, width)).astype(np.float32)
+        np.save(tmp_path / "img.npy", img)
+        out = tmp_path / f"out{width}"
+        subprocess.run([kiln_bin, "run", str(lib), "--input", f"img={tmp_path / 'img.npy'}",
+                        "--output-dir", str(out)], check=True, capture_output=True)
+        np.testing.assert_allclose(np.load(out / "output_0.npy"), sess.run(None, {"img": img})[0],
+                                   rtol=1e-4, atol=1e-4)
+    timed = subprocess.run([kiln_bin, "bench", str(lib), "--repeat", "2", "--number", "2",
+                            "--input", f"img={tmp_path / 'img.npy'}"], capture_output=True,
+                           text=True)
+    assert timed.returncode == 0 and "median" in timed.stdout, timed.stderr
+    unnamed = subprocess.run([kiln_bin, "bench", str(lib)], capture_output=True, text=True)
+    assert unnamed.returncode == 1 and "give it with --input img=" in unnamed.stderr
+    shown = subprocess.run([kiln_bin, "inspect", str(lib)], check=True, capture_output=True,
+                           text=True).stdout
+    assert "VM factory" in shown and "call shape_is" in shown and "run segment 1" in shown
+    bad = subprocess.run([kiln_bin, "compile", str(model), "-o", str(tmp_path / "x.so"),
+                          "--dim", "height=8"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "'height' is not a symbolic dimension" in bad.stderr
+    assert "width" in bad.stderr

@@ -16,6 +16,8 @@ pub struct BenchArgs {
     pub number: u32,
     /// Also print the per-node table.
     pub profile: bool,
+    /// `--input name=file.npy` flags.
+    pub inputs: Vec<String>,
 }
 
 /// Median, min and max of `v` (not empty).
@@ -68,7 +70,12 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let factory = load_factory(&args.library)?;
     let exec_module = create_executor(&factory)?;
     let mut exec = lock(&exec_module);
-    set_inputs(&factory, &mut *exec, &[], Some(0))?;
+    let given = args
+        .inputs
+        .iter()
+        .map(|f| crate::run::parse_input_flag(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    set_inputs(&factory, &mut *exec, &given, Some(0))?;
     // Kernels on a device run asynchronously: each measurement ends when the device is done.
     let dev = crate::run::library_device(&factory);
     let sync = || -> Result<(), String> {

@@ -119,6 +119,10 @@ enum Command {
         /// Also print the per-node time table.
         #[arg(long)]
         profile: bool,
+        /// An input from a file, `name=file.npy` (repeatable; the others are random, which
+        /// needs their shapes fixed).
+        #[arg(long)]
+        input: Vec<String>,
     },
     /// Describes a compiled library or an ONNX model.
     Inspect {
@@ -231,11 +235,13 @@ fn main() -> ExitCode {
             repeat,
             number,
             profile,
+            input,
         } => bench::run(&bench::BenchArgs {
             library,
             repeat,
             number,
             profile,
+            inputs: input,
         }),
         Command::Inspect {
             path,

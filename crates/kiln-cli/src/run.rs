@@ -159,7 +159,7 @@ pub fn runtime_inputs(factory: &Module) -> Vec<String> {
 }
 
 /// Parses `name=file.npy`.
-fn parse_input_flag(flag: &str) -> Result<(String, PathBuf), String> {
+pub fn parse_input_flag(flag: &str) -> Result<(String, PathBuf), String> {
     match flag.split_once('=') {
         Some((n, f)) if !n.is_empty() && !f.is_empty() => Ok((n.to_string(), f.into())),
         _ => Err(format!("bad --input {flag:?}: expected name=file.npy")),
@@ -229,7 +229,9 @@ pub fn set_inputs(
         let t = match given.iter().find(|(n, _)| n == name) {
             Some((_, file)) => {
                 let t = npy::read(file)?;
-                if t.shape() != shape.as_slice() || t.dtype() != dtype {
+                let fits = t.ndim() == shape.len()
+                    && t.shape().iter().zip(&shape).all(|(&g, &w)| w < 0 || g == w);
+                if !fits || t.dtype() != dtype {
                     return Err(format!(
                         "input {name:?} from {}: the file holds {} {:?} but the model expects \
                          {dtype} {shape:?}",
@@ -239,6 +241,12 @@ pub fn set_inputs(
                     ));
                 }
                 t
+            }
+            None if shape.iter().any(|&d| d < 0) => {
+                return Err(format!(
+                    "input {name:?} has the shape {shape:?}, where -1 is known only at run \
+                     time: give it with --input {name}=FILE.npy"
+                ))
             }
             None => {
                 let rng = rng.get_or_insert_with(|| {
