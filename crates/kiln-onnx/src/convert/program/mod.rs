@@ -1,0 +1,482 @@
+//! Models whose decisions are made at run time, converted to a program for Kiln's virtual
+//! machine ([`kiln_graph::build::Program`]): static graph segments, each converted, typed and
+//! folded like a static model (so fused and scheduled like one), and VM code that runs them.
+//!
+//! - An `If` whose condition is computed from run-time inputs splits the model: everything
+//!   before it (that later nodes need) is one segment; each branch is converted like a graph
+//!   of its own (recursively, so branches may decide at run time too) and the VM runs only the
+//!   branch the condition takes; nodes after it form the next segment. Both branches must give
+//!   outputs of one type, since the nodes after an `If` are compiled once.
+//! - A `Loop` whose trip count or condition is known only at run time ([`loops`]): its body is
+//!   converted once and iterated by the VM, loop-carried values in registers, scan outputs
+//!   collected and stacked by builtins.
+//! - `NonZero`, `Unique`, `NonMaxSuppression` of run-time values are VM builtins whose outputs
+//!   are shaped by the data (`-1` dimensions); such values may only be model outputs so far.
+//! - [`entry::from_onnx_dims`] converts a model for several input shapes (values of its
+//!   symbolic dimensions) into one program that picks the code for the shapes given.
+//!
+//! Values cross segments in registers: graph inputs, the values a segment computes that later
+//! nodes (or subgraphs) read, and the results of `If`, `Loop` and builtins. Constants
+//! (initializers, folded values) stay compile-time constants in every segment that reads them.
+//! `If`s and `Loop`s whose decisions fold at compile time are still inlined or unrolled (see
+//! `control`); a model without run-time decisions gives no program
+//! ([`entry::from_onnx_program`] returns `None`) and is compiled for the static graph executor.
+
+mod entry;
+mod loops;
+
+pub use entry::{from_onnx_dims, from_onnx_program};
+
+use std::collections::{HashMap, HashSet};
+
+use kiln_graph::ir::{Expr, Function, IRModule, Type, Var};
+use kiln_runtime::vm::Instr;
+
+use super::data_dependent::{self, RunTime};
+use super::{convert_nodes, node_error, to_runtime, typed, Ctx, Msg};
+use crate::attr::AttrValue;
+use crate::proto::GraphProto;
+use crate::{Graph, Node, OnnxError, Result};
+
+/// The program state: code, segments and the register each register-backed variable stands
+/// for.
+struct Builder {
+    instrs: Vec<Instr>,
+    reg_types: Vec<Type>,
+    segments: Vec<IRModule>,
+    /// `Expr::key` of a register's variable to the register.
+    reg_of: HashMap<usize, usize>,
+    /// Whether a run-time decision split the model.
+    split: bool,
+}
+
+impl Builder {
+    fn new_reg(&mut self, ty: Type) -> usize {
+        self.reg_types.push(ty);
+        self.reg_types.len() - 1
+    }
+
+    /// A variable named `name` standing for a new register of type `ty`.
+    fn reg_var(&mut self, name: &str, ty: Type) -> (usize, Expr) {
+        let reg = self.new_reg(ty.clone());
+        let v = Var::new(name, ty).expr();
+        self.reg_of.insert(v.key(), reg);
+        (reg, v)
+    }
+
+    fn reg_of(&self, e: &Expr) -> Option<usize> {
+        self.reg_of.get(&e.key()).copied()
+    }
+
+    /// Puts the values of `names` that are computed (not constants, unless `constants`, and
+    /// not registers already) into registers: one segment computes them all from the registers
+    /// they read. The names are rebound to the registers' variables.
+    fn materialize(&mut self, ctx: &mut Ctx<'_>, names: &[String], constants: bool) -> Result<()> {
+        let mut seen = HashSet::new();
+        let mut picked: Vec<(String, Expr)> = Vec::new();
+        for name in names {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let Some(e) = ctx.values.get(name) else {
+                continue; // defined inside a subgraph
+            };
+            if self.reg_of(e).is_some() || (!constants && matches!(e, Expr::Constant(_))) {
+                continue;
+            }
+            picked.push((name.clone(), e.clone()));
+        }
+        if picked.is_empty() {
+            return Ok(());
+        }
+        let mut types = Vec::with_capacity(picked.len());
+        for (name, e) in &picked {
+            let ty = e.ty().map_err(|m| OnnxError::Graph(m.to_string()))?;
+            if ty.as_tensor().is_none() {
+                return Err(OnnxError::Graph(format!(
+                    "value '{name}' ({ty}) crosses a run-time If; Kiln's VM passes tensors only"
+                )));
+            }
+            types.push(ty);
+        }
+        let outs: Vec<Expr> = picked.iter().map(|(_, e)| e.clone()).collect();
+        let body = if outs.len() == 1 {
+            outs[0].clone()
+        } else {
+            Expr::tuple(outs)
+        };
+        // The segment's parameters: the register variables its values read.
+        let mut params = Vec::new();
+        let mut args = Vec::new();
+        let mut seen_vars = HashSet::new();
+        for e in kiln_graph::ir::visit::post_order(&body) {
+            if let Expr::Var(v) = &e {
+                let reg = self.reg_of(&e).ok_or_else(|| {
+                    OnnxError::Graph(format!(
+                        "value '{}' is neither a register nor computed before the If",
+                        v.name()
+                    ))
+                })?;
+                if seen_vars.insert(e.key()) {
+                    params.push(v.clone());
+                    args.push(reg);
+                }
+            }
+        }
+        let module = IRModule::from_main(Function::new(params, body));
+        let module = kiln_graph::transform::infer_type()
+            .apply(module)
+            .map_err(|e| OnnxError::Graph(e.to_string()))?;
+        let segment = self.segments.len();
+        self.segments.push(module);
+        let mut rets = Vec::with_capacity(picked.len());
+        for ((name, _), ty) in picked.iter().zip(types) {
+            let (reg, v) = self.reg_var(name, ty);
+            rets.push(reg);
+            ctx.values.insert(name.clone(), v);
+        }
+        self.instrs.push(Instr::Run {
+            segment,
+            args,
+            rets,
+        });
+        Ok(())
+    }
+
+    /// Converts `nodes` into `ctx`, splitting at run-time `If`s and `Loop`s, and returns the
+    /// registers of `outputs` (which the caller reads after the nodes).
+    fn convert(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        nodes: &[Node],
+        outputs: &[String],
+    ) -> Result<Vec<usize>> {
+        for (i, node) in nodes.iter().enumerate() {
+            check_static_inputs(ctx, node)?;
+            let kind = self.decision(ctx, node)?;
+            if matches!(kind, Decision::CompileTime) {
+                continue;
+            }
+            self.split = true;
+            let mut live: Vec<String> = names_read(&nodes[i..]);
+            live.extend(outputs.iter().cloned());
+            self.materialize(ctx, &live, false)?;
+            match kind {
+                Decision::RunTimeIf => self.if_node(ctx, node)?,
+                Decision::RunTimeLoop => self.loop_node(ctx, node)?,
+                Decision::Builtin => {
+                    // Described again: its inputs are registers now.
+                    let call = data_dependent::run_time(ctx, node)
+                        .map_err(|m| node_error(node, m))?
+                        .expect("still run-time");
+                    self.builtin_node(ctx, node, call)?
+                }
+                Decision::CompileTime => unreachable!("converted above"),
+            }
+        }
+        self.materialize(ctx, outputs, true)?;
+        outputs
+            .iter()
+            .map(|name| {
+                let e = ctx
+                    .values
+                    .get(name)
+                    .ok_or_else(|| OnnxError::Graph(format!("output '{name}' is undefined")))?;
+                Ok(self.reg_of(e).expect("materialized"))
+            })
+            .collect()
+    }
+
+    /// Converts `node` into `ctx` when its decisions are known at compile time (an `If` or
+    /// `Loop` whose condition and trip count fold, or any other node); otherwise says which
+    /// run-time construct it is and leaves `ctx` as it was.
+    fn decision(&mut self, ctx: &mut Ctx<'_>, node: &Node) -> Result<Decision> {
+        let is = |op: &str| node.op_type == op && node.domain.is_empty();
+        let runtime_input = |ctx: &Ctx<'_>, i: usize| -> Result<bool> {
+            Ok(node.input(i).is_some()
+                && ctx
+                    .const_input(node, i)
+                    .map_err(|m| node_error(node, m))?
+                    .is_none())
+        };
+        if is("If") && runtime_input(ctx, 0)? {
+            return Ok(Decision::RunTimeIf);
+        }
+        if is("Loop") {
+            if runtime_input(ctx, 0)? || runtime_input(ctx, 1)? {
+                return Ok(Decision::RunTimeLoop);
+            }
+            // A condition the body computes from run-time values shows only while unrolling:
+            // try on a copy of the values.
+            let mut trial = Ctx {
+                model: ctx.model,
+                opset: ctx.opset,
+                values: ctx.values.clone(),
+            };
+            return match convert_nodes(&mut trial, std::slice::from_ref(node)) {
+                Ok(()) => {
+                    ctx.values = trial.values;
+                    Ok(Decision::CompileTime)
+                }
+                Err(e) if e.to_string().contains("known only at run time") => {
+                    Ok(Decision::RunTimeLoop)
+                }
+                Err(e) => Err(e),
+            };
+        }
+        if data_dependent::run_time(ctx, node)
+            .map_err(|m| node_error(node, m))?
+            .is_some()
+        {
+            return Ok(Decision::Builtin);
+        }
+        convert_nodes(ctx, std::slice::from_ref(node))?;
+        Ok(Decision::CompileTime)
+    }
+
+    /// A node whose output shapes depend on its input values, computed by a VM builtin.
+    fn builtin_node(&mut self, ctx: &mut Ctx<'_>, node: &Node, call: RunTime) -> Result<()> {
+        let mut args = Vec::with_capacity(call.args.len());
+        for (i, e) in call.args.iter().enumerate() {
+            args.push(self.value_reg(e, node.input(i).unwrap_or(""))?);
+        }
+        let mut rets = Vec::with_capacity(call.outputs.len());
+        for (k, ty) in call.outputs.into_iter().enumerate() {
+            match node.outputs.get(k).filter(|n| !n.is_empty()) {
+                Some(name) => {
+                    let (reg, v) = self.reg_var(name, ty);
+                    ctx.values.insert(name.clone(), v);
+                    rets.push(reg);
+                }
+                None => rets.push(self.new_reg(ty)),
+            }
+        }
+        self.instrs.push(Instr::Call {
+            func: call.func.into(),
+            args,
+            ints: call.ints,
+            rets,
+        });
+        Ok(())
+    }
+
+    /// A register holding the value of `e` (a register variable, or a constant computed by a
+    /// segment of its own; `name` is unchanged in the context).
+    fn value_reg(&mut self, e: &Expr, name: &str) -> Result<usize> {
+        if let Some(r) = self.reg_of(e) {
+            return Ok(r);
+        }
+        if !matches!(e, Expr::Constant(_)) {
+            return Err(OnnxError::Graph(format!(
+                "value '{name}' is neither a register nor a constant"
+            )));
+        }
+        let ty = e.ty().map_err(|m| OnnxError::Graph(m.to_string()))?;
+        let module = IRModule::from_main(Function::new(Vec::new(), e.clone()));
+        let module = kiln_graph::transform::infer_type()
+            .apply(module)
+            .map_err(|err| OnnxError::Graph(err.to_string()))?;
+        let segment = self.segments.len();
+        self.segments.push(module);
+        let reg = self.new_reg(ty);
+        self.instrs.push(Instr::Run {
+            segment,
+            args: Vec::new(),
+            rets: vec![reg],
+        });
+        Ok(reg)
+    }
+
+    /// A register holding the result of builtin `func` called with `ints`.
+    fn call_reg(&mut self, func: &str, ints: Vec<i64>, ty: Type) -> usize {
+        let reg = self.new_reg(ty);
+        self.instrs.push(Instr::Call {
+            func: func.into(),
+            args: Vec::new(),
+            ints,
+            rets: vec![reg],
+        });
+        reg
+    }
+
+    /// A run-time If: its condition is in a register; each branch is converted on its own,
+    /// then moved into the If's output registers.
+    fn if_node(&mut self, ctx: &mut Ctx<'_>, node: &Node) -> Result<()> {
+        let err = |m: String| node_error(node, Msg(m));
+        let cond = ctx.input(node, 0).map_err(|m| node_error(node, m))?;
+        let cond_reg = self
+            .reg_of(&cond)
+            .ok_or_else(|| err("the condition is not in a register".into()))?;
+        let jump_else = self.instrs.len();
+        self.instrs.push(Instr::JumpUnless {
+            cond: cond_reg,
+            target: usize::MAX,
+        });
+        let (then_regs, then_types) = self.branch(ctx, node, "then_branch")?;
+        let outs: Vec<(usize, Expr)> = node
+            .outputs
+            .iter()
+            .zip(&then_types)
+            .map(|(name, ty)| self.reg_var(name, ty.clone()))
+            .collect();
+        for ((dst, _), &src) in outs.iter().zip(&then_regs) {
+            self.instrs.push(Instr::Move { dst: *dst, src });
+        }
+        let jump_end = self.instrs.len();
+        self.instrs.push(Instr::Jump { target: usize::MAX });
+        self.instrs[jump_else] = Instr::JumpUnless {
+            cond: cond_reg,
+            target: self.instrs.len(),
+        };
+        let (else_regs, else_types) = self.branch(ctx, node, "else_branch")?;
+        for (k, (t, e)) in then_types.iter().zip(&else_types).enumerate() {
+            if t != e {
+                return Err(err(format!(
+                    "output #{k} ('{}') is {t} in then_branch but {e} in else_branch; Kiln \
+                     compiles the nodes after an If once, so both branches must give one type",
+                    node.outputs.get(k).map(String::as_str).unwrap_or("")
+                )));
+            }
+        }
+        for ((dst, _), &src) in outs.iter().zip(&else_regs) {
+            self.instrs.push(Instr::Move { dst: *dst, src });
+        }
+        self.instrs[jump_end] = Instr::Jump {
+            target: self.instrs.len(),
+        };
+        for (name, (_, v)) in node.outputs.iter().zip(outs) {
+            if !name.is_empty() {
+                ctx.values.insert(name.clone(), v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Converts branch `attr` of If `node` in a copy of `ctx` (its values stay inside) and
+    /// returns the registers and types of its outputs.
+    fn branch(
+        &mut self,
+        ctx: &Ctx<'_>,
+        node: &Node,
+        attr: &str,
+    ) -> Result<(Vec<usize>, Vec<Type>)> {
+        let err = |m: String| node_error(node, Msg(format!("{attr}: {m}")));
+        let g = match node.attr(attr) {
+            Some(AttrValue::Graph(g)) => g,
+            _ => return Err(err("the attribute is missing or not a GRAPH".into())),
+        };
+        let outer: HashSet<String> = ctx.values.keys().cloned().collect();
+        let sub = Graph::from_subgraph(g, &outer).map_err(|e| err(e.to_string()))?;
+        if sub.outputs.len() != node.outputs.len() {
+            return Err(err(format!(
+                "it has {} output(s) but the node has {}",
+                sub.outputs.len(),
+                node.outputs.len()
+            )));
+        }
+        let mut inner = Ctx {
+            model: ctx.model,
+            opset: ctx.opset,
+            values: ctx.values.clone(),
+        };
+        for t in sub.initializers() {
+            let e = typed(kiln_graph::ir::Expr::constant(to_runtime(t)?)).map_err(|m| err(m.0))?;
+            inner.values.insert(t.name.clone(), e);
+        }
+        let names: Vec<String> = sub.outputs.iter().map(|o| o.name.clone()).collect();
+        let regs = self
+            .convert(&mut inner, &sub.nodes, &names)
+            .map_err(|e| err(e.to_string()))?;
+        let types = regs.iter().map(|&r| self.reg_types[r].clone()).collect();
+        Ok((regs, types))
+    }
+}
+
+/// What a node is to the program.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// Converted into the current segment.
+    CompileTime,
+    /// An `If` whose condition is known at run time.
+    RunTimeIf,
+    /// A `Loop` whose trip count or condition is known at run time.
+    RunTimeLoop,
+    /// An operator whose output shapes depend on run-time values, computed by a VM builtin.
+    Builtin,
+}
+
+/// Refuses a node that reads a value whose shape is known only at run time (a run-time
+/// Loop's scan output): such values can only be outputs of the model so far.
+fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
+    for name in node.inputs.iter().filter(|n| !n.is_empty()) {
+        let Some(e) = ctx.values.get(name) else {
+            continue;
+        };
+        if let Some((shape, _)) = e.checked_type().and_then(|t| t.as_tensor()) {
+            if shape.contains(&-1) {
+                return Err(node_error(
+                    node,
+                    Msg(format!(
+                        "input '{name}' has the shape {shape:?}, known only at run time (a \
+                         Loop's scan output); Kiln's executors take such values as model \
+                         outputs only"
+                    )),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The names `nodes` read, their subgraphs included (a subgraph's own names too: reading more
+/// than needed only keeps a value in a register).
+fn names_read(nodes: &[Node]) -> Vec<String> {
+    fn graph(g: &GraphProto, out: &mut Vec<String>) {
+        for n in &g.node {
+            out.extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
+            for a in &n.attribute {
+                if let Some(sub) = &a.g {
+                    graph(sub, out);
+                }
+                for sub in &a.graphs {
+                    graph(sub, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for n in nodes {
+        out.extend(n.inputs.iter().filter(|s| !s.is_empty()).cloned());
+        for (_, a) in &n.attributes {
+            match a {
+                AttrValue::Graph(g) => graph(g, &mut out),
+                AttrValue::Graphs(gs) => gs.iter().for_each(|g| graph(g, &mut out)),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The operators that may need the VM: control flow, and outputs shaped by input values.
+const RUN_TIME_OPS: [&str; 5] = ["If", "Loop", "NonZero", "Unique", "NonMaxSuppression"];
+
+/// Whether any node of `nodes` (subgraphs included) is one of [`RUN_TIME_OPS`].
+fn may_run_time(nodes: &[Node]) -> bool {
+    fn graph(g: &GraphProto) -> bool {
+        g.node.iter().any(|n| {
+            RUN_TIME_OPS.contains(&n.op_type())
+                || n.attribute
+                    .iter()
+                    .any(|a| a.g.as_ref().is_some_and(graph) || a.graphs.iter().any(graph))
+        })
+    }
+    nodes.iter().any(|n| {
+        RUN_TIME_OPS.contains(&n.op_type.as_str())
+            || n.attributes.iter().any(|(_, a)| match a {
+                AttrValue::Graph(g) => graph(g),
+                AttrValue::Graphs(gs) => gs.iter().any(graph),
+                _ => false,
+            })
+    })
+}
