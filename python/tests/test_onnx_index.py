@@ -264,3 +264,21 @@ def test_pad_wrap():
     gm.run()
     want = np.pad(x, [(2, 1), (5, 6)], mode="wrap")
     np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_with_k_known_at_run_time(upper):
+    # One library, many k: the triangle is a mask of col - row against the k given each run,
+    # including k past either edge; batch axes in front.
+    rng = np.random.default_rng(upper)
+    x = rng.standard_normal((2, 4, 6)).astype(np.float32)
+    model = one_node("Trilu", {"x": x, "k": np.array(0, np.int64)}, upper=upper)
+    lib = kiln.onnx.compile(model.SerializeToString(), {"x": x.shape, "k": ()}, target=TARGET)
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for k in (-7, -2, 0, 1, 3, 9):
+        x = rng.standard_normal((2, 4, 6)).astype(np.float32)
+        gm.set_input("x", x)
+        gm.set_input("k", np.array(k, np.int64))
+        gm.run()
+        want = np.triu(x, k) if upper else np.tril(x, k)
+        np.testing.assert_array_equal(gm.get_output(0).numpy(), want)

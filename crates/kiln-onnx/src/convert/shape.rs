@@ -9,8 +9,8 @@ use kiln_graph::ir::Expr;
 use kiln_graph::op::broadcast_shapes;
 
 use super::{
-    call, const_i64, constant, dtype_of, graph_dtype, norm_axis, shape_of, CResult, ConvertFn, Ctx,
-    Msg,
+    call, const_i64, constant, dtype_of, graph_dtype, norm_axis, scalar, shape_of, CResult,
+    ConvertFn, Ctx, Msg,
 };
 use crate::Node;
 
@@ -464,19 +464,53 @@ fn gather_elements(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 /// Trilu: `k` from its optional second input (a compile-time constant).
 fn trilu(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
-    let k = match node.input(1) {
-        Some(_) => ctx
-            .const_ints(node, 1)?
-            .and_then(|v| v.first().copied())
-            .ok_or_else(|| Msg::from("input #1 ('k') must be a compile-time constant"))?,
-        None => 0,
-    };
     let upper = node.attr_i("upper", 1)? != 0;
+    let k = match node.input(1) {
+        None => 0,
+        Some(_) => match ctx.const_input(node, 1)? {
+            Some(t) => t
+                .to_f64_vec()?
+                .first()
+                .map(|&v| v as i64)
+                .ok_or_else(|| Msg::from("input #1 ('k') is empty"))?,
+            // k known at run time (the output's shape does not depend on it): the triangle
+            // as a mask, `col - row` of each element compared with k, elementwise.
+            None => return Ok(vec![trilu_run_time_k(ctx.input(node, 1)?, x, upper)?]),
+        },
+    };
     Ok(vec![call(
         "trilu",
         vec![x],
         &[("upper", upper.into()), ("k", k.into())],
     )?])
+}
+
+/// Trilu of `x` with `k` a run-time scalar: `where(col - row >= k, x, 0)` (upper) or `<= k`
+/// (lower) over the last two axes.
+fn trilu_run_time_k(k: Expr, x: Expr, upper: bool) -> CResult<Expr> {
+    let xs = shape_of(&x)?;
+    if xs.len() < 2 {
+        return Err(Msg(format!("input #0 must have rank >= 2, got {xs:?}")));
+    }
+    if shape_of(&k)?.iter().product::<i64>() != 1 {
+        return Err(Msg(format!(
+            "input #1 ('k') must hold one value, it has shape {:?}",
+            shape_of(&k)?
+        )));
+    }
+    let (rows, cols) = (xs[xs.len() - 2], xs[xs.len() - 1]);
+    let diff: Vec<i64> = (0..rows)
+        .flat_map(|i| (0..cols).map(move |j| j - i))
+        .collect();
+    let diff = super::reshape(const_i64(&diff)?, vec![rows, cols])?;
+    let k = super::reshape(k, Vec::<i64>::new())?;
+    let keep = call(
+        if upper { "greater_equal" } else { "less_equal" },
+        vec![diff, k],
+        &[],
+    )?;
+    let zero = scalar(0.0, dtype_of(&x)?)?;
+    call("where", vec![keep, x, zero], &[])
 }
 
 /// Registers this file's converters.
