@@ -434,11 +434,20 @@ impl Executor for VirtualMachine {
             };
         }
         for (i, s) in self.code.outputs.iter().enumerate() {
-            if self.regs[s.reg].is_none() {
+            let Some(v) = &self.regs[s.reg] else {
                 return Err(Error::runtime_error(format!(
                     "VirtualMachine: the run ended without writing output #{i} ({:?})",
                     s.name
                 )));
+            };
+            // An output that is an input (a Loop run no time, a branch passing a value through)
+            // is copied: what the caller does with it must not change the input.
+            if let Ok(t) = v.try_as::<Tensor>() {
+                if self.inputs.iter().any(|x| x.same_as(&t)) {
+                    let copy = Tensor::empty(t.shape(), t.dtype(), t.device())?;
+                    copy.copy_from(&t)?;
+                    self.regs[s.reg] = Some(copy.into());
+                }
             }
         }
         self.done = true;
