@@ -92,29 +92,8 @@ pub fn build_library(
     })?;
     let targets: Vec<&str> = args.targets.iter().map(String::as_str).collect();
     let dims = kiln_onnx::parse_dim_flags(&args.dims).map_err(|e| format!("bad --dim: {e}"))?;
-    let program = step(pb, 1, || {
-        if dims.is_empty() {
-            kiln_onnx::from_onnx_program(&model, shapes, &Default::default())
-        } else {
-            kiln_onnx::from_onnx_dims(&model, shapes, &dims, &Default::default()).map(Some)
-        }
-        .map_err(|e| e.to_string())
-    })?;
-    if let Some(program) = program {
-        // Control flow decided at run time, or several shapes: a program for the virtual
-        // machine.
-        let ctx = PassContext::with_opt_level(args.opt_level as i64);
-        let factory = step(pb, 3, || {
-            kiln_graph::build::build_program(&program, &targets, &ctx).map_err(|e| e.to_string())
-        })?;
-        return step(pb, 4, || {
-            write_atomically(&args.output, |tmp| {
-                export_library(&factory, tmp, &ExportOptions::default()).map_err(|e| e.to_string())
-            })
-        });
-    }
-    let (module, params) = step(pb, 1, || {
-        kiln_onnx::from_onnx(&model, shapes).map_err(|e| e.to_string())
+    let converted = step(pb, 1, || {
+        kiln_onnx::convert(&model, shapes, &dims, &Default::default()).map_err(|e| e.to_string())
     })?;
     // Tuning records answer the schedules' knobs for the whole build (one CPU target).
     let _tuned = match &args.tuning_records {
@@ -132,6 +111,24 @@ pub fn build_library(
             )
         }
         None => None,
+    };
+    let (module, params) = match converted {
+        kiln_onnx::Converted::Graph(m, params) => (m, params),
+        kiln_onnx::Converted::Program(program) => {
+            // Control flow decided at run time, or several shapes: a program for the virtual
+            // machine (its segments optimized as they are built).
+            let ctx = PassContext::with_opt_level(args.opt_level as i64);
+            let factory = step(pb, 3, || {
+                kiln_graph::build::build_program(&program, &targets, &ctx)
+                    .map_err(|e| e.to_string())
+            })?;
+            return step(pb, 4, || {
+                write_atomically(&args.output, |tmp| {
+                    export_library(&factory, tmp, &ExportOptions::default())
+                        .map_err(|e| e.to_string())
+                })
+            });
+        }
     };
     let ctx = kiln_graph::build::target_pass_context(
         &PassContext::with_opt_level(args.opt_level as i64),

@@ -45,7 +45,7 @@ mod tensor;
 mod validate;
 
 pub use attr::AttrValue;
-pub use compile::compile;
+pub use compile::{compile, convert, Converted};
 pub use convert::{
     from_onnx, from_onnx_dims, from_onnx_frozen, from_onnx_program, supported_ops, FrozenInputs,
 };
