@@ -495,3 +495,39 @@ def test_command_line_compiles_runs_and_inspects_a_vm_library(tmp_path):
                           "--dim", "height=8"], capture_output=True, text=True)
     assert bad.returncode == 1 and "'height' is not a symbolic dimension" in bad.stderr
     assert "width" in bad.stderr
+
+
+@pytest.mark.parametrize("target", ["opencl", ("llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4")],
+                         ids=["opencl", "two-cpu-variants"])
+def test_run_time_if_and_loop_on_opencl_and_in_a_library_for_two_cpus(tmp_path, target):
+    # The same programs with their segments' kernels on an OpenCL device (registers there, the
+    # conditions read back to the host), and with code for two CPUs in one library.
+    if target == "opencl":
+        dev = kiln.opencl(0)
+        if not dev.exist:
+            pytest.skip("no OpenCL device (scripts/setup.sh installs PoCL)")
+    else:
+        dev = kiln.cpu()
+        target = list(target)
+    rng = np.random.default_rng(31)
+    cases = [
+        (_vad(), {"x": (1, 1, 256), "state": (2, 1, H)},
+         [{"x": rng.standard_normal((1, 1, 256)).astype(np.float32),
+           "sr": np.array([sr], np.int64), "state": rng.standard_normal((2, 1, H)).astype(np.float32)}
+          for sr in (16000, 8000)]),
+        (_counting_loop(), {"x": (2, 4), "acc0": (2, 4)},
+         [{"x": rng.standard_normal((2, 4)).astype(np.float32),
+           "acc0": rng.standard_normal((2, 4)).astype(np.float32), "trip": np.array(t, np.int64)}
+          for t in (2, 0, 6)]),
+    ]
+    for k, (m, shapes, feeds_list) in enumerate(cases):
+        lib = kiln.onnx.compile(m, shapes, target=target)
+        path = tmp_path / f"m{k}.so"
+        lib.export_library(str(path))
+        gm = GraphModule(kiln.load_module(str(path))["default"](dev))
+        sess = _ort(m)
+        for feeds in feeds_list:
+            got = _run(gm, feeds, len(m.graph.output))
+            for g, w in zip(got, sess.run(None, feeds)):
+                assert g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
