@@ -27,7 +27,6 @@ import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib, core
-from . import graph as _graph
 from . import onnx as _onnx
 from .device import cpu
 from .graph_executor import GraphModule
@@ -163,24 +162,27 @@ class _Compiled:
     def __init__(self, lib: Any, lib_path: Optional[str], input_names: Sequence[str]) -> None:
         self.lib = lib
         self.lib_path = lib_path
-        self._free: List[Tuple[GraphModule, List[Any]]] = []
+        self._free: List[Tuple[GraphModule, Optional[List[Any]]]] = []
         self._lock = threading.Lock()
         gm, outputs = self.acquire()
         #: the model inputs the executor has (an input no output depends on may be gone)
         self.used_inputs = {name for name in input_names if gm.get_input_index(name) >= 0}
         self.release((gm, outputs))
 
-    def acquire(self) -> Tuple[GraphModule, List[Any]]:
-        """An idle executor with numpy views of its output tensors (made when none is idle)."""
+    def acquire(self) -> Tuple[GraphModule, Optional[List[Any]]]:
+        """An idle executor with numpy views of its output tensors (made when none is idle);
+        no views (``None``) for the virtual machine, whose runs make their outputs."""
         with self._lock:
             if self._free:
                 return self._free.pop()
         gm = GraphModule(self.lib["default"](cpu()))
+        if gm.module.kind != "GraphExecutor":
+            return gm, None
         np = _numpy()
         outputs = [np.from_dlpack(gm.get_output(i)) for i in range(gm.get_num_outputs())]
         return gm, outputs
 
-    def release(self, item: Tuple[GraphModule, List[Any]]) -> None:
+    def release(self, item: Tuple[GraphModule, Optional[List[Any]]]) -> None:
         """Give an executor back to the pool."""
         with self._lock:
             self._free.append(item)
@@ -355,6 +357,8 @@ class InferenceSession:
                 if arg.name in used:
                     gm.set_input(arg.name, value)
             gm.run()
+            if outputs is None:
+                return [gm.get_output(i).numpy() for i in picks]
             return [outputs[i].copy() for i in picks]
         finally:
             compiled.release((gm, outputs))
@@ -408,10 +412,10 @@ class InferenceSession:
         shapes = {name: list(shape) for name, shape in key}
         desc = ", ".join(f"{n}{list(s)}" for n, s in key)
         with _Progress(self._show_progress, f"compiling {self._name} ({desc})") as progress:
-            progress.stage = "importing"
-            mod, params = _onnx.from_onnx(self._model, shapes)
             progress.stage = "compiling"
-            lib = _graph.build(mod, self._target, params)
+            # The graph executor for a static model, the virtual machine for run-time
+            # control flow (an If on an input) or data-dependent outputs.
+            lib = _onnx.compile(self._model, shapes, self._target)
             if path is not None:
                 progress.stage = "writing " + path
                 self._write_cache(lib, path)

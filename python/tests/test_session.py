@@ -82,7 +82,7 @@ def test_second_session_loads_the_cache_without_compiling(tmp_path, monkeypatch)
     def no_build(*args, **kwargs):
         raise AssertionError("the cached library should have been loaded, not compiled")
 
-    monkeypatch.setattr(kiln.session._graph, "build", no_build)
+    monkeypatch.setattr(kiln.session._onnx, "compile", no_build)
     second = kiln.InferenceSession(BUNDLED.read_bytes(), cache_dir=str(tmp_path))
     assert second.get_cached_libraries() == [path]
     assert os.stat(path).st_mtime_ns == stamp
@@ -184,3 +184,21 @@ def test_bad_model_names_the_file(tmp_path):
     with pytest.raises(ValueError):
         kiln.InferenceSession(str(bad), cache_dir=str(tmp_path))
     assert bad.read_bytes() == b"\x08\x07\x12garbage"  # the user's file is left as it was
+
+
+def test_session_runs_a_model_whose_if_decides_at_run_time(tmp_path):
+    # The speech-activity model (a sample-rate If over LSTM branches) compiles once for the
+    # virtual machine; both rates run from it, outputs as onnxruntime's.
+    from test_onnx_if import H, _vad
+    m = _vad()
+    sess = kiln.InferenceSession(m.SerializeToString(), cache_dir=str(tmp_path))
+    ref = _ort(m)
+    rng = np.random.default_rng(4)
+    state = np.zeros((2, 1, H), np.float32)
+    for sr in (16000, 8000, 16000):
+        feeds = {"x": rng.standard_normal((1, 1, 256)).astype(np.float32),
+                 "sr": np.array([sr], np.int64), "state": state}
+        got = sess.run(None, feeds)
+        _close(got, ref.run(None, feeds))
+        state = got[1]
+    assert len(sess.get_cached_libraries()) == 1
