@@ -531,3 +531,29 @@ def test_run_time_if_and_loop_on_opencl_and_in_a_library_for_two_cpus(tmp_path, 
             for g, w in zip(got, sess.run(None, feeds)):
                 assert g.shape == w.shape
                 np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress_by_a_computed_condition(tmp_path, axis):
+    # The condition is computed from the data (a row or column sum above zero, or each
+    # element's sign), so the count kept is known only at run time.
+    attrs = {} if axis is None else {"axis": axis}
+    reduce_axes = np.array([1 if axis == 0 else 0], np.int64)
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s" if axis is not None else "x", "zero"], ["c0"]),
+             helper.make_node("Reshape", ["c0", "flat"], ["c"]),
+             helper.make_node("Compress", ["x", "c"], ["y"], **attrs)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [3, 5])],
+               [helper.make_tensor_value_info("y", F, [None] * (1 if axis is None else 2))],
+               [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                numpy_helper.from_array(reduce_axes, "axes"),
+                numpy_helper.from_array(np.array([-1], np.int64), "flat")], opset=13)
+    gm = _vm(m, {"x": (3, 5)}, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        x = rng.standard_normal((3, 5)).astype(np.float32)
+        (got,) = _run(gm, {"x": x}, 1)
+        (want,) = sess.run(None, {"x": x})
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)

@@ -1,5 +1,5 @@
 //! Operators whose output shapes depend on input values: `NonZero`, `Unique`,
-//! `NonMaxSuppression`. Their semantics live once, in `kiln_runtime::vm::data_dependent`:
+//! `NonMaxSuppression`, `Compress`. Their semantics live once, in `kiln_runtime::vm::data_dependent`:
 //! with constant inputs the converters fold through those functions; with run-time inputs
 //! [`run_time`] describes the VM builtin call that computes them (the program converter emits
 //! it), whose outputs have dimensions known only at run time (-1).
@@ -30,14 +30,36 @@ fn folded(t: RtTensor) -> CResult<Expr> {
     typed(Expr::constant(t))
 }
 
-/// Whether every present input of `node` is a constant.
-fn all_constant(ctx: &Ctx<'_>, node: &Node) -> CResult<bool> {
+/// Whether every present input of `node` among `inputs` (all when `None`) is a constant.
+fn all_constant(ctx: &Ctx<'_>, node: &Node, inputs: Option<&[usize]>) -> CResult<bool> {
     for i in 0..node.inputs.len() {
-        if node.input(i).is_some() && ctx.const_input(node, i)?.is_none() {
+        let counts = inputs.is_none_or(|s| s.contains(&i));
+        if counts && node.input(i).is_some() && ctx.const_input(node, i)?.is_none() {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// Compress: with a constant condition, a `take` of the selected positions (along `axis`, or
+/// of the flattened input without one); with a run-time one, the VM's builtin ([`run_time`]).
+fn compress(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let x = ctx.input(node, 0)?;
+    let Some(cond) = ctx.const_input(node, 1)? else {
+        return Err(ctx.not_constant(node, 1));
+    };
+    let xs = shape_of(&x)?;
+    let (x, axis) = match node.opt_i("axis")? {
+        Some(a) => (x, super::norm_axis(a, xs.len())?),
+        None => (super::reshape(x, vec![xs.iter().product::<i64>()])?, 0),
+    };
+    let extent = shape_of(&x)?[axis] as usize;
+    let keep = dd::selected_positions(&cond, extent)?;
+    Ok(vec![super::call(
+        "take",
+        vec![x, super::const_i64(&keep)?],
+        &[("axis", (axis as i64).into())],
+    )?])
 }
 
 fn non_zero(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -97,7 +119,12 @@ fn non_max_suppression(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 /// The builtin call computing `node` at run time, when it is one of these operators and an
 /// input is not constant.
 pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<RunTime>> {
-    if !node.domain.is_empty() || all_constant(ctx, node)? {
+    // The inputs whose values decide the output's shape.
+    let deciding: Option<&[usize]> = match node.op_type.as_str() {
+        "Compress" => Some(&[1]),
+        _ => None,
+    };
+    if !node.domain.is_empty() || all_constant(ctx, node, deciding)? {
         return Ok(None);
     }
     let i64_t = kiln_ffi::DataType::int(64);
@@ -161,6 +188,26 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<RunTime>> {
                 outputs: vec![Type::tensor(&[-1, 3], i64_t)],
             }
         }
+        "Compress" => {
+            let x = ctx.input(node, 0)?;
+            let (shape, dtype) = (shape_of(&x)?, dtype_of(&x)?);
+            let axis = node.opt_i("axis")?;
+            let out = match axis {
+                None => vec![-1],
+                Some(a) => {
+                    let a = super::norm_axis(a, shape.len())?;
+                    let mut s = shape.clone();
+                    s[a] = -1;
+                    s
+                }
+            };
+            RunTime {
+                func: "compress",
+                args: vec![x, ctx.input(node, 1)?],
+                ints: vec![axis.is_some() as i64, axis.unwrap_or(0)],
+                outputs: vec![Type::tensor(&out, dtype)],
+            }
+        }
         _ => return Ok(None),
     };
     if node.outputs.len() > call.outputs.len() {
@@ -174,9 +221,10 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<RunTime>> {
     Ok(Some(call))
 }
 
-/// Registers NonZero, Unique and NonMaxSuppression.
+/// Registers NonZero, Unique, NonMaxSuppression and Compress.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("NonZero", non_zero);
     t.insert("Unique", unique);
     t.insert("NonMaxSuppression", non_max_suppression);
+    t.insert("Compress", compress);
 }

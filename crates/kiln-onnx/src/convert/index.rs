@@ -11,9 +11,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::{
-    call, const_i64, constant, dtype_of, norm_axis, scalar, shape_of, CResult, ConvertFn, Ctx, Msg,
-};
+use super::{call, constant, dtype_of, norm_axis, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
 
 /// Input `i`, which fixes an output shape, as constant integers; an error naming it (and
@@ -250,41 +248,6 @@ fn center_crop_pad(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
-/// Compress with a constant condition: a `take` of the selected positions (along `axis`, or
-/// of the flattened input without one).
-fn compress(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let x = ctx.input(node, 0)?;
-    let Some(cond) = ctx.const_input(node, 1)? else {
-        // The number of true conditions is the output's shape.
-        return Err(ctx.not_constant(node, 1));
-    };
-    let xs = shape_of(&x)?;
-    let (x, axis) = match node.opt_i("axis")? {
-        Some(a) => (x, norm_axis(a, xs.len())?),
-        None => {
-            let n: i64 = xs.iter().product();
-            (
-                call("reshape", vec![x], &[("newshape", vec![n].into())])?,
-                0,
-            )
-        }
-    };
-    let extent = shape_of(&x)?[axis] as usize;
-    let keep: Vec<i64> = cond
-        .to_f64_vec()?
-        .iter()
-        .take(extent)
-        .enumerate()
-        .filter(|(_, &c)| c != 0.0)
-        .map(|(i, _)| i as i64)
-        .collect();
-    Ok(vec![call(
-        "take",
-        vec![x, const_i64(&keep)?],
-        &[("axis", (axis as i64).into())],
-    )?])
-}
-
 /// TensorScatter (a KV-cache write): `update` lands in `past_cache` along `axis` at
 /// `write_indices[b]` for each batch row `b` (wrapping around the axis in `circular` mode).
 /// Composed as a gather: output position `s` of row `b` reads `update` at `s - write_indices[b]`
@@ -422,7 +385,6 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("OneHot", one_hot);
     t.insert("BitShift", bit_shift);
     t.insert("CenterCropPad", center_crop_pad);
-    t.insert("Compress", compress);
     t.insert("TensorScatter", tensor_scatter);
     t.insert("Einsum", super::einsum::einsum);
 }

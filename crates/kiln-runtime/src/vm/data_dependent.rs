@@ -1,8 +1,9 @@
 //! Operators whose output shapes depend on the values of their inputs (ONNX `NonZero`,
-//! `Unique`, `NonMaxSuppression`), computed on the host: the VM calls them as builtins
-//! (`vm.builtin.non_zero`, `vm.builtin.unique`, `vm.builtin.non_max_suppression`) and the ONNX
-//! front end folds them with the same functions when their inputs are constants, so each has
-//! one definition.
+//! `Unique`, `NonMaxSuppression`, `Compress`), computed on the host: the VM calls them as
+//! builtins (`vm.builtin.non_zero`, `vm.builtin.unique`, `vm.builtin.non_max_suppression`,
+//! `vm.builtin.compress`) and the ONNX front end folds them with the same functions when their
+//! inputs are constants (for `Compress` with a constant condition, it gathers the
+//! [`selected_positions`] with a compiled `take`), so each has one definition.
 
 use crate::tensor::Tensor;
 use kiln_ffi::{register_global, Array, Device, Error, Result};
@@ -230,6 +231,62 @@ pub fn non_max_suppression(
     int64_tensor(&out, &[rows, 3])
 }
 
+/// The positions among the first `extent` of `cond` (flattened) whose value is not zero: the
+/// slices ONNX `Compress` keeps (a condition shorter than the axis keeps none past its end).
+pub fn selected_positions(cond: &Tensor, extent: usize) -> Result<Vec<i64>> {
+    Ok(host(cond)?
+        .to_f64_vec()?
+        .iter()
+        .take(extent)
+        .enumerate()
+        .filter(|(_, &c)| c != 0.0)
+        .map(|(i, _)| i as i64)
+        .collect())
+}
+
+/// ONNX `Compress`: the slices of `x` along `axis` (of the flattened `x` when `None`) at the
+/// [`selected_positions`] of `cond`.
+pub fn compress(x: &Tensor, cond: &Tensor, axis: Option<i64>) -> Result<Tensor> {
+    let x = host(x)?;
+    let shape = x.shape().to_vec();
+    let (outer, len, inner, out_shape_at) = match axis {
+        None => (1, x.numel(), 1, None),
+        Some(a) => {
+            let rank = shape.len() as i64;
+            if a < -rank || a >= rank {
+                return Err(Error::value_error(format!(
+                    "Compress: axis {a} is out of range for rank {rank}"
+                )));
+            }
+            let a = (if a < 0 { a + rank } else { a }) as usize;
+            let outer: i64 = shape[..a].iter().product();
+            let inner: i64 = shape[a + 1..].iter().product();
+            (outer as usize, shape[a] as usize, inner as usize, Some(a))
+        }
+    };
+    let keep = selected_positions(cond, len)?;
+    let es = (x.dtype().bits() as usize).div_ceil(8) * x.dtype().lanes() as usize;
+    let bytes = x.to_bytes()?;
+    let mut out = Vec::with_capacity(outer * keep.len() * inner * es);
+    for o in 0..outer {
+        for &k in &keep {
+            let start = (o * len + k as usize) * inner * es;
+            out.extend_from_slice(&bytes[start..start + inner * es]);
+        }
+    }
+    let out_shape = match out_shape_at {
+        None => vec![keep.len() as i64],
+        Some(a) => {
+            let mut s = shape.clone();
+            s[a] = keep.len() as i64;
+            s
+        }
+    };
+    let t = Tensor::empty(&out_shape, x.dtype(), Device::cpu(0))?;
+    t.copy_from_bytes(&out)?;
+    Ok(t)
+}
+
 /// The one element of `t` as f64.
 fn scalar_of(t: &Tensor, what: &str) -> Result<f64> {
     let v = host(t)?.to_f64_vec()?;
@@ -244,6 +301,14 @@ fn scalar_of(t: &Tensor, what: &str) -> Result<f64> {
 
 register_global!("vm.builtin.non_zero", |x: Tensor| -> Result<Tensor> {
     non_zero(&x)
+});
+
+register_global!("vm.builtin.compress", |x: Tensor,
+                                         cond: Tensor,
+                                         has_axis: i64,
+                                         axis: i64|
+ -> Result<Tensor> {
+    compress(&x, &cond, (has_axis != 0).then_some(axis))
 });
 
 register_global!("vm.builtin.unique", |x: Tensor,
@@ -300,6 +365,20 @@ mod tests {
         assert_eq!(idx.to_vec::<i64>().unwrap(), [0, 1, 3, 4]);
         assert_eq!(inv.to_vec::<i64>().unwrap(), [0, 1, 1, 2, 3, 2]);
         assert_eq!(cnt.to_vec::<i64>().unwrap(), [1, 2, 2, 1]);
+    }
+
+    #[test]
+    fn compress_keeps_the_selected_slices() {
+        let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]).unwrap();
+        let c = Tensor::from_slice(&[0u8, 1, 1], &[3]).unwrap();
+        let t = compress(&x, &c, Some(0)).unwrap();
+        assert_eq!(t.shape(), [2, 2]);
+        assert_eq!(t.to_vec::<f32>().unwrap(), [3.0, 4.0, 5.0, 6.0]);
+        let t = compress(&x, &c, None).unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), [2.0, 3.0]);
+        let t = compress(&x, &c, Some(-1)).unwrap();
+        assert_eq!(t.shape(), [3, 1]);
+        assert_eq!(t.to_vec::<f32>().unwrap(), [2.0, 4.0, 6.0]);
     }
 
     #[test]

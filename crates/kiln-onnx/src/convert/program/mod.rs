@@ -10,7 +10,7 @@
 //! - A `Loop` whose trip count or condition is known only at run time ([`loops`]): its body is
 //!   converted once and iterated by the VM, loop-carried values in registers, scan outputs
 //!   collected and stacked by builtins.
-//! - `NonZero`, `Unique`, `NonMaxSuppression` of run-time values are VM builtins whose outputs
+//! - `NonZero`, `Unique`, `NonMaxSuppression`, `Compress` of run-time values are VM builtins whose outputs
 //!   are shaped by the data (`-1` dimensions); such values may only be model outputs so far.
 //! - [`entry::from_onnx_dims`] converts a model for several input shapes (values of its
 //!   symbolic dimensions) into one program that picks the code for the shapes given.
@@ -459,7 +459,14 @@ fn names_read(nodes: &[Node]) -> Vec<String> {
 }
 
 /// The operators that may need the VM: control flow, and outputs shaped by input values.
-const RUN_TIME_OPS: [&str; 5] = ["If", "Loop", "NonZero", "Unique", "NonMaxSuppression"];
+const RUN_TIME_OPS: [&str; 6] = [
+    "If",
+    "Loop",
+    "NonZero",
+    "Unique",
+    "NonMaxSuppression",
+    "Compress",
+];
 
 /// Whether any node of `nodes` (subgraphs included) is one of [`RUN_TIME_OPS`].
 fn may_run_time(nodes: &[Node]) -> bool {
