@@ -557,3 +557,29 @@ def test_compress_by_a_computed_condition(tmp_path, axis):
         (want,) = sess.run(None, {"x": x})
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_loop_that_never_ends_is_stopped_and_the_machine_stays_usable(tmp_path):
+    # A while-loop whose condition the input decides: v <- v + step while v < limit; a zero
+    # step never ends it. With a step limit the run stops with an error; the next run works.
+    body = helper.make_graph([
+        helper.make_node("Add", ["v_in", "step"], ["v_out"]),
+        helper.make_node("Less", ["v_out", "limit"], ["cond_out"]),
+    ], "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("v_in", F, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", F, [])])
+    nodes = [helper.make_node("Less", ["v0", "limit"], ["c0"]),
+             helper.make_node("Loop", ["", "c0", "v0"], ["v"], body=body, name="until_limit")]
+    m = _model(nodes, [helper.make_tensor_value_info(n, F, []) for n in ("v0", "step", "limit")],
+               [helper.make_tensor_value_info("v", F, [])])
+    gm = _vm(m, {"v0": (), "step": (), "limit": ()}, tmp_path)
+    gm.module["set_step_limit"](10_000)
+    feeds = {"v0": np.array(0, np.float32), "step": np.array(0, np.float32),
+             "limit": np.array(1, np.float32)}
+    with pytest.raises(RuntimeError, match=r"limit of 10000 instructions.*inside a loop"):
+        _run(gm, feeds, 1)
+    feeds["step"] = np.array(0.25, np.float32)
+    (got,) = _run(gm, feeds, 1)
+    assert got == _ort(m).run(None, feeds)[0] == np.float32(1.0)

@@ -10,7 +10,8 @@ use crate::tensor::Tensor;
 use kiln_ffi::{Any, DataType, Device, Error, Function, Result};
 use std::sync::Arc;
 
-/// The most instructions one run executes before it is stopped as runaway.
+/// The most instructions one run executes before it is stopped as runaway, unless
+/// [`VirtualMachine::set_step_limit`] says otherwise.
 pub const MAX_STEPS: u64 = 1 << 32;
 
 /// A static graph segment ready to run.
@@ -38,6 +39,8 @@ pub struct VirtualMachine {
     inputs: Vec<Tensor>,
     /// Whether the last run finished (outputs are readable).
     done: bool,
+    /// The most instructions one run executes.
+    step_limit: u64,
 }
 
 impl VirtualMachine {
@@ -130,12 +133,19 @@ impl VirtualMachine {
             in_loop,
             inputs,
             done: false,
+            step_limit: MAX_STEPS,
         })
     }
 
     /// The program.
     pub fn code(&self) -> &Code {
         &self.code
+    }
+
+    /// Bounds the instructions one run executes (a loop whose condition never turns false is
+    /// stopped with an error instead of running on); at least 1.
+    pub fn set_step_limit(&mut self, limit: u64) {
+        self.step_limit = limit.max(1);
     }
 
     fn input_slot(&self, index: usize, what: &str) -> Result<&Slot> {
@@ -423,9 +433,16 @@ impl Executor for VirtualMachine {
         let mut steps: u64 = 0;
         while pc < self.code.instrs.len() {
             steps += 1;
-            if steps > MAX_STEPS {
+            if steps > self.step_limit {
+                let in_loop = if self.in_loop[pc] {
+                    ", inside a loop"
+                } else {
+                    ""
+                };
                 return Err(Error::runtime_error(format!(
-                    "VirtualMachine: the run passed {MAX_STEPS} instructions and was stopped"
+                    "VirtualMachine: the run passed its limit of {} instructions at instruction \
+                     {pc}{in_loop} and was stopped (a loop whose condition never turns false?)",
+                    self.step_limit
                 )));
             }
             pc = match self.step(pc)? {
