@@ -491,6 +491,16 @@ def test_command_line_compiles_runs_and_inspects_a_vm_library(tmp_path):
     shown = subprocess.run([kiln_bin, "inspect", str(lib)], check=True, capture_output=True,
                            text=True).stdout
     assert "VM factory" in shown and "call shape_is" in shown and "run segment 1" in shown
+    # kiln tune measures the layers of every shape of the library; compile uses the records.
+    records = tmp_path / "records.json"
+    subprocess.run([kiln_bin, "tune", str(model), "-r", str(records), "--target", "llvm",
+                    "--dim", "width=96", "--runs", "1"], check=True, capture_output=True)
+    import json
+    layers = json.loads(records.read_text())["layers"]
+    assert any("(1, 1, 32, 96)" in k for k in layers), list(layers)
+    subprocess.run([kiln_bin, "compile", str(model), "-o", str(tmp_path / "tuned.so"), "--target",
+                    "llvm", "--dim", "width=96,160", "--tuning-records", str(records)],
+                   check=True, capture_output=True)
     bad = subprocess.run([kiln_bin, "compile", str(model), "-o", str(tmp_path / "x.so"),
                           "--dim", "height=8"], capture_output=True, text=True)
     assert bad.returncode == 1 and "'height' is not a symbolic dimension" in bad.stderr

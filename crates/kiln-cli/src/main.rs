@@ -79,6 +79,9 @@ enum Command {
         /// Static input shapes, `name=1,3,224,224` (repeatable).
         #[arg(long = "input-shape")]
         input_shape: Vec<String>,
+        /// Values of a symbolic dimension, as for `compile` (the layers of every shape).
+        #[arg(long = "dim")]
+        dim: Vec<String>,
         /// Timed runs per candidate (their median counts).
         #[arg(long, default_value_t = 7)]
         runs: u32,
@@ -203,6 +206,7 @@ fn main() -> ExitCode {
             records,
             target,
             input_shape,
+            dim,
             runs,
             rpc_server,
             rpc_tracker,
@@ -214,6 +218,7 @@ fn main() -> ExitCode {
                     records,
                     target,
                     input_shapes: input_shape,
+                    dims: dim,
                     runs,
                     runner,
                 })

@@ -37,6 +37,8 @@ pub struct TuneArgs {
     pub target: String,
     /// `--input-shape` flags.
     pub input_shapes: Vec<String>,
+    /// `--dim` flags (`seq=16,64`): the layers of every shape the library will hold.
+    pub dims: Vec<String>,
     /// Timed runs per candidate (the median counts).
     pub runs: u32,
     /// Where candidates run: this process, or a remote device through Kiln's RPC.
@@ -434,16 +436,33 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         ));
     }
     let model = kiln_onnx::load_model(&args.model).map_err(|e| e.to_string())?;
-    let (module, params) = kiln_onnx::from_onnx(&model, &shapes).map_err(|e| e.to_string())?;
+    let dims = kiln_onnx::parse_dim_flags(&args.dims).map_err(|e| format!("bad --dim: {e}"))?;
+    // The graphs compiled for the model: one, or a program's segments (run-time control flow,
+    // several shapes); their distinct layers are tuned.
+    let graphs = match kiln_onnx::convert(&model, &shapes, &dims, &Default::default())
+        .map_err(|e| e.to_string())?
+    {
+        kiln_onnx::Converted::Graph(m, params) => vec![(m, params)],
+        kiln_onnx::Converted::Program(p) => {
+            p.segments.into_iter().map(|m| (m, Vec::new())).collect()
+        }
+    };
     let targets = [args.target.as_str()];
     let ctx = kiln_graph::build::target_pass_context(&PassContext::with_opt_level(3), &targets)
         .map_err(|e| e.to_string())?
         .disable("AlterOpLayout")
         .disable("FuseOps");
-    let (module, _) =
-        kiln_graph::build::optimize_with(&module, params, &ctx).map_err(|e| e.to_string())?;
-    let main = module.main().map_err(|e| e.to_string())?;
-    let all = layers(&main)?;
+    let mut all: Vec<Layer> = Vec::new();
+    for (module, params) in graphs {
+        let (module, _) =
+            kiln_graph::build::optimize_with(&module, params, &ctx).map_err(|e| e.to_string())?;
+        let main = module.main().map_err(|e| e.to_string())?;
+        for layer in layers(&main)? {
+            if !all.iter().any(|l| l.signature == layer.signature) {
+                all.push(layer);
+            }
+        }
+    }
     let mut known = file
         .get("layers")
         .and_then(Value::as_object)
