@@ -224,18 +224,37 @@ def test_bad_inputs_are_named_and_the_machine_stays_usable(tmp_path):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
-def test_branches_of_different_shapes_are_refused():
+def _transpose_if(read_after):
     then = _branch("t", [helper.make_node("Identity", ["x"], ["t_y"])], "t_y", [2, 3])
     other = _branch("e", [helper.make_node("Transpose", ["x"], ["e_y"])], "e_y", [3, 2])
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
              helper.make_node("Greater", ["s", "zero"], ["c"]),
              helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other,
                               name="pick")]
-    m = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
-               [helper.make_tensor_value_info("y", F, [None, None])],
-               [numpy_helper.from_array(np.array(0, np.float32), "zero")])
-    with pytest.raises(ValueError, match=r"pick.*then_branch but .* in else_branch"):
-        kiln.onnx.compile(m, {"x": (2, 3)}, target="llvm")
+    if read_after:
+        nodes.append(helper.make_node("Relu", ["y"], ["z"], name="after_if"))
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
+                  [helper.make_tensor_value_info("z" if read_after else "y", F, [None, None])],
+                  [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+
+
+def test_branches_of_different_shapes_give_an_output_shaped_at_run_time(tmp_path):
+    # then gives x [2, 3], else its transpose [3, 2]: the model's output is [-1, -1], each
+    # run's shape that of the branch taken.
+    m = _transpose_if(False)
+    gm = _vm(m, {"x": (2, 3)}, tmp_path)
+    sess = _ort(m)
+    assert gm.get_output_info()[0][0] == (-1, -1)
+    rng = np.random.default_rng(8)
+    for sign in (1, -1, 1):
+        x = (np.abs(rng.standard_normal((2, 3))) * sign).astype(np.float32)
+        (got,) = _run(gm, {"x": x}, 1)
+        (want,) = sess.run(None, {"x": x})
+        assert got.shape == want.shape == ((2, 3) if sign > 0 else (3, 2))
+        np.testing.assert_array_equal(got, want)
+    # A node reading such an output is refused, naming it.
+    with pytest.raises(ValueError, match=r"after_if.*'y'.*known only at run time"):
+        kiln.onnx.compile(_transpose_if(True), {"x": (2, 3)}, target="llvm")
 
 
 def test_scan_output_of_a_run_time_loop_feeding_a_node_is_refused():

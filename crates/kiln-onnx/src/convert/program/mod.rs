@@ -5,8 +5,9 @@
 //! - An `If` whose condition is computed from run-time inputs splits the model: everything
 //!   before it (that later nodes need) is one segment; each branch is converted like a graph
 //!   of its own (recursively, so branches may decide at run time too) and the VM runs only the
-//!   branch the condition takes; nodes after it form the next segment. Both branches must give
-//!   outputs of one type, since the nodes after an `If` are compiled once.
+//!   branch the condition takes; nodes after it form the next segment. Branch outputs must
+//!   agree in dtype and rank; dimensions that differ are known at run time (`-1`), so such
+//!   outputs may only be model outputs, since the nodes after an `If` are compiled once.
 //! - A `Loop` whose trip count or condition is known only at run time ([`loops`]): its body is
 //!   converted once and iterated by the VM, loop-carried values in registers, scan outputs
 //!   collected and stacked by builtins.
@@ -329,14 +330,36 @@ impl Builder {
             target: self.instrs.len(),
         };
         let (else_regs, else_types) = self.branch(ctx, node, "else_branch")?;
+        // Outputs of one dtype and rank whose dimensions differ between the branches get -1
+        // there: known at run time, so they may only be model outputs (see
+        // `check_static_inputs`).
+        let mut outs = outs;
         for (k, (t, e)) in then_types.iter().zip(&else_types).enumerate() {
-            if t != e {
-                return Err(err(format!(
-                    "output #{k} ('{}') is {t} in then_branch but {e} in else_branch; Kiln \
-                     compiles the nodes after an If once, so both branches must give one type",
-                    node.outputs.get(k).map(String::as_str).unwrap_or("")
-                )));
+            if t == e {
+                continue;
             }
+            let name = node.outputs.get(k).map(String::as_str).unwrap_or("");
+            let merged = match (t.as_tensor(), e.as_tensor()) {
+                (Some((ts, td)), Some((es, ed))) if td == ed && ts.len() == es.len() => {
+                    let dims: Vec<i64> = ts
+                        .iter()
+                        .zip(es)
+                        .map(|(&a, &b)| if a == b { a } else { -1 })
+                        .collect();
+                    Type::tensor(&dims, td)
+                }
+                _ => {
+                    return Err(err(format!(
+                        "output #{k} ('{name}') is {t} in then_branch but {e} in else_branch; \
+                         Kiln's registers hold one dtype and rank per value"
+                    )))
+                }
+            };
+            let reg = outs[k].0;
+            let v = Var::new(name, merged.clone()).expr();
+            self.reg_of.insert(v.key(), reg);
+            self.reg_types[reg] = merged;
+            outs[k].1 = v;
         }
         for ((dst, _), &src) in outs.iter().zip(&else_regs) {
             self.instrs.push(Instr::Move { dst: *dst, src });
@@ -406,7 +429,8 @@ enum Decision {
 }
 
 /// Refuses a node that reads a value whose shape is known only at run time (a run-time
-/// Loop's scan output): such values can only be outputs of the model so far.
+/// Loop's scan output, a builtin's result, an If output whose branches differ in shape): such
+/// values can only be outputs of the model so far.
 fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
     for name in node.inputs.iter().filter(|n| !n.is_empty()) {
         let Some(e) = ctx.values.get(name) else {
@@ -418,7 +442,8 @@ fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
                     node,
                     Msg(format!(
                         "input '{name}' has the shape {shape:?}, known only at run time (a \
-                         Loop's scan output); Kiln's executors take such values as model \
+                         run-time Loop's scan output, a data-dependent result or an If whose \
+                         branches differ in shape); Kiln's executors take such values as model \
                          outputs only"
                     )),
                 ));
