@@ -47,6 +47,25 @@ pub(crate) struct SelfRef {
     ptr: Mutex<usize>,
 }
 
+impl SelfRef {
+    /// The library of the factory module of kind `kind`: its first import while the module
+    /// lives, else `kept` (the library when a function was made, so that
+    /// `load_module(p)["default"](dev)` works after the temporary factory is dropped, as in
+    /// TVM).
+    pub(crate) fn library(&self, kept: &Option<Module>, kind: &str) -> Result<Module> {
+        let Some(this) = self.upgrade() else {
+            return kept
+                .clone()
+                .ok_or_else(|| Error::runtime_error(format!("the {kind} module is gone")));
+        };
+        this.imports().into_iter().next().ok_or_else(|| {
+            Error::runtime_error(format!(
+                "this {kind} has no library: its first import must be the compiled library"
+            ))
+        })
+    }
+}
+
 impl Default for SelfRef {
     fn default() -> Self {
         SelfRef { ptr: Mutex::new(0) }
@@ -90,6 +109,44 @@ impl SelfRef {
     }
 }
 
+/// `params` by name, each checked to be an input of `graph` with its shape and dtype, none
+/// given twice (the tensors are held, not copied); errors start with `who`.
+pub(crate) fn graph_params(
+    graph: &Graph,
+    params: impl IntoIterator<Item = (String, Tensor)>,
+    who: &str,
+) -> Result<BTreeMap<String, Tensor>> {
+    let mut map = BTreeMap::new();
+    for (name, t) in params {
+        let index = graph
+            .arg_nodes
+            .iter()
+            .position(|&n| graph.nodes[n].name == name)
+            .ok_or_else(|| {
+                Error::key_error(format!(
+                    "{who}: param {name:?} is not an input of the graph (inputs: {})",
+                    graph.input_names().join(", ")
+                ))
+            })?;
+        let eid = graph.entry_id(graph.arg_nodes[index], 0);
+        if t.shape() != graph.shapes[eid].as_slice() || t.dtype() != graph.dtypes[eid] {
+            return Err(Error::value_error(format!(
+                "{who}: param {name:?} is {:?} {} but the graph's input is {:?} {}",
+                t.shape(),
+                t.dtype(),
+                graph.shapes[eid],
+                graph.dtypes[eid]
+            )));
+        }
+        if map.insert(name.clone(), t).is_some() {
+            return Err(Error::value_error(format!(
+                "{who}: param {name:?} is given twice"
+            )));
+        }
+    }
+    Ok(map)
+}
+
 /// What a factory's functions share with it.
 struct Shared {
     graph_json: String,
@@ -105,21 +162,9 @@ impl Shared {
         self.lib_or(&None)
     }
 
-    /// The library: the factory's first import while the factory lives, else `kept` (the
-    /// library when the function was made, so that `load_module(p)["default"](dev)` works
-    /// after the temporary factory is dropped, as in TVM).
+    /// The library: the factory's first import while the factory lives, else `kept`.
     fn lib_or(&self, kept: &Option<Module>) -> Result<Module> {
-        let Some(this) = self.this.upgrade() else {
-            return kept
-                .clone()
-                .ok_or_else(|| Error::runtime_error("the GraphExecutorFactory module is gone"));
-        };
-        this.imports().into_iter().next().ok_or_else(|| {
-            Error::runtime_error(
-                "this GraphExecutorFactory has no library: its first import must be the \
-                 compiled library",
-            )
-        })
+        self.this.library(kept, KIND)
     }
 
     fn create(&self, devices: &[Device], kept: &Option<Module>) -> Result<Module> {
@@ -168,36 +213,7 @@ impl GraphExecutorFactory {
             ));
         }
         let graph = Arc::new(Graph::parse(&graph_json)?);
-        let mut map = BTreeMap::new();
-        for (name, t) in params {
-            let index = graph
-                .arg_nodes
-                .iter()
-                .position(|&n| graph.nodes[n].name == name)
-                .ok_or_else(|| {
-                    Error::key_error(format!(
-                        "GraphExecutorFactory: param {name:?} is not an input of the graph \
-                         (inputs: {})",
-                        graph.input_names().join(", ")
-                    ))
-                })?;
-            let eid = graph.entry_id(graph.arg_nodes[index], 0);
-            if t.shape() != graph.shapes[eid].as_slice() || t.dtype() != graph.dtypes[eid] {
-                return Err(Error::value_error(format!(
-                    "GraphExecutorFactory: param {name:?} is {:?} {} but the graph's input is \
-                     {:?} {}",
-                    t.shape(),
-                    t.dtype(),
-                    graph.shapes[eid],
-                    graph.dtypes[eid]
-                )));
-            }
-            if map.insert(name.clone(), t).is_some() {
-                return Err(Error::value_error(format!(
-                    "GraphExecutorFactory: param {name:?} is given twice"
-                )));
-            }
-        }
+        let map = graph_params(&graph, params, KIND)?;
         let shared = Arc::new(Shared {
             graph_json,
             graph,

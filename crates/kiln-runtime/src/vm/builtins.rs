@@ -17,7 +17,7 @@ use crate::tensor::Tensor;
 use kiln_ffi::{register_global, Any, Array, DataType, Device, Error, Result};
 
 /// The value of a one-element tensor.
-fn scalar(t: &Tensor, what: &str) -> Result<f64> {
+pub(super) fn scalar(t: &Tensor, what: &str) -> Result<f64> {
     if t.numel() != 1 {
         return Err(Error::value_error(format!(
             "{what} must hold one element, it has shape {:?}",

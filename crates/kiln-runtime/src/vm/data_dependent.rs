@@ -21,6 +21,29 @@ fn sorted_indices(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize
     v
 }
 
+/// `x` seen as `[outer, len, inner]` around `axis` (normalized, `None` when absent: the whole
+/// flattened tensor is the axis); an axis out of range is an error naming `op`.
+fn around_axis(
+    x: &Tensor,
+    axis: Option<i64>,
+    op: &str,
+) -> Result<(usize, usize, usize, Option<usize>)> {
+    let shape = x.shape();
+    let Some(a) = axis else {
+        return Ok((1, x.numel(), 1, None));
+    };
+    let rank = shape.len() as i64;
+    if a < -rank || a >= rank {
+        return Err(Error::value_error(format!(
+            "{op}: axis {a} is out of range for rank {rank}"
+        )));
+    }
+    let a = (if a < 0 { a + rank } else { a }) as usize;
+    let outer: i64 = shape[..a].iter().product();
+    let inner: i64 = shape[a + 1..].iter().product();
+    Ok((outer as usize, shape[a] as usize, inner as usize, Some(a)))
+}
+
 fn int64_tensor(values: &[i64], shape: &[i64]) -> Result<Tensor> {
     Tensor::from_slice(values, shape)
 }
@@ -50,21 +73,7 @@ pub fn non_zero(x: &Tensor) -> Result<Tensor> {
 pub fn unique(x: &Tensor, axis: Option<i64>, sorted: bool) -> Result<[Tensor; 4]> {
     let x = host(x)?;
     let shape = x.shape().to_vec();
-    let (outer, len, inner, axis) = match axis {
-        None => (1, x.numel(), 1, None),
-        Some(a) => {
-            let rank = shape.len() as i64;
-            if a < -rank || a >= rank {
-                return Err(Error::value_error(format!(
-                    "Unique: axis {a} is out of range for rank {rank}"
-                )));
-            }
-            let a = (if a < 0 { a + rank } else { a }) as usize;
-            let outer: i64 = shape[..a].iter().product();
-            let inner: i64 = shape[a + 1..].iter().product();
-            (outer as usize, shape[a] as usize, inner as usize, Some(a))
-        }
-    };
+    let (outer, len, inner, axis) = around_axis(&x, axis, "Unique")?;
     let v = x.to_f64_vec()?;
     // Slice k of the axis: elements (o, k, i) for every outer o and inner i.
     let key = |k: usize| -> Vec<f64> {
@@ -121,7 +130,7 @@ pub fn unique(x: &Tensor, axis: Option<i64>, sorted: bool) -> Result<[Tensor; 4]
     let inverse: Vec<i64> = (0..len).map(|k| rank_of[group_of[k]] as i64).collect();
     // The unique slices, copied byte for byte.
     let bytes = x.to_bytes()?;
-    let es = (x.dtype().bits() as usize).div_ceil(8) * x.dtype().lanes() as usize;
+    let es = x.dtype().bytes();
     let mut y = Vec::with_capacity(outer * m * inner * es);
     for o in 0..outer {
         for &k in &firsts {
@@ -249,23 +258,9 @@ pub fn selected_positions(cond: &Tensor, extent: usize) -> Result<Vec<i64>> {
 pub fn compress(x: &Tensor, cond: &Tensor, axis: Option<i64>) -> Result<Tensor> {
     let x = host(x)?;
     let shape = x.shape().to_vec();
-    let (outer, len, inner, out_shape_at) = match axis {
-        None => (1, x.numel(), 1, None),
-        Some(a) => {
-            let rank = shape.len() as i64;
-            if a < -rank || a >= rank {
-                return Err(Error::value_error(format!(
-                    "Compress: axis {a} is out of range for rank {rank}"
-                )));
-            }
-            let a = (if a < 0 { a + rank } else { a }) as usize;
-            let outer: i64 = shape[..a].iter().product();
-            let inner: i64 = shape[a + 1..].iter().product();
-            (outer as usize, shape[a] as usize, inner as usize, Some(a))
-        }
-    };
+    let (outer, len, inner, out_shape_at) = around_axis(&x, axis, "Compress")?;
     let keep = selected_positions(cond, len)?;
-    let es = (x.dtype().bits() as usize).div_ceil(8) * x.dtype().lanes() as usize;
+    let es = x.dtype().bytes();
     let bytes = x.to_bytes()?;
     let mut out = Vec::with_capacity(outer * keep.len() * inner * es);
     for o in 0..outer {
@@ -285,18 +280,6 @@ pub fn compress(x: &Tensor, cond: &Tensor, axis: Option<i64>) -> Result<Tensor> 
     let t = Tensor::empty(&out_shape, x.dtype(), Device::cpu(0))?;
     t.copy_from_bytes(&out)?;
     Ok(t)
-}
-
-/// The one element of `t` as f64.
-fn scalar_of(t: &Tensor, what: &str) -> Result<f64> {
-    let v = host(t)?.to_f64_vec()?;
-    match v.as_slice() {
-        [x] => Ok(*x),
-        _ => Err(Error::value_error(format!(
-            "{what} must hold one element, it has shape {:?}",
-            t.shape()
-        ))),
-    }
 }
 
 register_global!("vm.builtin.non_zero", |x: Tensor| -> Result<Tensor> {
@@ -330,10 +313,13 @@ register_global!(
      has_score_threshold: i64,
      center_point_box: i64|
      -> Result<Tensor> {
-        let max = scalar_of(&max_per_class, "max_output_boxes_per_class")?;
-        let iou = scalar_of(&iou_threshold, "iou_threshold")?;
+        let max = super::builtins::scalar(&max_per_class, "max_output_boxes_per_class")?;
+        let iou = super::builtins::scalar(&iou_threshold, "iou_threshold")?;
         let score = if has_score_threshold != 0 {
-            Some(scalar_of(&score_threshold, "score_threshold")?)
+            Some(super::builtins::scalar(
+                &score_threshold,
+                "score_threshold",
+            )?)
         } else {
             None
         };

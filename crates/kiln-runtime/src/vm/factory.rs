@@ -20,7 +20,7 @@
 use super::code::Code;
 use super::machine::VirtualMachine;
 use super::module::VirtualMachineModule;
-use crate::graph_executor::factory::{devices_from, SelfRef};
+use crate::graph_executor::factory::{devices_from, graph_params, SelfRef};
 use crate::graph_executor::graph_json::Graph;
 use crate::graph_executor::params::ByteReader;
 #[cfg(feature = "compiler")]
@@ -51,29 +51,7 @@ impl Segment {
     /// with its shape and dtype.
     pub fn new(graph_json: String, params: Vec<(String, Tensor)>) -> Result<Segment> {
         let graph = Arc::new(Graph::parse(&graph_json)?);
-        let mut map = BTreeMap::new();
-        for (name, t) in params {
-            let Some(&nid) = graph
-                .arg_nodes
-                .iter()
-                .find(|&&n| graph.nodes[n].name == name)
-            else {
-                return Err(Error::key_error(format!(
-                    "VM segment: param {name:?} is not an input of the graph"
-                )));
-            };
-            let eid = graph.entry_id(nid, 0);
-            if t.shape() != graph.shapes[eid].as_slice() || t.dtype() != graph.dtypes[eid] {
-                return Err(Error::value_error(format!(
-                    "VM segment: param {name:?} is {:?} {} but the graph's input is {:?} {}",
-                    t.shape(),
-                    t.dtype(),
-                    graph.shapes[eid],
-                    graph.dtypes[eid]
-                )));
-            }
-            map.insert(name, t);
-        }
+        let map = graph_params(&graph, params, "VM segment")?;
         Ok(Segment {
             graph_json,
             graph,
@@ -100,16 +78,7 @@ struct Shared {
 
 impl Shared {
     fn lib_or(&self, kept: &Option<Module>) -> Result<Module> {
-        let Some(this) = self.this.upgrade() else {
-            return kept
-                .clone()
-                .ok_or_else(|| Error::runtime_error("the VMFactory module is gone"));
-        };
-        this.imports().into_iter().next().ok_or_else(|| {
-            Error::runtime_error(
-                "this VMFactory has no library: its first import must be the compiled library",
-            )
-        })
+        self.this.library(kept, KIND)
     }
 
     fn create(&self, devices: &[Device], kept: &Option<Module>) -> Result<Module> {

@@ -225,15 +225,8 @@ impl VirtualMachine {
 
     /// One-element tensor `t` as a truth value.
     fn truth(t: &Tensor, pc: usize) -> Result<bool> {
-        if t.numel() != 1 {
-            return Err(Error::value_error(format!(
-                "VirtualMachine: the condition of instruction {pc} has shape {:?}; it must hold \
-                 one element",
-                t.shape()
-            )));
-        }
-        let host = t.to_device(Device::cpu(0))?;
-        Ok(host.to_f64_vec()?[0] != 0.0)
+        let what = format!("VirtualMachine: the condition of instruction {pc}");
+        Ok(super::builtins::scalar(t, &what)? != 0.0)
     }
 
     fn step(&mut self, pc: usize) -> Result<Option<usize>> {
