@@ -9,6 +9,22 @@ use crate::tensor::DataType;
 /// Input shapes given by the user, input name to dimensions.
 pub type InputShapes = BTreeMap<String, Vec<usize>>;
 
+/// The comma-separated non-negative integers of `list` (empty items skipped); an item that is
+/// not one is an error saying `who: 'item' is not what (a non-negative integer)`.
+fn parse_sizes(list: &str, who: &str, what: &str) -> Result<Vec<usize>> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            d.parse::<usize>().map_err(|_| {
+                OnnxError::InputShape(format!(
+                    "{who}: '{d}' is not {what} (a non-negative integer)"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Parses one `--input-shape` value: `name=1,3,224,224`, several joined by `;`
 /// (`a=1,3,224,224;b=1,10`). `name=` alone is a scalar. The name is everything before the
 /// last `=`, so names with `/` or `:` work.
@@ -40,18 +56,7 @@ where
             if name.is_empty() {
                 return Err(OnnxError::InputShape(format!("'{item}' has no input name")));
             }
-            let dims = dims
-                .split(',')
-                .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .map(|d| {
-                    d.parse::<usize>().map_err(|_| {
-                        OnnxError::InputShape(format!(
-                            "input '{name}': '{d}' is not a dimension (a non-negative integer)"
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let dims = parse_sizes(dims, &format!("input '{name}'"), "a dimension")?;
             if shapes.insert(name.to_string(), dims).is_some() {
                 return Err(OnnxError::InputShape(format!(
                     "input '{name}' is given twice"
@@ -82,18 +87,7 @@ where
             ))
         })?;
         let name = name.trim();
-        let values = values
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(|v| {
-                v.parse::<usize>().map_err(|_| {
-                    OnnxError::InputShape(format!(
-                        "dimension '{name}': '{v}' is not a size (a non-negative integer)"
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let values = parse_sizes(values, &format!("dimension '{name}'"), "a size")?;
         if name.is_empty() || values.is_empty() {
             return Err(OnnxError::InputShape(format!(
                 "'{item}' needs a dimension name and at least one value"

@@ -48,7 +48,10 @@ use kiln_ffi::DataType as GDataType;
 use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
 use kiln_runtime::tensor::Tensor as RtTensor;
 
-use crate::{DataType, InputShapes, Model, Node, OnnxError, Result, Tensor, TensorData};
+use crate::{
+    BoundShapes, DataType, InputShapes, Model, Node, OnnxError, Result, StaticInput, Tensor,
+    TensorData,
+};
 
 /// A converter's error message (the driver adds the node's label and op type).
 #[derive(Debug)]
@@ -436,26 +439,11 @@ pub fn from_onnx_frozen(
         opset: model.opset(),
         values: HashMap::new(),
     };
-    for name in frozen.keys() {
-        if !bound.inputs.iter().any(|i| i.name == *name) {
-            return Err(OnnxError::Graph(format!(
-                "frozen input '{name}' is not a run-time input of the graph"
-            )));
-        }
-    }
+    check_frozen(&bound, frozen)?;
     let mut vars = Vec::new();
     for inp in &bound.inputs {
-        let shape: Vec<i64> = inp.shape.iter().map(|&d| d as i64).collect();
-        let ty = Type::tensor(&shape, graph_dtype(inp.dtype));
-        if let Some(t) = frozen.get(&inp.name) {
-            let given = Type::tensor(t.shape(), t.dtype());
-            if given != ty {
-                return Err(OnnxError::Graph(format!(
-                    "frozen input '{}' is declared {ty} but its value is {given}",
-                    inp.name
-                )));
-            }
-            let e = typed_constant(Expr::constant(t.clone())).map_err(|m| OnnxError::Graph(m.0))?;
+        let (ty, fixed) = input_binding(inp, frozen)?;
+        if let Some(e) = fixed {
             ctx.values.insert(inp.name.clone(), e);
             continue;
         }
@@ -519,6 +507,37 @@ pub fn from_onnx_frozen(
         .apply(m)
         .map_err(|e| OnnxError::Graph(e.to_string()))?;
     Ok((m, params))
+}
+
+/// Checks that every input of `frozen` is a run-time input of the bound graph.
+fn check_frozen(bound: &BoundShapes, frozen: &FrozenInputs) -> Result<()> {
+    for name in frozen.keys() {
+        if !bound.inputs.iter().any(|i| i.name == *name) {
+            return Err(OnnxError::Graph(format!(
+                "frozen input '{name}' is not a run-time input of the graph"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The type of the bound input `inp`, and the typed constant that stands for it when `frozen`
+/// fixes its value (which must have that type).
+fn input_binding(inp: &StaticInput, frozen: &FrozenInputs) -> Result<(Type, Option<Expr>)> {
+    let shape: Vec<i64> = inp.shape.iter().map(|&d| d as i64).collect();
+    let ty = Type::tensor(&shape, graph_dtype(inp.dtype));
+    let Some(t) = frozen.get(&inp.name) else {
+        return Ok((ty, None));
+    };
+    let given = Type::tensor(t.shape(), t.dtype());
+    if given != ty {
+        return Err(OnnxError::Graph(format!(
+            "frozen input '{}' is declared {ty} but its value is {given}",
+            inp.name
+        )));
+    }
+    let e = typed_constant(Expr::constant(t.clone())).map_err(|m| OnnxError::Graph(m.0))?;
+    Ok((ty, Some(e)))
 }
 
 /// Converts `nodes` (in order) into `ctx`, binding each output name to its value: the body of

@@ -8,7 +8,7 @@ use kiln_runtime::vm::{Code, Instr, Slot};
 
 use super::{may_run_time, Builder};
 use crate::convert::{
-    converters, graph_dtype, to_runtime, typed, typed_constant, Ctx, FrozenInputs,
+    check_frozen, converters, graph_dtype, input_binding, to_runtime, typed, Ctx, FrozenInputs,
 };
 use crate::{DimValues, InputShapes, Model, OnnxError, Result};
 
@@ -154,19 +154,10 @@ fn convert_program(
             opset: model.opset(),
             values: HashMap::new(),
         };
+        check_frozen(bound, frozen)?;
         for inp in &bound.inputs {
-            let shape: Vec<i64> = inp.shape.iter().map(|&d| d as i64).collect();
-            let ty = Type::tensor(&shape, graph_dtype(inp.dtype));
-            if let Some(t) = frozen.get(&inp.name) {
-                let given = Type::tensor(t.shape(), t.dtype());
-                if given != ty {
-                    return Err(OnnxError::Graph(format!(
-                        "frozen input '{}' is declared {ty} but its value is {given}",
-                        inp.name
-                    )));
-                }
-                let e =
-                    typed_constant(Expr::constant(t.clone())).map_err(|m| OnnxError::Graph(m.0))?;
+            let (ty, fixed) = input_binding(inp, frozen)?;
+            if let Some(e) = fixed {
                 ctx.values.insert(inp.name.clone(), e);
                 continue;
             }
@@ -178,13 +169,6 @@ fn convert_program(
             let v = Var::new(&inp.name, ty).expr();
             b.reg_of.insert(v.key(), reg);
             ctx.values.insert(inp.name.clone(), v);
-        }
-        for name in frozen.keys() {
-            if !bound.inputs.iter().any(|i| i.name == *name) {
-                return Err(OnnxError::Graph(format!(
-                    "frozen input '{name}' is not a run-time input of the graph"
-                )));
-            }
         }
         for t in model.graph.initializers() {
             let e = typed(Expr::constant(to_runtime(t)?)).map_err(|m| OnnxError::Graph(m.0))?;
