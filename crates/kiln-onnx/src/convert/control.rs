@@ -27,6 +27,10 @@ use super::{
 use crate::attr::AttrValue;
 use crate::{Graph, Node};
 
+/// How the error of a `Loop` whose condition stops folding while it is unrolled starts (the
+/// program converter runs such a loop on the VM instead).
+pub(super) const RUN_TIME_LOOP_CONDITION: &str = "the loop condition is known only at run time";
+
 /// The most iterations a `Loop` or `Scan` is unrolled to.
 pub const MAX_UNROLL: usize = 4096;
 
@@ -185,8 +189,8 @@ fn loop_op(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             }
             None => {
                 return Err(Msg(format!(
-                    "the loop condition is known only at run time (iteration {i}); Kiln \
-                     unrolls Loop, so its condition must fold to a constant"
+                    "{RUN_TIME_LOOP_CONDITION} (iteration {i}); Kiln unrolls Loop, so its \
+                     condition must fold to a constant"
                 )))
             }
         }

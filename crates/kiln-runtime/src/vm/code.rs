@@ -149,15 +149,10 @@ impl Code {
                         reg(r, &what)?;
                     }
                 }
-                Instr::JumpUnless { cond, target } => {
-                    reg(*cond, &what)?;
-                    if *target > n {
-                        return Err(Error::value_error(format!(
-                            "VM program: {what} jumps to {target}, past the end ({n})"
-                        )));
+                Instr::JumpUnless { target, .. } | Instr::Jump { target } => {
+                    if let Instr::JumpUnless { cond, .. } = ins {
+                        reg(*cond, &what)?;
                     }
-                }
-                Instr::Jump { target } => {
                     if *target > n {
                         return Err(Error::value_error(format!(
                             "VM program: {what} jumps to {target}, past the end ({n})"

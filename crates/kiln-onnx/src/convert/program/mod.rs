@@ -33,6 +33,7 @@ use std::collections::{HashMap, HashSet};
 use kiln_graph::ir::{Expr, Function, IRModule, Type, Var};
 use kiln_runtime::vm::Instr;
 
+use super::control::RUN_TIME_LOOP_CONDITION;
 use super::data_dependent::{self, RunTime};
 use super::{convert_nodes, node_error, to_runtime, typed, Ctx, Msg};
 use crate::attr::AttrValue;
@@ -219,7 +220,7 @@ impl Builder {
                     ctx.values = trial.values;
                     Ok(Decision::CompileTime)
                 }
-                Err(e) if e.to_string().contains("known only at run time") => {
+                Err(e) if e.to_string().contains(RUN_TIME_LOOP_CONDITION) => {
                     Ok(Decision::RunTimeLoop)
                 }
                 Err(e) => Err(e),
