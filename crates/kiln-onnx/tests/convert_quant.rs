@@ -10,7 +10,7 @@ use kiln_onnx::proto::{
     NodeProto, TensorProto, ValueInfoProto,
 };
 use kiln_onnx::{from_onnx, from_proto};
-use proto_common::{model_proto, typed_value_info, untyped};
+use proto_common::{int_attr, model_proto, typed_value_info, untyped};
 
 /// A tensor of ONNX type `ty` holding `v` (floats in `float_data`, integers in `int32_data`).
 fn tensor(name: &str, ty: PType, dims: &[i64], v: &[f64]) -> TensorProto {
@@ -25,15 +25,6 @@ fn tensor(name: &str, ty: PType, dims: &[i64], v: &[f64]) -> TensorProto {
         _ => t.int32_data = v.iter().map(|&x| x as i32).collect(),
     }
     t
-}
-
-fn int_attr(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
 }
 
 fn node(op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {

@@ -9,22 +9,13 @@ use kiln_onnx::proto::{
     attribute_proto::AttributeType, tensor_proto, AttributeProto, GraphProto, TensorProto,
 };
 use kiln_onnx::{from_onnx, from_proto, Model};
-use proto_common::{model_proto, node, typed_value_info, untyped};
+use proto_common::{int_attr, model_proto, node, typed_value_info, untyped};
 
 fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
         r#type: Some(AttributeType::Ints as i32),
         ints: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(v),
         ..Default::default()
     }
 }

@@ -82,3 +82,13 @@ pub fn model_proto(ir_version: i64, domain: &str, opset: i64, graph: GraphProto)
         ..Default::default()
     }
 }
+
+/// An `INT` attribute.
+pub fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    }
+}
