@@ -11,7 +11,8 @@
 #                                     over that ceiling)
 #
 # Sizes with rustc 1.95 (stable), std rebuilt (below): 590328 bytes with the OpenCL runtime,
-# 550352 without (740056 with the prebuilt std, before OpenCL); with the VM as well, 682592. The CI step (scripts/test.sh)
+# 550352 without (740056 with the prebuilt std, before OpenCL); with the VM as well, 682592.
+# The CI step (scripts/test.sh)
 # runs --check with std rebuilt, against the budget. Development-only parts stay out: the
 # `compiler` feature and kiln-ffi's `testing.*` globals (kiln-runtime's `testing` feature).
 #
