@@ -61,11 +61,24 @@ def main():
 
     os.makedirs(args.workdir, exist_ok=True)
     ensure_models([args.model], args.workdir)
-    model = shape_inference.infer_shapes(onnx.load(os.path.join(args.workdir, f"{args.model}.onnx")))
+    model = onnx.load(os.path.join(args.workdir, f"{args.model}.onnx"))
+    # Shapeless entries (the zoo's value_info, and its initializers listed as inputs) would
+    # stop inference.
+    del model.graph.value_info[:]
+    names = {t.name for t in model.graph.initializer}
+    kept = [i for i in model.graph.input if i.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    model.ir_version = max(model.ir_version, 4)
+    model = shape_inference.infer_shapes(model)
     g = model.graph
     shapes = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
-        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        tt = vi.type.tensor_type
+        # A value whose shape inference left unknown (no shape, or a symbolic dimension) is
+        # not cut out: its layer could not be built with the network's shapes.
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            shapes[vi.name] = [d.dim_value for d in tt.shape.dim]
     inits = {t.name: t for t in g.initializer}
     for t in g.initializer:
         shapes[t.name] = list(t.dims)

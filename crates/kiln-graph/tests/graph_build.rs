@@ -606,3 +606,99 @@ fn conv2d_transpose_stride_two() {
     }
     assert_close(&got[0], &want, "conv2d_transpose");
 }
+
+/// `x` (`c` planes of `h x w`) plus `b[ch]` per channel, then `max(., 0)` when `relu`.
+fn bias_relu(x: &mut [f32], b: &[f32], hw: usize, relu: bool) {
+    for (ch, plane) in x.chunks_mut(hw).enumerate() {
+        for v in plane {
+            *v += b[ch];
+            if relu {
+                *v = v.max(0.0);
+            }
+        }
+    }
+}
+
+/// A residual CNN whose activations stay in channel blocks between its layers
+/// (ConvertBlockedLayout): a 3-channel stem (NCHW in, blocks out), a 3x3 layer with a
+/// residual add, max pooling over blocks, a 1x1 layer scaled per channel, a channel concat of
+/// blocks, a 3x3 layer of 24 filters (not whole blocks with 16 lanes: its data goes back to
+/// NCHW) and a global average pool; a second output (a sigmoid of blocks) reads NCHW back.
+#[test]
+fn residual_network_in_channel_blocks() {
+    let (h, c, o4) = (12usize, 32usize, 24usize);
+    let (hw, ph) = (h * h, h / 2);
+    let xd = random(3 * hw, 61);
+    let w1 = random(c * 3 * 9, 62);
+    let b1 = random(c, 63);
+    let w2 = random(c * c * 9, 64);
+    let b2 = random(c, 65);
+    let w3 = random(c * c, 66);
+    let s3 = random(c, 67);
+    let w4 = random(o4 * 2 * c * 9, 68);
+    let (ci, oi, o4i) = (c as i64, h as i64, o4 as i64);
+    let x = Var::new("x", Type::f32(&[1, 3, oi, oi]));
+    let conv = |d: Expr, w: &[f32], shape: [i64; 4], pad: i64| {
+        mk(
+            "nn.conv2d",
+            vec![d, Expr::const_f32(w, &shape)],
+            &[("padding", ints(&[pad; 4]))],
+        )
+    };
+    let per_channel = |v: &[f32]| Expr::const_f32(v, &[v.len() as i64, 1, 1]);
+    let s = conv(x.expr(), &w1, [ci, 3, 3, 3], 1);
+    let s = mk(
+        "nn.relu",
+        vec![mk("add", vec![s, per_channel(&b1)], &[])],
+        &[],
+    );
+    let t = conv(s.clone(), &w2, [ci, ci, 3, 3], 1);
+    let t = mk(
+        "add",
+        vec![mk("add", vec![t, per_channel(&b2)], &[]), s],
+        &[],
+    );
+    let t = mk("nn.relu", vec![t], &[]);
+    let p = mk(
+        "nn.max_pool2d",
+        vec![t.clone()],
+        &[("pool_size", ints(&[2, 2])), ("strides", ints(&[2, 2]))],
+    );
+    let q = conv(p.clone(), &w3, [ci, ci, 1, 1], 0);
+    let q = mk("multiply", vec![q, per_channel(&s3)], &[]);
+    let cat = mk("concatenate", vec![p, q], &[("axis", AttrValue::Int(1))]);
+    let r = conv(cat, &w4, [o4i, 2 * ci, 3, 3], 1);
+    let g = mk("nn.global_avg_pool2d", vec![r], &[]);
+    let sig = mk("sigmoid", vec![t], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], Expr::tuple(vec![g, sig])));
+    let text = optimize(&module).unwrap().to_string();
+    assert!(text.contains("out_layout=\"NCHW"), "{text}");
+    let exec = build_and_load(&module, vec![], "blocked");
+    let got = run(
+        &exec,
+        &[("x", xd.clone(), vec![1, 3, oi, oi])],
+        &[&[1, o4i, 1, 1], &[1, ci, oi, oi]],
+    );
+
+    let mut s = conv2d_ref(&xd, 3, h, h, &w1, c, 3, 1);
+    bias_relu(&mut s, &b1, hw, true);
+    let mut t = conv2d_ref(&s, c, h, h, &w2, c, 3, 1);
+    for (v, r) in t.iter_mut().zip(&s) {
+        *v += r;
+    }
+    bias_relu(&mut t, &b2, hw, true);
+    let p = maxpool2_ref(&t, c, h, h);
+    let mut q = conv2d_ref(&p, c, ph, ph, &w3, c, 1, 0);
+    for (ch, plane) in q.chunks_mut(ph * ph).enumerate() {
+        plane.iter_mut().for_each(|v| *v *= s3[ch]);
+    }
+    let cat: Vec<f32> = p.iter().chain(&q).cloned().collect();
+    let r = conv2d_ref(&cat, 2 * c, ph, ph, &w4, o4, 3, 1);
+    let g: Vec<f32> = r
+        .chunks(ph * ph)
+        .map(|plane| plane.iter().sum::<f32>() / (ph * ph) as f32)
+        .collect();
+    let sig: Vec<f32> = t.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
+    assert_close(&got[0], &g, "pooled output");
+    assert_close(&got[1], &sig, "sigmoid of the residual block");
+}

@@ -456,6 +456,127 @@ fn conv2d_packed_kernel_shapes() {
     );
 }
 
+/// A packed convolution reading data in channel blocks of `bi` (when some) and writing its
+/// output in the kernel's blocks of `b` (when `out_blocked`), against the naive NCHW loops.
+#[allow(clippy::too_many_arguments)] // one case: shapes, blocks and attributes
+fn check_conv_blocked(
+    what: &str,
+    ds: [i64; 4],
+    ws: [i64; 4],
+    b: i64,
+    bi: Option<i64>,
+    out_blocked: bool,
+    a: Conv2dAttrs,
+    seed: u64,
+) {
+    let dshape: Vec<i64> = match bi {
+        Some(bi) => vec![ds[0], ds[1] / bi, ds[2], ds[3], bi],
+        None => ds.to_vec(),
+    };
+    let data = input(&dshape, "data");
+    let weight = input(&ws, "weight");
+    let packed = input(&[ws[0] / b, ws[1], ws[2], ws[3], b], "weight_packed");
+    let layouts = nn::PackedLayouts {
+        data_block: bi,
+        out_blocked,
+    };
+    let out = nn::conv2d_packed_in(&data, &packed, &a, layouts).unwrap();
+    let vals = random_inputs(&[input(&ds, "d"), weight], seed);
+    let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
+    let (want, oshape) = if out_blocked {
+        let s = vec![oshape[0], oshape[1] / b, oshape[2], oshape[3], b];
+        (to_blocks(&want, oshape, b), s)
+    } else {
+        (want, oshape.to_vec())
+    };
+    assert_eq!(shape_of(&out), oshape, "{what}: shape");
+    let dvals = match bi {
+        Some(bi) => to_blocks(&vals[0], ds, bi),
+        None => vals[0].clone(),
+    };
+    let pvals = vec![dvals, pack_oihw(&vals[1], ws, 1, b)];
+    check(
+        what,
+        &out,
+        &[data, packed],
+        &pvals,
+        x86::schedule_conv2d_nchw,
+        &want,
+        1e-4,
+        seed,
+    );
+}
+
+#[test]
+fn conv2d_in_channel_blocks() {
+    let seed = seed("conv2d_blocked");
+    let base = Conv2dAttrs::default();
+    let pad1 = Conv2dAttrs {
+        padding: Padding2d::same(1),
+        ..base
+    };
+    let s2 = Conv2dAttrs {
+        strides: (2, 2),
+        ..pad1
+    };
+    for (k, b) in [16i64, 8].into_iter().enumerate() {
+        let seed = seed + 10 * k as u64;
+        check_conv_blocked(
+            "3x3 blocks in and out",
+            [1, 2 * b, 7, 9],
+            [2 * b, 2 * b, 3, 3],
+            b,
+            Some(b),
+            true,
+            pad1,
+            seed,
+        );
+        check_conv_blocked(
+            "3x3/2 blocks in, NCHW out",
+            [1, b, 11, 10],
+            [2 * b, b, 3, 3],
+            b,
+            Some(b),
+            false,
+            s2,
+            seed + 1,
+        );
+        check_conv_blocked(
+            "3-channel stem, blocks out",
+            [1, 3, 13, 13],
+            [b, 3, 3, 3],
+            b,
+            None,
+            true,
+            s2,
+            seed + 2,
+        );
+        check_conv_blocked(
+            "1x1 blocks in and out, 4 blocks",
+            [2, 3 * b, 5, 6],
+            [4 * b, 3 * b, 1, 1],
+            b,
+            Some(b),
+            true,
+            base,
+            seed + 3,
+        );
+    }
+    let bad = nn::conv2d_packed_in(
+        &input(&[1, 2, 4, 4, 8], "d"),
+        &input(&[1, 16, 3, 3, 16], "w"),
+        &base,
+        nn::PackedLayouts {
+            data_block: Some(16),
+            out_blocked: true,
+        },
+    );
+    assert!(
+        bad.is_err(),
+        "data blocks that do not match the layout are refused"
+    );
+}
+
 #[test]
 fn conv2d_1x1_over_flattened_rows() {
     let seed = seed("conv2d_1x1");

@@ -353,3 +353,57 @@ fn batch_norm_inference_nchw() {
         seed,
     );
 }
+
+#[test]
+fn pools_over_channel_blocks() {
+    let seed = seed("pool2d_blocked");
+    let ds = [1i64, 32, 11, 12];
+    let b = 16;
+    let bshape = [ds[0], ds[1] / b, ds[2], ds[3], b];
+    let a = nn::Pool2dAttrs {
+        padding: nn::Padding2d::same(1),
+        ..nn::Pool2dAttrs::new(3, 2)
+    };
+    for (k, is_max) in [true, false].into_iter().enumerate() {
+        let data = input(&bshape, "data");
+        let out = if is_max {
+            nn::max_pool2d(&data, &a)
+        } else {
+            nn::avg_pool2d(&data, &a)
+        }
+        .unwrap();
+        let vals = random_inputs(&[input(&ds, "d")], seed + k as u64);
+        let (want, oshape) = pool_ref(&vals[0], ds, &a, is_max);
+        assert_eq!(
+            shape_of(&out),
+            vec![oshape[0], oshape[1] / b, oshape[2], oshape[3], b]
+        );
+        check(
+            if is_max { "blocked max" } else { "blocked avg" },
+            &out,
+            &[data],
+            &[to_blocks(&vals[0], ds, b)],
+            x86::schedule_pool,
+            &to_blocks(&want, oshape, b),
+            1e-5,
+            seed,
+        );
+    }
+    let data = input(&bshape, "data");
+    let vals = random_inputs(&[input(&ds, "d")], seed + 5);
+    let plane = (ds[2] * ds[3]) as usize;
+    let want: Vec<f32> = vals[0]
+        .chunks(plane)
+        .map(|p| p.iter().sum::<f32>() / plane as f32)
+        .collect();
+    check(
+        "blocked global avg",
+        &nn::global_avg_pool2d(&data).unwrap(),
+        &[data],
+        &[to_blocks(&vals[0], ds, b)],
+        x86::schedule_pool,
+        &to_blocks(&want, [ds[0], ds[1], 1, 1], b),
+        1e-5,
+        seed,
+    );
+}

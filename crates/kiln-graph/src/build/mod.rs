@@ -196,12 +196,13 @@ pub fn target_pass_context(ctx: &PassContext, targets: &[&str]) -> Result<PassCo
     graph_ctx(ctx, targets, layout_cpu(targets)?)
 }
 
-/// `ctx` with layouts for `cpu`, without AlterOpLayout when a target is a device target.
+/// `ctx` with layouts for `cpu`, without AlterOpLayout and ConvertBlockedLayout when a
+/// target is a device target.
 fn graph_ctx(ctx: &PassContext, targets: &[&str], cpu: CpuDesc) -> Result<PassContext> {
     let mut ctx = ctx.clone().with_cpu(cpu);
     for t in targets {
         if lower::ScheduleFamily::parse(t)?.is_device() {
-            ctx = ctx.disable("AlterOpLayout");
+            ctx = ctx.disable("AlterOpLayout").disable("ConvertBlockedLayout");
             break;
         }
     }

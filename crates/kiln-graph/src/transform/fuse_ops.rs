@@ -9,6 +9,8 @@
 //! - an out-elementwise-fusable group (conv2d, dense, pooling) takes its elementwise epilogue:
 //!   a consumer of pattern <= broadcast whose output has the producer's shape (TVM's
 //!   "broadcast edge that is elementwise"), one such anchor per group;
+//! - a convolution's group also takes a `layout_transform` of its channel blocks back to NCHW
+//!   (ConvertBlockedLayout's boundary): the output stage writes NCHW;
 //! - reductions, opaque ops (softmax, batch_norm, ...) and tuples end a group.
 //!
 //! Differences from TVM, documented: no post-dominator analysis (a producer with several users
@@ -30,6 +32,9 @@ struct Groups {
     parent: Vec<usize>,
     pattern: Vec<OpPattern>,
     anchored: Vec<bool>,
+    /// Whether the group holds a convolution (which may end with its blocks transformed
+    /// back to NCHW).
+    conv: Vec<bool>,
 }
 
 impl Groups {
@@ -46,11 +51,21 @@ impl Groups {
         self.parent[p] = c;
         self.pattern[c] = self.pattern[c].max(self.pattern[p]);
         self.anchored[c] |= self.anchored[p];
+        self.conv[c] |= self.conv[p];
     }
 }
 
 fn is_op_call(e: &Expr) -> bool {
     e.op_name().is_some()
+}
+
+/// Whether `e` transforms channel blocks back to NCHW (`layout_transform` from `NCHW{b}c`,
+/// what ConvertBlockedLayout puts after a convolution whose consumer wants NCHW): the
+/// convolution's output stage then writes NCHW, as its unpack would.
+fn unblocks(e: &Expr) -> Result<bool> {
+    Ok(e.op_name() == Some("layout_transform")
+        && e.attrs().str("dst_layout")? == "NCHW"
+        && crate::op::nn::channel_block(&e.attrs().str("src_layout")?).is_some_and(|b| b.is_some()))
 }
 
 /// The name TVM would give a fused function: `fused_` + the op names in order, `.` -> `_`.
@@ -78,12 +93,14 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
         parent: (0..calls.len()).collect(),
         pattern: Vec::with_capacity(calls.len()),
         anchored: Vec::with_capacity(calls.len()),
+        conv: Vec::with_capacity(calls.len()),
     };
     for e in &calls {
         let p = op::get(e.op_name().unwrap_or_default())?.pattern;
         g.pattern.push(p);
         g.anchored
             .push(p == OpPattern::OutEWiseFusable || p == OpPattern::CommReduce);
+        g.conv.push(e.op_name() == Some("nn.conv2d"));
     }
     // TVM's phases: 0 fuses elementwise/broadcast producers and anchors' epilogues, 1 fuses
     // injective producers into injective groups (so `relu -> sum` wins over `reshape -> relu`).
@@ -107,9 +124,10 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
                 }
                 let ok = match (phase, g.pattern[gp]) {
                     (0, OpPattern::OutEWiseFusable) => {
-                        cp <= OpPattern::Broadcast
-                            && !g.anchored[gc]
-                            && arg.ty()?.shape() == out_shape.as_slice()
+                        !g.anchored[gc]
+                            && ((cp <= OpPattern::Broadcast
+                                && arg.ty()?.shape() == out_shape.as_slice())
+                                || (g.conv[gp] && unblocks(c)?))
                     }
                     (0, p) if p <= OpPattern::Broadcast => {
                         cp <= OpPattern::Injective || cp == OpPattern::CommReduce

@@ -13,6 +13,7 @@
 //! | `FoldConstant` | 2 | [`fold_constant`] |
 //! | `FoldScaleAxis` | 3 | [`fold_scale_axis`] |
 //! | `AlterOpLayout` | 3 (packed convolution kernels) | [`alter_op_layout`] |
+//! | `ConvertBlockedLayout` | 3 (activations in channel blocks between convolutions) | [`convert_blocked_layout`] |
 //! | `DeadCodeElimination` | 1 | [`dead_code_elimination`] |
 //! | `FuseOps` | 0 (`-O0` still fuses nothing: its `fuse_opt_level` is the context's) | [`fuse_ops`] |
 //!
@@ -23,6 +24,7 @@ pub mod alter_integer_matmul;
 pub mod alter_op_layout;
 pub mod bind_params;
 pub mod canonicalize_ops;
+pub mod convert_blocked_layout;
 pub mod dead_code_elimination;
 pub mod eliminate_common_subexpr;
 pub mod fold_constant;
@@ -38,6 +40,7 @@ mod pipeline_tests;
 pub use alter_op_layout::alter_op_layout;
 pub use bind_params::bind_params;
 pub use canonicalize_ops::canonicalize_ops;
+pub use convert_blocked_layout::convert_blocked_layout;
 pub use dead_code_elimination::dead_code_elimination;
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
@@ -102,6 +105,7 @@ pub fn default_pipeline() -> Pass {
             fold_scale_axis(),
             fold_constant(),
             alter_op_layout(),
+            convert_blocked_layout(),
             fold_constant(),
             dead_code_elimination(),
             fuse_ops(),

@@ -63,9 +63,11 @@ fn small_model_through_all_passes() {
     assert_eq!(
         fused_groups(&main),
         vec![
+            // The convolution and the pooling in channel blocks (ConvertBlockedLayout); the
+            // flatten reads NCHW back.
             "fused_nn_conv2d_add_add_nn_relu",
             "fused_nn_max_pool2d",
-            "fused_nn_batch_flatten",
+            "fused_layout_transform_nn_batch_flatten",
             // 10 units on 8 lanes: the product computes 16 columns (whole vectors), a slice
             // keeps 10 and takes the bias.
             "fused_nn_dense",
@@ -108,7 +110,7 @@ fn printer_is_relay_like() {
         "{text}"
     );
     assert!(
-        text.contains("%0 = nn.conv2d(%x, meta[Constant][0] /* ty=Tensor[(4, 3, 3, 3), float32] */, strides=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1, data_layout=\"NCHW\", kernel_layout=\"OIHW\", out_dtype=\"\") /* ty=Tensor[(1, 4, 8, 8), float32] */;"),
+        text.contains("%0 = nn.conv2d(%x, meta[Constant][0] /* ty=Tensor[(4, 3, 3, 3), float32] */, strides=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1, data_layout=\"NCHW\", kernel_layout=\"OIHW\", out_layout=\"\", out_dtype=\"\") /* ty=Tensor[(1, 4, 8, 8), float32] */;"),
         "{text}"
     );
 }

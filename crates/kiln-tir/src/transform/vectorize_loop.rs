@@ -3,6 +3,9 @@
 //! become vectors (`ramp + scalar` and `ramp * scalar` stay ramps, other scalars are
 //! broadcast), loads and stores take vector indices, lets bind vector variables.
 //!
+//! A `tir.if_then_else` whose condition does not depend on the loop variable chooses between
+//! vectors (still evaluating one side only).
+//!
 //! Correctness first: when the body holds something this pass does not turn into vectors — an
 //! inner loop, an allocation, an `if` whose condition depends on the loop variable, a store
 //! that does not depend on it, a vector index in a non-last dimension, a call other than a
@@ -233,6 +236,19 @@ impl Vectorizer {
                 if lanes == 1 {
                     return Some(PrimExpr::call(e.dtype(), op, a));
                 }
+                // A choice the whole vector makes alike (its condition does not depend on
+                // the lane): one branch of vectors, only the chosen side evaluated.
+                if op == op::IF_THEN_ELSE && lanes_of(&a[0]) == 1 {
+                    let (x, y) = (
+                        self.broadcast(a[1].clone(), lanes),
+                        self.broadcast(a[2].clone(), lanes),
+                    );
+                    return Some(PrimExpr::call(
+                        e.dtype().with_lanes(lanes as u16),
+                        op,
+                        vec![a[0].clone(), x, y],
+                    ));
+                }
                 let math = op::FLOAT_UNARY.contains(&op)
                     || op::FLOAT_BINARY.contains(&op)
                     || op::INT_LANEWISE.contains(&op);
@@ -423,5 +439,28 @@ mod tests {
         let out = vectorize_stmt(&good, true);
         assert!(matches!(out.kind(), StmtKind::IfThenElse(_)), "{out}");
         assert!(out.to_string().contains("T.exp"), "{out}");
+        // `if_then_else` with a lane-invariant condition (a padding row): one choice of
+        // vectors; with a condition on the lane: serial (a load could leave the buffer).
+        let pick = |cond: PrimExpr| {
+            Stmt::for_loop(
+                &i,
+                0,
+                8,
+                ForKind::Vectorized,
+                a.store(
+                    crate::op::if_then_else(cond, a.load(vec![&i + &n]), PrimExpr::f32(0.0)),
+                    vec![i.to_expr()],
+                ),
+            )
+        };
+        let out = vectorize_stmt(&pick(n.ge(1)), true);
+        assert!(!matches!(out.kind(), StmtKind::For(_)), "{out}");
+        let text = out.to_string();
+        assert!(
+            text.contains("T.if_then_else(n >= 1, A[T.Ramp(0 + n, 1, 8)]"),
+            "{text}"
+        );
+        let per_lane = pick((&i + &n).ge(1));
+        assert_eq!(loop_kind(&vectorize_stmt(&per_lane, true)), ForKind::Serial);
     }
 }

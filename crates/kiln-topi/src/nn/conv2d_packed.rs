@@ -1,10 +1,12 @@
-//! 2-D convolution with a packed kernel: NCHW data, `OIHW{b}o` weights (`[O/b, C/groups, KH,
-//! KW, b]`, made at compile time by `layout_transform`), NCHW output. The product is computed
-//! in blocks of `b` output channels (`[N, O/b, OH, OW, b]`, tag [`tag::CONV2D_NCHWC`]), so one
-//! vector of `b` weights meets one broadcast input value; an injective stage writes it back to
-//! NCHW, and fused epilogues inline into that stage. When groups pad their blocks, output
-//! tiles do not line up with blocks, and the product is tagged
-//! [`tag::CONV2D_NCHWC_GROUP_PADDED`] (computed whole before the unpack).
+//! 2-D convolution with a packed kernel: `OIHW{b}o` weights (`[O/b, C/groups, KH, KW, b]`,
+//! made at compile time by `layout_transform`), data NCHW or in channel blocks (`NCHW{bi}c`,
+//! `[N, C/bi, H, W, bi]`), output NCHW or in the kernel's blocks ([`PackedLayouts`]). The
+//! product is computed in blocks of `b` output channels (`[N, O/b, OH, OW, b]`, tag
+//! [`tag::CONV2D_NCHWC`]), so one vector of `b` weights meets one broadcast input value; for
+//! an NCHW output an injective stage writes it back, and fused epilogues inline into that
+//! stage (or into the blocked output itself). When groups pad their blocks, output tiles do not
+//! line up with blocks, and the product is tagged [`tag::CONV2D_NCHWC_GROUP_PADDED`] (computed
+//! whole before the unpack).
 
 use super::conv2d::{conv2d_out_shape, Conv2dAttrs};
 use super::pad::pad_nchw;
@@ -12,7 +14,19 @@ use super::{compute_tagged, consts, invalid, shape_nd};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
-use kiln_tir::{floordiv, floormod};
+use kiln_tir::{floordiv, floormod, PrimExpr};
+
+/// The layouts of a packed convolution's data and output (the graph's `data_layout` and
+/// `out_layout`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PackedLayouts {
+    /// `Some(bi)`: the data is `NCHW{bi}c` (`[N, C/bi, H, W, bi]`, one group only); `None`:
+    /// NCHW.
+    pub data_block: Option<i64>,
+    /// Whether the output stays in the kernel's blocks (`NCHW{b}c`: the blocked product with
+    /// no unpack; whole blocks only).
+    pub out_blocked: bool,
+}
 
 /// The number of kernel blocks of `b` filters for `o` output channels in `groups` groups: each
 /// group's filters are padded up to whole blocks, so that a vector never spans two groups.
@@ -28,8 +42,37 @@ pub fn packed_blocks(o: i64, groups: i64, b: i64) -> i64 {
 /// groups this is the `OIHW{b}o` layout. The padding stage is named `pad_data`, the blocked
 /// product `conv2d_nchwc`.
 pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
+    conv2d_packed_in(data, weight, attrs, PackedLayouts::default())
+}
+
+/// [`conv2d_packed`] with data and output in the layouts of `layouts`: blocked data is read
+/// as `data[n, c / bi, y, x, c % bi]` with the channel reduction split into its blocks and
+/// the channels inside a block (outside the kernel taps, so the weights stream in order); a
+/// blocked output is the product itself.
+pub fn conv2d_packed_in(
+    data: &Tensor,
+    weight: &Tensor,
+    attrs: &Conv2dAttrs,
+    layouts: PackedLayouts,
+) -> Result<Tensor> {
     const W: &str = "conv2d (packed kernel)";
-    let ds = shape_nd(data, 4, W)?;
+    let ds = match layouts.data_block {
+        None => shape_nd(data, 4, W)?,
+        Some(bi) => {
+            let d = shape_nd(data, 5, W)?;
+            if d[4] != bi || attrs.groups != 1 {
+                return Err(invalid(
+                    W,
+                    format!(
+                        "data blocks of {} (layout NCHW{bi}c) in {} groups: blocked data must \
+                         match its layout and have one group",
+                        d[4], attrs.groups
+                    ),
+                ));
+            }
+            vec![d[0], d[1] * bi, d[2], d[3]]
+        }
+    };
     let ws = shape_nd(weight, 5, W)?;
     let b = ws[4];
     let groups = attrs.groups;
@@ -43,6 +86,12 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
             ),
         ));
     }
+    if layouts.out_blocked && o % b != 0 {
+        return Err(invalid(
+            W,
+            format!("a blocked output needs whole blocks of {b}, not {o} channels"),
+        ));
+    }
     let oihw = [o, ws[1], ws[2], ws[3]];
     let out = conv2d_out_shape(&ds, &oihw, attrs)?;
     let opg = out[1] / groups;
@@ -51,9 +100,20 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
     let (sh, sw) = attrs.strides;
     let (dh, dw) = attrs.dilation;
     let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
-    let rc = reduce_axis_n(cpg, "rc");
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
+    // Blocked data: the channels as (block, channel in block), the latter innermost.
+    let (rc, rci) = match layouts.data_block {
+        None => (reduce_axis_n(cpg, "rc"), None),
+        Some(bi) => (
+            reduce_axis_n(cpg / bi, "rco"),
+            Some((reduce_axis_n(bi, "rci"), bi)),
+        ),
+    };
+    // The reduction in the order of the packed weights (`c`, then the taps): one stream.
+    let mut red = vec![rc.clone()];
+    red.extend(rci.iter().map(|(r, _)| r.clone()));
+    red.extend([ry.clone(), rx.clone()]);
     let blocked = compute_tagged(
         &consts(&[out[0], ws[0], out[2], out[3], b]),
         |i| {
@@ -64,16 +124,22 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
                 i[3].to_expr(),
                 i[4].to_expr(),
             );
-            let ch = if groups == 1 {
-                rc.expr()
-            } else {
-                floordiv(&ob, bpg) * cpg + rc.expr()
+            let (iy, ix) = (y * sh + ry.expr() * dh, x * sw + rx.expr() * dw);
+            let (input, c): (PrimExpr, PrimExpr) = match &rci {
+                None => {
+                    let ch = if groups == 1 {
+                        rc.expr()
+                    } else {
+                        floordiv(&ob, bpg) * cpg + rc.expr()
+                    };
+                    (padded.at(&[n, ch, iy, ix]), rc.expr())
+                }
+                Some((r, bi)) => (
+                    padded.at(&[n, rc.expr(), iy, ix, r.expr()]),
+                    rc.expr() * *bi + r.expr(),
+                ),
             };
-            sum(
-                padded.at(&[n, ch, y * sh + ry.expr() * dh, x * sw + rx.expr() * dw])
-                    * weight.at(&[ob, rc.expr(), ry.expr(), rx.expr(), oi]),
-                &[rc.clone(), ry.clone(), rx.clone()],
-            )
+            sum(input * weight.at(&[ob, c, ry.expr(), rx.expr(), oi]), &red)
         },
         "conv2d_nchwc",
         if groups > 1 && opg % b != 0 {
@@ -82,6 +148,9 @@ pub fn conv2d_packed(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Res
             tag::CONV2D_NCHWC
         },
     )?;
+    if layouts.out_blocked {
+        return Ok(blocked);
+    }
     compute_tagged(
         &consts(&out),
         |i| {

@@ -1,4 +1,5 @@
-//! Global max and average pooling over H and W, NCHW (output `[N, C, 1, 1]`).
+//! Global max and average pooling over H and W, NCHW (output `[N, C, 1, 1]`) or channel
+//! blocks (`[N, C/b, H, W, b]` -> `[N, C/b, 1, 1, b]`).
 
 use super::{compute_tagged, consts, shape_nd};
 use crate::tag;
@@ -6,15 +7,25 @@ use kiln_ffi::Result;
 use kiln_te::{max, reduce_axis_n, sum, Tensor};
 use kiln_tir::PrimExpr;
 
+/// The shape of the data (4-D, or 5-D channel blocks) and of the pooled output.
+fn shapes(data: &Tensor, name: &str) -> Result<(Vec<i64>, Vec<i64>)> {
+    let ds = shape_nd(data, if data.ndim() == 5 { 5 } else { 4 }, name)?;
+    let mut out = vec![ds[0], ds[1], 1, 1];
+    out.extend_from_slice(&ds[4..]);
+    Ok((ds, out))
+}
+
 fn reduce_hw(data: &Tensor, is_max: bool, name: &str) -> Result<Tensor> {
-    let ds = shape_nd(data, 4, name)?;
+    let (ds, out) = shapes(data, name)?;
     let ry = reduce_axis_n(ds[2], "ry");
     let rx = reduce_axis_n(ds[3], "rx");
     let d = data.clone();
     compute_tagged(
-        &consts(&[ds[0], ds[1], 1, 1]),
+        &consts(&out),
         |i| {
-            let v = d.at(&[i[0].to_expr(), i[1].to_expr(), ry.expr(), rx.expr()]);
+            let mut idx = vec![i[0].to_expr(), i[1].to_expr(), ry.expr(), rx.expr()];
+            idx.extend(i.get(4).map(|v| v.to_expr()));
+            let v = d.at(&idx);
             let axes = [ry.clone(), rx.clone()];
             if is_max {
                 max(v, &axes)
@@ -35,11 +46,11 @@ pub fn global_max_pool2d(data: &Tensor) -> Result<Tensor> {
 /// The mean of each `(n, c)` plane: a sum stage (`global_avg_pool2d_sum`, tagged
 /// [`tag::GLOBAL_POOL2D`]) and a scaling output (tagged [`tag::ELEMWISE`]).
 pub fn global_avg_pool2d(data: &Tensor) -> Result<Tensor> {
-    let ds = shape_nd(data, 4, "global_avg_pool2d")?;
+    let (ds, out) = shapes(data, "global_avg_pool2d")?;
     let total = reduce_hw(data, false, "global_avg_pool2d_sum")?;
     let scale = PrimExpr::const_float(data.dtype(), 1.0 / (ds[2] * ds[3]) as f64);
     compute_tagged(
-        &consts(&[ds[0], ds[1], 1, 1]),
+        &consts(&out),
         |i| total.at_vars(i) * scale,
         "global_avg_pool2d",
         tag::ELEMWISE,

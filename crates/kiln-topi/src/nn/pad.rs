@@ -1,4 +1,4 @@
-//! Spatial padding of NCHW tensors (the padding stage convolutions read through; schedules
+//! Spatial padding of NCHW (and channel-blocked NCHW[x]c) tensors (the padding stage convolutions read through; schedules
 //! inline it).
 
 use super::{compute_tagged, consts, shape_nd};
@@ -52,17 +52,23 @@ impl Padding2d {
     }
 }
 
-/// `data` (N, C, H, W) padded on H and W with `value` (returns `data` itself when `pad` is
-/// zero). The op is tagged injective and named `name`.
+/// `data` (N, C, H, W, or channel blocks N, C/b, H, W, b) padded on H and W with `value`
+/// (returns `data` itself when `pad` is zero). The op is tagged injective and named `name`.
 pub fn pad_nchw(data: &Tensor, pad: Padding2d, value: f64, name: &str) -> Result<Tensor> {
-    let [n, ch, h, w]: [i64; 4] = shape_nd(data, 4, "pad")?.try_into().expect("4-D");
+    let mut shape = if data.ndim() == 5 {
+        shape_nd(data, 5, "pad")?
+    } else {
+        shape_nd(data, 4, "pad")?
+    };
     if pad.is_zero() {
         return Ok(data.clone());
     }
-    let shape = consts(&[n, ch, h + pad.top + pad.bottom, w + pad.left + pad.right]);
+    let (h, w) = (shape[2], shape[3]);
+    shape[2] += pad.top + pad.bottom;
+    shape[3] += pad.left + pad.right;
     let data = data.clone();
     compute_tagged(
-        &shape,
+        &consts(&shape),
         |i| {
             let y = i[2].to_expr() - pad.top;
             let x = i[3].to_expr() - pad.left;
@@ -71,7 +77,10 @@ pub fn pad_nchw(data: &Tensor, pad: Padding2d, value: f64, name: &str) -> Result
                 .logical_and(y.lt(h))
                 .logical_and(x.ge(0))
                 .logical_and(x.lt(w));
-            let v: PrimExpr = data.at(&[i[0].to_expr(), i[1].to_expr(), y, x]);
+            let mut idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
+            idx[2] = y;
+            idx[3] = x;
+            let v: PrimExpr = data.at(&idx);
             let fill = PrimExpr::const_float(v.dtype(), value);
             kiln_te::if_then_else(inside, v, fill)
         },

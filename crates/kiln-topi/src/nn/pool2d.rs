@@ -113,6 +113,39 @@ struct Window {
     y: PrimExpr,
     x: PrimExpr,
     valid: PrimExpr,
+    /// The channel-in-block index of blocked data (`NCHW{b}c`), if any.
+    tail: Option<PrimExpr>,
+}
+
+impl Window {
+    /// The index of the window's input element.
+    fn index(&self) -> Vec<PrimExpr> {
+        let mut idx = vec![
+            self.n.clone(),
+            self.ch.clone(),
+            self.y.clone(),
+            self.x.clone(),
+        ];
+        idx.extend(self.tail.clone());
+        idx
+    }
+}
+
+/// The shape of pooling data, NCHW or channel blocks (`[N, C/b, H, W, b]`: the blocks are
+/// pooled alike).
+fn pool_data_shape(data: &Tensor, what: &str) -> Result<Vec<i64>> {
+    if data.ndim() == 5 {
+        shape_nd(data, 5, what)
+    } else {
+        shape_nd(data, 4, what)
+    }
+}
+
+/// The output shape of a pooling of data of shape `ds` (4-D or blocked 5-D).
+fn pool_out_full(ds: &[i64], a: &Pool2dAttrs) -> Result<Vec<i64>> {
+    let mut out = pool2d_out_shape(ds, a)?.to_vec();
+    out.extend_from_slice(&ds[4..]);
+    Ok(out)
 }
 
 fn window(
@@ -136,6 +169,7 @@ fn window(
         y,
         x,
         valid,
+        tail: i.get(4).map(|v| v.to_expr()),
     }
 }
 
@@ -144,8 +178,8 @@ fn window(
 /// `pad_data`, also covering windows that hang over the end in ceil mode), so the window reads
 /// need no bounds test and rows vectorize.
 pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
-    let ds = shape_nd(data, 4, "max_pool2d")?;
-    let out = pool2d_out_shape(&ds, attrs)?;
+    let ds = pool_data_shape(data, "max_pool2d")?;
+    let out = pool_out_full(&ds, attrs)?;
     let ry = reduce_axis_n(attrs.pool_size.0, "ry");
     let rx = reduce_axis_n(attrs.pool_size.1, "rx");
     let dt = data.dtype();
@@ -169,10 +203,9 @@ pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
             |i| {
                 let y = i[2].to_expr() * s.0 + ry.expr() * d.0;
                 let x = i[3].to_expr() * s.1 + rx.expr() * d.1;
-                max(
-                    padded.at(&[i[0].to_expr(), i[1].to_expr(), y, x]),
-                    &[ry.clone(), rx.clone()],
-                )
+                let mut idx = vec![i[0].to_expr(), i[1].to_expr(), y, x];
+                idx.extend(i.get(4).map(|v| v.to_expr()));
+                max(padded.at(&idx), &[ry.clone(), rx.clone()])
             },
             "max_pool2d",
             tag::POOL2D,
@@ -183,8 +216,7 @@ pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
         &consts(&out),
         |i| {
             let wd = window(i, attrs, &ry.expr(), &rx.expr(), ds[2], ds[3]);
-            let v =
-                kiln_te::if_then_else(wd.valid, d.at(&[wd.n, wd.ch, wd.y, wd.x]), min_value(dt));
+            let v = kiln_te::if_then_else(wd.valid.clone(), d.at(&wd.index()), min_value(dt));
             max(v, &[ry.clone(), rx.clone()])
         },
         "max_pool2d",
@@ -196,8 +228,8 @@ pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
 /// The sum is a stage named `avg_pool2d_sum` (tagged [`tag::POOL2D`]); the output divides
 /// it (tagged [`tag::ELEMWISE`]).
 pub fn avg_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
-    let ds = shape_nd(data, 4, "avg_pool2d")?;
-    let out = pool2d_out_shape(&ds, attrs)?;
+    let ds = pool_data_shape(data, "avg_pool2d")?;
+    let out = pool_out_full(&ds, attrs)?;
     let (kh, kw) = attrs.pool_size;
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
@@ -208,8 +240,8 @@ pub fn avg_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
         |i| {
             let wd = window(i, attrs, &ry.expr(), &rx.expr(), ds[2], ds[3]);
             let v = kiln_te::if_then_else(
-                wd.valid,
-                d.at(&[wd.n, wd.ch, wd.y, wd.x]),
+                wd.valid.clone(),
+                d.at(&wd.index()),
                 PrimExpr::const_float(dt, 0.0),
             );
             sum(v, &[ry.clone(), rx.clone()])

@@ -92,6 +92,10 @@ pub fn inline_all_but_padding(
         if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
             ps.parallel(&f)?;
         }
+        // Channel-blocked data: a block is one vector.
+        if p.ndim() == 5 && extent(p, 4) > 1 {
+            ps.vectorize(&p.axis(4))?;
+        }
     }
     Ok(())
 }

@@ -104,3 +104,19 @@ pub fn random_inputs(inputs: &[Tensor], seed: u64) -> Vec<Vec<f32>> {
         .map(|(i, t)| random(numel(&shape_of(t)), seed.wrapping_add(i as u64 * 7919)))
         .collect()
 }
+
+/// NCHW values `v` (shape `s`) in channel blocks of `b` (`[N, C/b, H, W, b]`).
+pub fn to_blocks(v: &[f32], s: [i64; 4], b: i64) -> Vec<f32> {
+    let [n, c, h, w] = s.map(|x| x as usize);
+    let b = b as usize;
+    let mut out = vec![0f32; v.len()];
+    for i in 0..n {
+        for ch in 0..c {
+            for p in 0..h * w {
+                out[((i * (c / b) + ch / b) * h * w + p) * b + ch % b] =
+                    v[(i * c + ch) * h * w + p];
+            }
+        }
+    }
+    out
+}

@@ -1,8 +1,11 @@
 //! `nn.conv2d(data, weight)`: 2-D convolution, NCHW data, OIHW weight; groups (depthwise when
-//! groups == channels), strides, padding (top, left, bottom, right), dilation.
+//! groups == channels), strides, padding (top, left, bottom, right), dilation. With a packed
+//! `OIHW{b}o` kernel (AlterOpLayout) the data may be in channel blocks (`data_layout`
+//! `NCHW{bi}c`) and the output stay in the kernel's (`out_layout` `NCHW{b}c`), as
+//! ConvertBlockedLayout arranges.
 
 use super::{attr_padding, attr_pair};
-use super::{check_layout, padding4, pair};
+use super::{channel_block, in_blocks, nchw_arg, padding4, pair};
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{input, one};
@@ -25,8 +28,22 @@ pub(crate) fn conv_attrs() -> Vec<AttrSpec> {
         AttrSpec::optional("kernel_size", AttrKind::Ints),
         AttrSpec::new("data_layout", AttrKind::Str, "NCHW"),
         AttrSpec::new("kernel_layout", AttrKind::Str, "OIHW"),
+        AttrSpec::new("out_layout", AttrKind::Str, ""),
         AttrSpec::new("out_dtype", AttrKind::Str, ""),
     ]
+}
+
+/// The channel block of a call's `out_layout` (`""`: the data's logical NCHW).
+fn out_block(a: &Attrs<'_>) -> Result<Option<i64>> {
+    let layout = a.str("out_layout")?;
+    if layout.is_empty() {
+        return Ok(None);
+    }
+    channel_block(&layout).ok_or_else(|| {
+        kiln_ffi::Error::type_error(format!(
+            "attribute `out_layout` = \"{layout}\" is not supported (NCHW or NCHW<b>c)"
+        ))
+    })
 }
 
 /// The output extent of a convolution window along one axis (or an error when empty).
@@ -96,9 +113,25 @@ fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
 }
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
-    check_layout(ctx, "data_layout", "NCHW")?;
-    let (d, dt) = ctx.tensor_rank(0, 4)?;
+    let (d, dt, data_block) = nchw_arg(ctx, 0, "data_layout")?;
     let w = oihw_weight_shape(ctx)?;
+    let kernel_block = kernel_block(&ctx.attrs.str("kernel_layout")?).flatten();
+    let out_block = out_block(&ctx.attrs).map_err(|e| ctx.err(e.message()))?;
+    if data_block.is_some() && (kernel_block.is_none() || ctx.attrs.int("groups")? != 1) {
+        return Err(
+            ctx.err("blocked data (`data_layout` NCHW<b>c) needs a packed kernel and one group")
+        );
+    }
+    if let Some(b) = out_block {
+        if kernel_block != Some(b) || w[0] % b != 0 {
+            return Err(ctx.err(format!(
+                "`out_layout` NCHW{b}c needs an OIHW{b}o kernel and whole blocks of {b} \
+                 output channels, not {} ({})",
+                w[0],
+                ctx.attrs.str("kernel_layout")?
+            )));
+        }
+    }
     ctx.same_dtype(0, 1)?;
     let strides = pair(ctx, "strides", 1)?;
     let dil = pair(ctx, "dilation", 1)?;
@@ -159,7 +192,10 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     } else {
         crate::op::tensor::cast::parse_dtype(&out_dtype)?
     };
-    Ok(Type::tensor(&[d[0], w[0], oh, ow], dt))
+    Ok(Type::tensor(
+        &in_blocks([d[0], w[0], oh, ow], out_block),
+        dt,
+    ))
 }
 
 /// The TOPI attributes of a `nn.conv2d` call (also what AlterOpLayout asks TOPI about).
@@ -193,7 +229,12 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
         }
     }
     if weight.ndim() == 5 {
-        return one(nn::conv2d_packed(data, weight, &a));
+        let data_layout = attrs.str("data_layout")?;
+        let layouts = nn::PackedLayouts {
+            data_block: channel_block(&data_layout).flatten(),
+            out_blocked: out_block(attrs)?.is_some(),
+        };
+        return one(nn::conv2d_packed_in(data, weight, &a, layouts));
     }
     let ds = nn::const_shape(data, "nn.conv2d")?;
     let ws = nn::const_shape(weight, "nn.conv2d")?;

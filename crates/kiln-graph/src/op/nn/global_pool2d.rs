@@ -1,6 +1,7 @@
-//! `nn.global_avg_pool2d(data)` and `nn.global_max_pool2d(data)`: NCHW -> `[N, C, 1, 1]`.
+//! `nn.global_avg_pool2d(data)` and `nn.global_max_pool2d(data)`: NCHW -> `[N, C, 1, 1]`, or
+//! channel blocks (`layout` `NCHW{b}c`) -> `[N, C/b, 1, 1, b]`.
 
-use super::check_layout;
+use super::{in_blocks, nchw_arg};
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{input, one, AttrKind, AttrSpec, ComputeFn, OpDef, OpPattern, RelCtx};
@@ -11,9 +12,8 @@ use kiln_topi::nn;
 use kiln_topi::schedule::x86;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
-    check_layout(ctx, "layout", "NCHW")?;
-    let (d, dt) = ctx.tensor_rank(0, 4)?;
-    Ok(Type::tensor(&[d[0], d[1], 1, 1], dt))
+    let (d, dt, block) = nchw_arg(ctx, 0, "layout")?;
+    Ok(Type::tensor(&in_blocks([d[0], d[1], 1, 1], block), dt))
 }
 
 /// The lowering of `nn.global_avg_pool2d` (TOPI compute).

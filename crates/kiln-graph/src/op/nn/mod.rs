@@ -88,6 +88,60 @@ pub(crate) fn check_layout(ctx: &RelCtx<'_>, name: &str, want: &str) -> Result<(
     Ok(())
 }
 
+/// The channel block of an activation layout: `Some(None)` for `NCHW`, `Some(Some(b))` for
+/// `NCHW{b}c` (`[N, C/b, H, W, b]`, the layout `ConvertBlockedLayout` keeps between
+/// convolutions), `None` for anything else.
+pub fn channel_block(layout: &str) -> Option<Option<i64>> {
+    if layout == "NCHW" {
+        return Some(None);
+    }
+    let b = layout
+        .strip_prefix("NCHW")?
+        .strip_suffix('c')?
+        .parse::<i64>()
+        .ok()?;
+    (b >= 1).then_some(Some(b))
+}
+
+/// Argument `i` of a call as logical NCHW, its layout named by attribute `name` (`NCHW` or
+/// `NCHW{b}c`): the `[N, C, H, W]` extents, the dtype and the channel block.
+pub(crate) fn nchw_arg(
+    ctx: &RelCtx<'_>,
+    i: usize,
+    name: &str,
+) -> Result<(Vec<i64>, kiln_tir::DataType, Option<i64>)> {
+    let layout = ctx.attrs.str(name)?;
+    match channel_block(&layout) {
+        Some(None) => {
+            let (d, dt) = ctx.tensor_rank(i, 4)?;
+            Ok((d.to_vec(), dt, None))
+        }
+        Some(Some(b)) => {
+            let (d, dt) = ctx.tensor_rank(i, 5)?;
+            if d[4] != b {
+                return Err(ctx.err(format!(
+                    "argument `{}` has blocks of {} but attribute `{name}` is {layout}",
+                    ctx.arg_name(i),
+                    d[4]
+                )));
+            }
+            Ok((vec![d[0], d[1] * b, d[2], d[3]], dt, Some(b)))
+        }
+        None => Err(ctx.err(format!(
+            "attribute `{name}` = \"{layout}\" is not supported (NCHW or NCHW<b>c)"
+        ))),
+    }
+}
+
+/// The shape of a logical NCHW result `[n, c, h, w]` in channel blocks of `block` (when
+/// some): `[n, c/b, h, w, b]`.
+pub(crate) fn in_blocks(shape: [i64; 4], block: Option<i64>) -> Vec<i64> {
+    match block {
+        None => shape.to_vec(),
+        Some(b) => vec![shape[0], shape[1] / b, shape[2], shape[3], b],
+    }
+}
+
 /// A 2-D attribute of a call as TOPI takes it: `(h, w)` from 1 or 2 values.
 pub(crate) fn attr_pair(a: &Attrs<'_>, name: &str) -> Result<(i64, i64)> {
     let v = a.ints(name)?;

@@ -1,8 +1,9 @@
-//! `nn.max_pool2d(data)` and `nn.avg_pool2d(data)`: windowed pooling over NCHW (pool_size,
-//! strides, padding, dilation, ceil_mode; avg: count_include_pad).
+//! `nn.max_pool2d(data)` and `nn.avg_pool2d(data)`: windowed pooling over NCHW, or channel
+//! blocks with `layout` `NCHW{b}c` (pool_size, strides, padding, dilation, ceil_mode; avg:
+//! count_include_pad).
 
 use super::{attr_padding, attr_pair};
-use super::{check_layout, padding4, pair};
+use super::{in_blocks, nchw_arg, padding4, pair};
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{input, one};
@@ -14,8 +15,7 @@ use kiln_topi::nn;
 use kiln_topi::schedule::x86;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
-    check_layout(ctx, "layout", "NCHW")?;
-    let (d, dt) = ctx.tensor_rank(0, 4)?;
+    let (d, dt, block) = nchw_arg(ctx, 0, "layout")?;
     let k = pair(ctx, "pool_size", 1)?;
     let s = pair(ctx, "strides", 1)?;
     let dil = pair(ctx, "dilation", 1)?;
@@ -42,7 +42,10 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
             out[i] -= 1;
         }
     }
-    Ok(Type::tensor(&[d[0], d[1], out[0], out[1]], dt))
+    Ok(Type::tensor(
+        &in_blocks([d[0], d[1], out[0], out[1]], block),
+        dt,
+    ))
 }
 
 fn attrs(avg: bool) -> Vec<AttrSpec> {

@@ -167,7 +167,8 @@ fn kernel_width(conv: &Operation) -> i64 {
 }
 
 /// Schedules a convolution with a packed kernel ([`crate::nn::conv2d_packed`]): the padding
-/// stage at root (parallel over `(n, c)`); the NCHW output (unpack stage and fused epilogue)
+/// stage at root (parallel over `(n, c)`); the output (NCHW: the unpack stage and fused
+/// epilogue; or the blocked product itself, with its epilogue, stored a block vector at a time)
 /// in tiles of `b`-channel blocks x columns ([`register_tile`]), `n`, channel
 /// tiles and rows fused and parallel, the columns one vector loop when they are whole vectors
 /// (contiguous stores into the NCHW output; left to LLVM, the unpack became scatter stores
@@ -181,10 +182,18 @@ fn schedule_conv2d_nchwc(
     cpu: &CpuDesc,
 ) -> Result<()> {
     let conv_t = conv.output(0);
-    if out.ndim() != 4 || conv_t.ndim() != 5 {
+    let blocked_out = out.ndim() == 5 && same_shape(out, &conv_t);
+    if !(out.ndim() == 4 || blocked_out) || conv_t.ndim() != 5 {
         return generic::schedule_generic(s, out, cpu);
     }
     inline_all_but_padding(s, out, conv, &[])?;
+    // A blocked output with no epilogue is the product itself: it accumulates in a local
+    // cache computed at each tile of the output.
+    let local = if out.op() == conv {
+        Some(s.cache_write(&conv_t, "local")?)
+    } else {
+        None
+    };
     let b = extent(&conv_t, 4);
     let vectors = block_vectors(b, &conv_t, cpu);
     let kw = kernel_width(conv);
@@ -194,24 +203,52 @@ fn schedule_conv2d_nchwc(
     let key = op_key("conv2d_nchwc", conv);
     let (tb, cols) = tuned_tile(&key, (tb, cols), width, blocks, max_cols);
     let main = s.stage(out);
-    let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
-    let (om, oi) = main.split(&o_in, b)?;
-    let (xo, xi) = main.split(&out.axis(3), cols)?;
-    main.reorder(&[
-        out.axis(0),
-        oo.clone(),
-        out.axis(2),
-        xo.clone(),
-        om,
-        oi,
-        xi.clone(),
-    ])?;
-    let fused = fuse_all(&main, &[out.axis(0), oo, out.axis(2)])?.expect("three loops");
-    main.parallel(&fused)?;
-    if cols % cpu.lanes(out.dtype()) == 0 {
-        main.vectorize(&xi)?;
-    }
-    let cs = s.stage_op(conv);
+    let xo = if blocked_out {
+        // The output is the blocked product (with its epilogue): each tile stores whole
+        // channel vectors.
+        let (oo, om) = main.split(&out.axis(1), tb)?;
+        let (xo, xi) = main.split(&out.axis(3), cols)?;
+        main.reorder(&[
+            out.axis(0),
+            oo.clone(),
+            out.axis(2),
+            xo.clone(),
+            om.clone(),
+            xi.clone(),
+            out.axis(4),
+        ])?;
+        let fused = fuse_all(&main, &[out.axis(0), oo, out.axis(2)])?.expect("three loops");
+        main.parallel(&fused)?;
+        main.unroll(&om)?;
+        main.unroll(&xi)?;
+        if b > 1 {
+            main.vectorize(&out.axis(4))?;
+        }
+        xo
+    } else {
+        let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
+        let (om, oi) = main.split(&o_in, b)?;
+        let (xo, xi) = main.split(&out.axis(3), cols)?;
+        main.reorder(&[
+            out.axis(0),
+            oo.clone(),
+            out.axis(2),
+            xo.clone(),
+            om,
+            oi,
+            xi.clone(),
+        ])?;
+        let fused = fuse_all(&main, &[out.axis(0), oo, out.axis(2)])?.expect("three loops");
+        main.parallel(&fused)?;
+        if cols % cpu.lanes(out.dtype()) == 0 {
+            main.vectorize(&xi)?;
+        }
+        xo
+    };
+    let cs = match &local {
+        Some(l) => s.stage(l),
+        None => s.stage_op(conv),
+    };
     cs.compute_at(&main, &xo)?;
     let leaf = cs.leaf_iter_vars();
     let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());

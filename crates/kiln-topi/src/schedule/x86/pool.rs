@@ -5,7 +5,7 @@ use crate::schedule::{
 };
 use crate::tag;
 use kiln_ffi::Result;
-use kiln_te::{Schedule, Tensor};
+use kiln_te::{Operation, Schedule, Tensor};
 use kiln_tir::CpuDesc;
 
 /// Schedules pooling (tags [`tag::POOL2D`], [`tag::GLOBAL_POOL2D`]): injective producers
@@ -17,8 +17,11 @@ pub fn schedule_pool(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let Some(pool) = find_tagged(out, &[tag::POOL2D, tag::GLOBAL_POOL2D]) else {
         return generic::schedule_generic(s, out, cpu);
     };
-    if out.ndim() != 4 || !same_shape(out, &pool.output(0)) {
+    if !(4..=5).contains(&out.ndim()) || !same_shape(out, &pool.output(0)) {
         return generic::schedule_generic(s, out, cpu);
+    }
+    if out.ndim() == 5 {
+        return schedule_pool_blocked(s, out, &pool);
     }
     inline_all_but_padding(s, out, &pool, &[])?;
     if pool.tag() == tag::POOL2D {
@@ -34,4 +37,32 @@ pub fn schedule_pool(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
         s.stage_op(&pool).compute_at(&st, &fused)?;
     }
     Ok(())
+}
+
+/// [`schedule_pool`] over channel blocks (`[N, C/b, H, W, b]`): `(n, block, y)` fused and
+/// parallel, the window loops (unrolled for 2-D pooling) outside the block's channels, which
+/// are one vector.
+fn schedule_pool_blocked(s: &Schedule, out: &Tensor, pool: &Operation) -> Result<()> {
+    inline_all_but_padding(s, out, pool, &[])?;
+    let st = s.stage(out);
+    let fused = fuse_all(&st, &[out.axis(0), out.axis(1), out.axis(2)])?.expect("three loops");
+    st.parallel(&fused)?;
+    let ps = s.stage_op(pool);
+    if is_injective_op(out.op()) {
+        st.vectorize(&out.axis(4))?;
+        ps.compute_at(&st, &fused)?;
+    }
+    let leaf = ps.leaf_iter_vars();
+    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
+    let (block, outer) = data.split_last().expect("axes");
+    let mut order = outer.to_vec();
+    order.extend(red.iter().cloned());
+    order.push(block.clone());
+    ps.reorder(&order)?;
+    if pool.tag() == tag::POOL2D {
+        for iv in &red {
+            ps.unroll(iv)?;
+        }
+    }
+    ps.vectorize(block)
 }

@@ -1,0 +1,397 @@
+//! `ConvertBlockedLayout`: activations stay in channel blocks (`NCHW{b}c`, `[N, C/b, H, W,
+//! b]`) from one convolution to the next, `b` being the float32 lanes of the pass context's
+//! CPU (16 with AVX-512, 8 with AVX2), as TVM's `AlterOpLayout` does with `conv2d_NCHWc`.
+//! Runs after `AlterOpLayout`, whose packed `OIHW{b}o` kernels compute in such blocks:
+//!
+//! - a float32 `nn.conv2d` of one group with an `OIHW{b}o` kernel and whole blocks of output
+//!   channels gives its output in blocks (`out_layout`), and reads blocked data directly
+//!   (`data_layout`); a 1x1 convolution kept `OIHW` (the flattened-row kernel, for NCHW
+//!   rows) whose data arrives blocked gets its kernel packed too;
+//! - elementwise and broadcast operators (`add`, `relu`, `clip`, ...) with a blocked operand
+//!   and a 4-D result whose channels are whole blocks compute in blocks: a full operand is
+//!   transformed, a per-channel one (`[C, 1, 1]`, a bias) becomes `[1, C/b, 1, 1, b]`, one
+//!   constant along channels gets a trailing axis of 1 (constants fold at compile time);
+//! - `concatenate` along channels of whole blocks joins the blocks;
+//! - `nn.max_pool2d`, `nn.avg_pool2d` and the global poolings pool blocks;
+//! - any other operator, a tuple and the function's result get NCHW back through
+//!   `layout_transform`, which `FuseOps` fuses into the convolution that produces the blocks
+//!   (so a convolution followed by an NCHW consumer costs what it did before).
+
+use super::infer_type::infer_function;
+use super::{function_pass, Pass};
+use crate::ir::attrs::{with_attr, AttrValue};
+use crate::ir::visit::rewrite_post_orig;
+use crate::ir::Expr;
+use crate::op::{self, attr, broadcast_shapes, mk, normalize_axis, OpPattern};
+use kiln_ffi::DataType;
+use kiln_ffi::Result;
+use std::collections::{HashMap, HashSet};
+
+/// The rewrite's state: which rewritten nodes hold blocks, and the transforms made so far
+/// (one per value and direction).
+struct Blocking {
+    b: i64,
+    blocked: HashSet<usize>,
+    to_nchw: HashMap<usize, Expr>,
+    to_blocks: HashMap<usize, Expr>,
+}
+
+/// The 4-D shape of a node's (original) type, if it is a 4-D tensor.
+fn shape4(e: &Expr) -> Option<Vec<i64>> {
+    let t = e.ty().ok()?;
+    let (s, _) = t.as_tensor()?;
+    (s.len() == 4).then(|| s.to_vec())
+}
+
+fn is_f32(e: &Expr) -> bool {
+    e.ty()
+        .ok()
+        .and_then(|t| t.as_tensor().map(|(_, d)| d == DataType::float(32)))
+        .unwrap_or(false)
+}
+
+impl Blocking {
+    fn nchw_layout(&self) -> String {
+        format!("NCHW{}c", self.b)
+    }
+
+    fn is_blocked(&self, e: &Expr) -> bool {
+        self.blocked.contains(&e.key())
+    }
+
+    fn mark(&mut self, e: Expr) -> Expr {
+        self.blocked.insert(e.key());
+        e
+    }
+
+    /// `e` in NCHW: itself, or its blocks transformed back.
+    fn nchw(&mut self, e: &Expr) -> Expr {
+        if !self.is_blocked(e) {
+            return e.clone();
+        }
+        let layout = self.nchw_layout();
+        self.to_nchw
+            .entry(e.key())
+            .or_insert_with(|| {
+                mk(
+                    "layout_transform",
+                    vec![e.clone()],
+                    &[
+                        ("src_layout", AttrValue::Str(layout)),
+                        ("dst_layout", attr("NCHW")),
+                    ],
+                )
+            })
+            .clone()
+    }
+
+    /// A 4-D NCHW value `e` in blocks.
+    fn blocks(&mut self, e: &Expr) -> Expr {
+        if self.is_blocked(e) {
+            return e.clone();
+        }
+        let layout = self.nchw_layout();
+        self.to_blocks
+            .entry(e.key())
+            .or_insert_with(|| {
+                mk(
+                    "layout_transform",
+                    vec![e.clone()],
+                    &[
+                        ("src_layout", attr("NCHW")),
+                        ("dst_layout", AttrValue::Str(layout)),
+                    ],
+                )
+            })
+            .clone()
+    }
+
+    /// Operand `e` (original type `orig`) of a broadcast whose 4-D result has `c` channels, as
+    /// an operand of the same broadcast in blocks; `None` when its shape does not allow it.
+    fn operand(&mut self, e: &Expr, orig: &Expr, c: i64) -> Option<Expr> {
+        if self.is_blocked(e) {
+            return Some(e.clone());
+        }
+        let t = orig.ty().ok()?;
+        let (s, _) = t.as_tensor()?;
+        if s.is_empty() {
+            return Some(e.clone()); // a scalar broadcasts over blocks as it is
+        }
+        if s.len() > 4 {
+            return None;
+        }
+        let mut s4 = vec![1i64; 4 - s.len()];
+        s4.extend_from_slice(s);
+        if s4[1] == 1 {
+            let mut s5 = s4.clone();
+            s5.push(1);
+            return Some(mk("reshape", vec![e.clone()], &[("newshape", attr(s5))]));
+        }
+        if s4[1] != c {
+            return None;
+        }
+        let e4 = if s.len() == 4 {
+            e.clone()
+        } else {
+            mk("reshape", vec![e.clone()], &[("newshape", attr(s4))])
+        };
+        Some(self.blocks(&e4))
+    }
+
+    /// The rewrite of one node (`orig` typed, `e` rebuilt over rewritten inputs).
+    fn rewrite(&mut self, orig: &Expr, e: &Expr) -> Result<Expr> {
+        let Some(name) = e.op_name() else {
+            if let Expr::Tuple(t) = e {
+                if t.fields.iter().any(|f| self.is_blocked(f)) {
+                    let fields = t.fields.iter().map(|f| self.nchw(f)).collect();
+                    return Ok(Expr::tuple(fields));
+                }
+            }
+            return Ok(e.clone());
+        };
+        if name == "nn.conv2d" {
+            if let Some(new) = self.conv2d(orig, e)? {
+                return Ok(self.mark(new));
+            }
+        }
+        if e.args().iter().any(|a| self.is_blocked(a)) {
+            if let Some(new) = self.in_blocks(name, orig, e)? {
+                return Ok(self.mark(new));
+            }
+            let args: Vec<Expr> = e.args().iter().map(|a| self.nchw(a)).collect();
+            let call = e.as_call().expect("an op call");
+            return Ok(Expr::call_raw(call.op.clone(), args, call.attrs.clone()));
+        }
+        Ok(e.clone())
+    }
+
+    /// A convolution computing in blocks, if `orig` can.
+    fn conv2d(&mut self, orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
+        let a = orig.attrs();
+        let Some(out) = shape4(orig) else {
+            return Ok(None);
+        };
+        let b = self.b;
+        let packed = format!("OIHW{b}o");
+        let kernel = a.str("kernel_layout")?;
+        let plain = a.int("groups")? == 1
+            && a.str("data_layout")? == "NCHW"
+            && a.str("out_layout")?.is_empty()
+            && a.str("out_dtype")?.is_empty()
+            && is_f32(orig)
+            && out[1] % b == 0;
+        if !plain {
+            return Ok(None);
+        }
+        let data = &e.args()[0];
+        let data_blocked = self.is_blocked(data);
+        let mut weight = e.args()[1].clone();
+        let mut attrs = e.as_call().expect("a call").attrs.clone();
+        if kernel == "OIHW" && data_blocked && weight.as_constant().is_some() {
+            // A 1x1 convolution AlterOpLayout left for NCHW rows: blocks in, so pack it.
+            weight = mk(
+                "layout_transform",
+                vec![weight],
+                &[
+                    ("src_layout", attr("OIHW")),
+                    ("dst_layout", AttrValue::Str(packed.clone())),
+                ],
+            );
+            attrs = with_attr(&attrs, "kernel_layout", AttrValue::Str(packed.clone()));
+        } else if kernel != packed {
+            return Ok(None);
+        }
+        if data_blocked {
+            attrs = with_attr(&attrs, "data_layout", AttrValue::Str(self.nchw_layout()));
+        }
+        attrs = with_attr(&attrs, "out_layout", AttrValue::Str(self.nchw_layout()));
+        let call = e.as_call().expect("a call");
+        Ok(Some(Expr::call_raw(
+            call.op.clone(),
+            vec![data.clone(), weight],
+            attrs,
+        )))
+    }
+
+    /// Operator `name` computing in blocks when some operand is blocked, if it can.
+    fn in_blocks(&mut self, name: &str, orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
+        let Some(out) = shape4(orig) else {
+            return Ok(None);
+        };
+        if out[1] % self.b != 0 {
+            return Ok(None);
+        }
+        let call = e.as_call().expect("an op call");
+        let layout = AttrValue::Str(self.nchw_layout());
+        let args: Option<Vec<Expr>> = match name {
+            "nn.max_pool2d" | "nn.avg_pool2d" | "nn.global_avg_pool2d" | "nn.global_max_pool2d" => {
+                let attrs = with_attr(&call.attrs, "layout", layout);
+                let data = e.args()[0].clone();
+                return Ok(Some(Expr::call_raw(call.op.clone(), vec![data], attrs)));
+            }
+            "concatenate" => {
+                let axis = normalize_axis(orig.attrs().int("axis")?, 4).ok();
+                let whole = orig
+                    .args()
+                    .iter()
+                    .all(|a| shape4(a).is_some_and(|s| s[1] % self.b == 0));
+                if axis != Some(1) || !whole {
+                    return Ok(None);
+                }
+                let args: Vec<Expr> = e.args().iter().map(|a| self.blocks(a)).collect();
+                let attrs = with_attr(&call.attrs, "axis", AttrValue::Int(1));
+                return Ok(Some(Expr::call_raw(call.op.clone(), args, attrs)));
+            }
+            "nn.bias_add" | "broadcast_to" => None, // axes or shapes in attributes
+            _ if op::get(name)?.pattern <= OpPattern::Broadcast => {
+                // Only operators whose result is the broadcast of their operands.
+                let mut shape: Vec<i64> = Vec::new();
+                for a in orig.args() {
+                    let Some((s, _)) = a
+                        .ty()
+                        .ok()
+                        .and_then(|t| t.as_tensor().map(|(s, d)| (s.to_vec(), d)))
+                    else {
+                        return Ok(None);
+                    };
+                    shape = match broadcast_shapes(&shape, &s) {
+                        Ok(v) => v,
+                        Err(_) => return Ok(None),
+                    };
+                }
+                if shape != out {
+                    return Ok(None);
+                }
+                e.args()
+                    .iter()
+                    .zip(orig.args())
+                    .map(|(a, o)| self.operand(a, o, out[1]))
+                    .collect()
+            }
+            _ => None,
+        };
+        Ok(args.map(|args| Expr::call_raw(call.op.clone(), args, call.attrs.clone())))
+    }
+}
+
+/// The pass (opt level 3, with AlterOpLayout); blocks follow the pass context's CPU.
+pub fn convert_blocked_layout() -> Pass {
+    function_pass("ConvertBlockedLayout", 3, |f, ctx| {
+        let f = infer_function(&f)?;
+        let mut st = Blocking {
+            b: ctx.cpu.f32_lanes(),
+            blocked: HashSet::new(),
+            to_nchw: HashMap::new(),
+            to_blocks: HashMap::new(),
+        };
+        if st.b < 2 {
+            return Ok(f);
+        }
+        let body = rewrite_post_orig(f.body(), |orig, e| st.rewrite(orig, e))?;
+        let body = st.nchw(&body);
+        if body.same_as(f.body()) {
+            return Ok(f);
+        }
+        infer_function(&f.with_body(f.params().to_vec(), body))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::visit::post_order;
+    use crate::ir::{Function, IRModule, Type, Var};
+    use crate::transform::{alter_op_layout, fold_constant, PassContext};
+    use kiln_tir::CpuDesc;
+
+    /// The ops of `m`'s main in post order, with the layouts of layout transforms.
+    fn ops(m: &IRModule) -> Vec<String> {
+        post_order(m.main().unwrap().body())
+            .iter()
+            .filter_map(|e| {
+                let name = e.op_name()?;
+                Some(if name == "layout_transform" {
+                    let a = e.attrs();
+                    format!(
+                        "{name}({}->{})",
+                        a.str("src_layout").unwrap(),
+                        a.str("dst_layout").unwrap()
+                    )
+                } else {
+                    name.to_string()
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn activations_stay_in_blocks_between_convolutions() {
+        for lanes in [8u32, 16] {
+            let x = Var::new("x", Type::f32(&[1, 3, 8, 8]));
+            let w = |o: i64, c: i64, k: i64| {
+                let n = (o * c * k * k) as usize;
+                Expr::const_f32(&vec![0.5; n], &[o, c, k, k])
+            };
+            let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
+            let stem = mk("nn.conv2d", vec![x.expr(), w(32, 3, 3)], &pad1);
+            let bias = Expr::const_f32(&[0.25; 32], &[32, 1, 1]);
+            let stem = mk("nn.relu", vec![mk("add", vec![stem, bias], &[])], &[]);
+            let second = mk("nn.conv2d", vec![stem.clone(), w(32, 32, 3)], &pad1);
+            let res = mk("add", vec![second, stem], &[]);
+            let pooled = mk("nn.global_avg_pool2d", vec![res], &[]);
+            let m = IRModule::from_main(Function::new(vec![x], pooled));
+            let cpu = CpuDesc::custom(lanes * 32, if lanes >= 16 { 32 } else { 16 });
+            let ctx = PassContext::with_opt_level(3).with_cpu(cpu);
+            let m = alter_op_layout().run(m, &ctx).unwrap();
+            let m = convert_blocked_layout().run(m, &ctx).unwrap();
+            let m = fold_constant().run(m, &ctx).unwrap();
+            // Blocks from the stem's output to the pooled result; NCHW back once, at the end.
+            assert_eq!(
+                ops(&m),
+                [
+                    "nn.conv2d".to_string(),
+                    "add".into(),
+                    "nn.relu".into(),
+                    "nn.conv2d".into(),
+                    "add".into(),
+                    "nn.global_avg_pool2d".into(),
+                    format!("layout_transform(NCHW{lanes}c->NCHW)"),
+                ],
+                "{m}"
+            );
+            let body = m.main().unwrap().body().clone();
+            assert_eq!(body.ty().unwrap(), Type::f32(&[1, 32, 1, 1]));
+            let pool = &body.args()[0];
+            let b = lanes as i64;
+            assert_eq!(pool.ty().unwrap(), Type::f32(&[1, 32 / b, 1, 1, b]));
+            let conv = &pool.args()[0].args()[0];
+            assert_eq!(
+                conv.attrs().str("data_layout").unwrap(),
+                format!("NCHW{b}c")
+            );
+            assert_eq!(conv.attrs().str("out_layout").unwrap(), format!("NCHW{b}c"));
+        }
+    }
+
+    #[test]
+    fn other_operators_get_nchw_back() {
+        let x = Var::new("x", Type::f32(&[1, 16, 4, 4]));
+        let w = Expr::const_f32(&[0.5; 16 * 16], &[16, 16, 1, 1]);
+        let conv = mk("nn.conv2d", vec![x.expr(), w], &[]);
+        let soft = mk("nn.softmax", vec![conv], &[("axis", attr(1i64))]);
+        let m = IRModule::from_main(Function::new(vec![x], soft));
+        let ctx = PassContext::with_opt_level(3).with_cpu(CpuDesc::custom(512, 32));
+        let m = alter_op_layout().run(m, &ctx).unwrap();
+        let m = convert_blocked_layout().run(m, &ctx).unwrap();
+        assert_eq!(
+            ops(&m),
+            [
+                "layout_transform(OIHW->OIHW16o)",
+                "nn.conv2d",
+                "layout_transform(NCHW16c->NCHW)",
+                "nn.softmax"
+            ],
+            "{m}"
+        );
+    }
+}
