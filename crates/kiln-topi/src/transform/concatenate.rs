@@ -78,12 +78,22 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
                     })
                     .collect()
             };
-            // The last input is the fallback; earlier ones are chosen from the back.
+            // The last input is the fallback; earlier ones are chosen from the back. Along
+            // an outer axis the choice is the same for a whole row of vectors: a branch
+            // (`if_then_else`, one load) that still vectorizes and that LLVM hoists out of
+            // the row's loop.
+            let outer = a + 1 < out.len();
             let last = xs.len() - 1;
             let mut e = xs[last].at(&idx_of(last));
             for k in (0..last).rev() {
                 let bound = PrimExpr::const_int(i[a].dtype(), offsets[k + 1]);
-                e = kiln_tir::select(i[a].to_expr().lt(bound), xs[k].at(&idx_of(k)), e);
+                let cond = i[a].to_expr().lt(bound);
+                let x = xs[k].at(&idx_of(k));
+                e = if outer {
+                    kiln_te::if_then_else(cond, x, e)
+                } else {
+                    kiln_tir::select(cond, x, e)
+                };
             }
             e
         },
