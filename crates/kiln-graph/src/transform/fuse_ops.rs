@@ -13,8 +13,10 @@
 //!   (ConvertBlockedLayout's boundary): the output stage writes NCHW;
 //! - reductions, opaque ops (softmax, batch_norm, ...) and tuples end a group.
 //!
-//! Differences from TVM, documented: no post-dominator analysis (a producer with several users
-//! starts its own group instead of joining a diamond), tuples and projections stay outside
+//! Differences from TVM, documented: no post-dominator tree; a producer with several users
+//! joins its consumers' group only as an elementwise diamond (every use a short chain of
+//! single-use elementwise calls closing at one call: `x * sigmoid(x)`, GELU), else it starts
+//! its own group; tuples and projections stay outside
 //! groups, no `max_fuse_depth`. Non-scalar constants become parameters of the fused function
 //! (the graph codegen turns them into params); scalar constants stay inside. At opt level 0
 //! every call becomes its own primitive function.
@@ -57,6 +59,78 @@ impl Groups {
 
 fn is_op_call(e: &Expr) -> bool {
     e.op_name().is_some()
+}
+
+/// The elementwise diamond closing at call `c` over call `p` (indices into `calls`), if any:
+/// every user of `p` is `c` or starts a chain of single-use elementwise/broadcast calls of
+/// `p`'s shape that ends at `c` (`x * sigmoid(x)`, `0.5 * x * (1 + erf(x / sqrt 2))`), `c`
+/// of `p`'s shape too. Returns the chains' calls; `c` then post-dominates `p` and the whole
+/// diamond can be one group with one output (TVM finds these with a post-dominator tree).
+fn diamond(
+    p: usize,
+    c: usize,
+    calls: &[&Expr],
+    users: &HashMap<usize, Vec<usize>>,
+    uses: &HashMap<usize, usize>,
+) -> Result<Option<Vec<usize>>> {
+    const MAX_CHAIN: usize = 4;
+    let shape = calls[p].ty()?.shape().to_vec();
+    if calls[c].ty()?.shape() != shape.as_slice() {
+        return Ok(None);
+    }
+    let Some(us) = users.get(&p) else {
+        return Ok(None);
+    };
+    if us.len() != uses.get(&calls[p].key()).copied().unwrap_or(0) {
+        return Ok(None); // also used outside the calls (an output, a tuple)
+    }
+    let mut chain = Vec::new();
+    for &u in us {
+        let mut n = u;
+        let mut steps = 0;
+        while n != c {
+            let e = calls[n];
+            let elementwise =
+                op::get(e.op_name().unwrap_or_default())?.pattern <= OpPattern::Broadcast;
+            let next = match users.get(&n).map(Vec::as_slice) {
+                Some([next]) if uses.get(&e.key()) == Some(&1) => *next,
+                _ => return Ok(None),
+            };
+            if !elementwise || e.ty()?.shape() != shape.as_slice() || steps == MAX_CHAIN {
+                return Ok(None);
+            }
+            chain.push(n);
+            n = next;
+            steps += 1;
+        }
+    }
+    Ok(Some(chain))
+}
+
+/// Merges the diamond of [`diamond`] into `c`'s group: the chains, then `p`'s group, each
+/// only when the two groups do not both hold an anchor.
+fn fuse_diamond(g: &mut Groups, p: usize, c: usize, chain: &[usize]) {
+    let groups: Vec<usize> = chain.iter().map(|&n| g.find(n)).collect();
+    let gc = g.find(c);
+    let gp = g.find(p);
+    let anchors = groups
+        .iter()
+        .chain([&gp])
+        .filter(|&&x| x != gc && g.anchored[x])
+        .count()
+        + usize::from(g.anchored[gc]);
+    // As for one use: an elementwise producer, or an anchor taking its epilogue.
+    let fusable =
+        g.pattern[gp] <= OpPattern::Broadcast || g.pattern[gp] == OpPattern::OutEWiseFusable;
+    if anchors > 1 || gp == gc || !fusable {
+        return;
+    }
+    for gn in groups.into_iter().chain([gp]) {
+        let (gn, gc) = (g.find(gn), g.find(c));
+        if gn != gc {
+            g.merge(gn, gc);
+        }
+    }
 }
 
 /// Whether `e` transforms channel blocks back to NCHW (`layout_transform` from `NCHW{b}c`,
@@ -102,6 +176,14 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
             .push(p == OpPattern::OutEWiseFusable || p == OpPattern::CommReduce);
         g.conv.push(e.op_name() == Some("nn.conv2d"));
     }
+    let mut users: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (ci, c) in calls.iter().enumerate() {
+        for arg in c.args() {
+            if let Some(&pi) = index.get(&arg.key()) {
+                users.entry(pi).or_default().push(ci);
+            }
+        }
+    }
     // TVM's phases: 0 fuses elementwise/broadcast producers and anchors' epilogues, 1 fuses
     // injective producers into injective groups (so `relu -> sum` wins over `reshape -> relu`).
     for phase in 0..2 {
@@ -116,6 +198,11 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
                     continue;
                 };
                 if uses.get(&arg.key()) != Some(&1) {
+                    if phase == 0 && cp <= OpPattern::Broadcast {
+                        if let Some(chain) = diamond(pi, ci, &calls, &users, &uses)? {
+                            fuse_diamond(&mut g, pi, ci, &chain);
+                        }
+                    }
                     continue;
                 }
                 let (gp, gc) = (g.find(pi), g.find(ci));
@@ -337,7 +424,8 @@ mod tests {
     }
 
     #[test]
-    fn shared_producers_stay_separate_and_constants_become_params() {
+    fn diamonds_fuse_and_constants_become_params() {
+        // relu feeds subtract directly and through add -> multiply: one group, one output.
         let x = Var::new("x", Type::f32(&[4]));
         let r = mk("nn.relu", vec![x.expr()], &[]);
         let a = mk(
@@ -350,12 +438,34 @@ mod tests {
         let out = run(vec![x], body);
         assert_eq!(
             fused_groups(&out),
-            vec!["fused_nn_relu", "fused_add_multiply_subtract"]
+            vec!["fused_nn_relu_add_multiply_subtract"]
         );
         let Expr::Call(c) = out.body() else { panic!() };
         let Expr::Function(g) = &c.op else { panic!() };
-        // The relu output (used twice, passed once) and the vector constant; the scalar stays inside.
+        // The input and the vector constant; the scalar stays inside.
         assert_eq!(g.params().len(), 2);
+    }
+
+    #[test]
+    fn conv_takes_a_silu_epilogue_but_shared_outputs_stay_separate() {
+        let x = Var::new("x", Type::f32(&[1, 3, 8, 8]));
+        let w = Var::new("w", Type::f32(&[4, 3, 1, 1]));
+        let conv = mk("nn.conv2d", vec![x.expr(), w.expr()], &[]);
+        let silu = mk(
+            "multiply",
+            vec![mk("sigmoid", vec![conv.clone()], &[]), conv],
+            &[],
+        );
+        let out = run(vec![x.clone(), w.clone()], silu.clone());
+        assert_eq!(fused_groups(&out), vec!["fused_nn_conv2d_sigmoid_multiply"]);
+        // The relu is also a result of the function: it cannot be inside another group.
+        let r = mk("nn.relu", vec![silu], &[]);
+        let body = Expr::tuple(vec![r.clone(), mk("exp", vec![r], &[])]);
+        let out = run(vec![x, w], body);
+        assert_eq!(
+            fused_groups(&out),
+            vec!["fused_nn_conv2d_sigmoid_multiply_nn_relu", "fused_exp"]
+        );
     }
 
     #[test]

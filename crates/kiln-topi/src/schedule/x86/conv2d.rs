@@ -2,7 +2,7 @@
 
 use super::main_and_compute;
 use crate::schedule::{
-    extent, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective, op_key,
+    extent, extents, find_tagged, fuse_all, generic, inline_all_but_padding, inline_injective,
     reduce_extents, same_shape, unroll_factor, vector_factor,
 };
 use crate::tag;
@@ -200,7 +200,7 @@ fn schedule_conv2d_nchwc(
     let (width, blocks) = (extent(out, 3), extent(&conv_t, 1));
     let (tb, cols) = register_tile(width, blocks, vectors, kw, cpu);
     let max_cols = cpu.vector_registers as i64 - 2;
-    let key = op_key("conv2d_nchwc", conv);
+    let key = conv_key(conv);
     let (tb, cols) = tuned_tile(&key, (tb, cols), width, blocks, max_cols);
     let main = s.stage(out);
     let xo = if blocked_out {
@@ -262,6 +262,22 @@ fn schedule_conv2d_nchwc(
         cs.vectorize(&data[4])?;
     }
     Ok(())
+}
+
+/// The tuning key of a channel-blocked convolution: its data by logical NCHW shape, whether
+/// it arrives in channel blocks or not, so a layer tuned alone (NCHW data) applies where the
+/// model feeds it blocks (the register tile is the same; the blocks only change the loads).
+fn conv_key(conv: &Operation) -> String {
+    let mut shapes = vec![extents(&conv.output(0))];
+    for (i, t) in conv.input_tensors().iter().enumerate() {
+        let mut s = extents(t);
+        if i == 0 && s.len() == 5 {
+            s = vec![s[0], s[1] * s[4], s[2], s[3]];
+        }
+        shapes.push(s);
+    }
+    let views: Vec<&[i64]> = shapes.iter().map(Vec::as_slice).collect();
+    crate::tuning::workload_key("conv2d_nchwc", &views)
 }
 
 /// How many vector registers one channel block of `b` elements of `t`'s dtype takes on `cpu`.
