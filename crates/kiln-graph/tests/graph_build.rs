@@ -623,7 +623,8 @@ fn bias_relu(x: &mut [f32], b: &[f32], hw: usize, relu: bool) {
 /// (ConvertBlockedLayout): a 3-channel stem (NCHW in, blocks out), a 3x3 layer with a
 /// residual add, max pooling over blocks, a 1x1 layer scaled per channel, a channel concat of
 /// blocks, a 3x3 layer of 24 filters (not whole blocks with 16 lanes: its data goes back to
-/// NCHW) and a global average pool; a second output (a sigmoid of blocks) reads NCHW back.
+/// NCHW) and a global average pool; a second output (a sigmoid of blocks) reads NCHW back; a
+/// third splits the blocks in halves and upsamples one (nearest).
 #[test]
 fn residual_network_in_channel_blocks() {
     let (h, c, o4) = (12usize, 32usize, 24usize);
@@ -669,15 +670,39 @@ fn residual_network_in_channel_blocks() {
     let cat = mk("concatenate", vec![p, q], &[("axis", AttrValue::Int(1))]);
     let r = conv(cat, &w4, [o4i, 2 * ci, 3, 3], 1);
     let g = mk("nn.global_avg_pool2d", vec![r], &[]);
-    let sig = mk("sigmoid", vec![t], &[]);
-    let module = IRModule::from_main(Function::new(vec![x], Expr::tuple(vec![g, sig])));
+    let sig = mk("sigmoid", vec![t.clone()], &[]);
+    // The second half of the channels (a split of blocks), upsampled twice (nearest).
+    let halves = mk(
+        "split",
+        vec![t],
+        &[("sections", AttrValue::Int(2)), ("axis", AttrValue::Int(1))],
+    );
+    let up = mk(
+        "image.resize2d",
+        vec![Expr::get_item(halves, 1)],
+        &[
+            ("size", ints(&[2 * oi, 2 * oi])),
+            ("method", AttrValue::Str("nearest_neighbor".into())),
+            (
+                "coordinate_transformation_mode",
+                AttrValue::Str("asymmetric".into()),
+            ),
+            ("rounding_method", AttrValue::Str("floor".into())),
+        ],
+    );
+    let up = mk("nn.relu", vec![up], &[]);
+    let module = IRModule::from_main(Function::new(vec![x], Expr::tuple(vec![g, sig, up])));
     let text = optimize(&module).unwrap().to_string();
     assert!(text.contains("out_layout=\"NCHW"), "{text}");
     let exec = build_and_load(&module, vec![], "blocked");
     let got = run(
         &exec,
         &[("x", xd.clone(), vec![1, 3, oi, oi])],
-        &[&[1, o4i, 1, 1], &[1, ci, oi, oi]],
+        &[
+            &[1, o4i, 1, 1],
+            &[1, ci, oi, oi],
+            &[1, ci / 2, 2 * oi, 2 * oi],
+        ],
     );
 
     let mut s = conv2d_ref(&xd, 3, h, h, &w1, c, 3, 1);
@@ -701,4 +726,13 @@ fn residual_network_in_channel_blocks() {
     let sig: Vec<f32> = t.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
     assert_close(&got[0], &g, "pooled output");
     assert_close(&got[1], &sig, "sigmoid of the residual block");
+    let mut up = Vec::with_capacity(c / 2 * 4 * hw);
+    for plane in t[c / 2 * hw..].chunks(hw) {
+        for y in 0..2 * h {
+            for x in 0..2 * h {
+                up.push(plane[(y / 2) * h + x / 2].max(0.0));
+            }
+        }
+    }
+    assert_close(&got[2], &up, "upsampled half of the channels");
 }

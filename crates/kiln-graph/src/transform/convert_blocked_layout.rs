@@ -11,8 +11,10 @@
 //!   and a 4-D result whose channels are whole blocks compute in blocks: a full operand is
 //!   transformed, a per-channel one (`[C, 1, 1]`, a bias) becomes `[1, C/b, 1, 1, b]`, one
 //!   constant along channels gets a trailing axis of 1 (constants fold at compile time);
-//! - `concatenate` along channels of whole blocks joins the blocks;
-//! - `nn.max_pool2d`, `nn.avg_pool2d` and the global poolings pool blocks;
+//! - `concatenate` along channels of whole blocks joins the blocks, and `split` into pieces
+//!   of whole blocks gives blocks;
+//! - `nn.max_pool2d`, `nn.avg_pool2d`, the global poolings and `image.resize2d` work on
+//!   blocks;
 //! - any other operator, a tuple and the function's result get NCHW back through
 //!   `layout_transform`, which `FuseOps` fuses into the convolution that produces the blocks
 //!   (so a convolution followed by an NCHW consumer costs what it did before).
@@ -32,6 +34,8 @@ use std::collections::{HashMap, HashSet};
 struct Blocking {
     b: i64,
     blocked: HashSet<usize>,
+    /// Calls giving tuples of blocks (`split` along channels): their fields are blocked.
+    blocked_tuples: HashSet<usize>,
     to_nchw: HashMap<usize, Expr>,
     to_blocks: HashMap<usize, Expr>,
 }
@@ -141,17 +145,27 @@ impl Blocking {
     /// The rewrite of one node (`orig` typed, `e` rebuilt over rewritten inputs).
     fn rewrite(&mut self, orig: &Expr, e: &Expr) -> Result<Expr> {
         let Some(name) = e.op_name() else {
-            if let Expr::Tuple(t) = e {
-                if t.fields.iter().any(|f| self.is_blocked(f)) {
+            match e {
+                Expr::Tuple(t) if t.fields.iter().any(|f| self.is_blocked(f)) => {
                     let fields = t.fields.iter().map(|f| self.nchw(f)).collect();
                     return Ok(Expr::tuple(fields));
                 }
+                Expr::TupleGetItem(g) if self.blocked_tuples.contains(&g.tuple.key()) => {
+                    return Ok(self.mark(e.clone()));
+                }
+                _ => {}
             }
             return Ok(e.clone());
         };
         if name == "nn.conv2d" {
             if let Some(new) = self.conv2d(orig, e)? {
                 return Ok(self.mark(new));
+            }
+        }
+        if name == "split" && self.is_blocked(&e.args()[0]) {
+            if let Some(new) = self.split(orig, e)? {
+                self.blocked_tuples.insert(new.key());
+                return Ok(new);
             }
         }
         if e.args().iter().any(|a| self.is_blocked(a)) {
@@ -163,6 +177,39 @@ impl Blocking {
             return Ok(Expr::call_raw(call.op.clone(), args, call.attrs.clone()));
         }
         Ok(e.clone())
+    }
+
+    /// A `split` of blocks along channels into pieces of whole blocks (a tuple of blocks), if
+    /// `orig` is one.
+    fn split(&mut self, orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
+        let Some(data) = shape4(&orig.args()[0]) else {
+            return Ok(None);
+        };
+        let a = orig.attrs();
+        if normalize_axis(a.int("axis")?, 4).ok() != Some(1) {
+            return Ok(None);
+        }
+        let b = self.b;
+        let call = e.as_call().expect("a call");
+        let mut attrs = with_attr(&call.attrs, "axis", AttrValue::Int(1));
+        if let Some(k) = a.opt_int("sections")? {
+            if k < 1 || data[1] % k != 0 || (data[1] / k) % b != 0 {
+                return Ok(None);
+            }
+        } else if let Some(ix) = a.opt_ints("indices")? {
+            if ix.iter().any(|i| i % b != 0) {
+                return Ok(None);
+            }
+            let blocks: Vec<i64> = ix.iter().map(|i| i / b).collect();
+            attrs = with_attr(&attrs, "indices", AttrValue::Ints(blocks));
+        } else {
+            return Ok(None);
+        }
+        Ok(Some(Expr::call_raw(
+            call.op.clone(),
+            e.args().to_vec(),
+            attrs,
+        )))
     }
 
     /// A convolution computing in blocks, if `orig` can.
@@ -224,7 +271,11 @@ impl Blocking {
         let call = e.as_call().expect("an op call");
         let layout = AttrValue::Str(self.nchw_layout());
         let args: Option<Vec<Expr>> = match name {
-            "nn.max_pool2d" | "nn.avg_pool2d" | "nn.global_avg_pool2d" | "nn.global_max_pool2d" => {
+            "nn.max_pool2d"
+            | "nn.avg_pool2d"
+            | "nn.global_avg_pool2d"
+            | "nn.global_max_pool2d"
+            | "image.resize2d" => {
                 let attrs = with_attr(&call.attrs, "layout", layout);
                 let data = e.args()[0].clone();
                 return Ok(Some(Expr::call_raw(call.op.clone(), vec![data], attrs)));
@@ -281,6 +332,7 @@ pub fn convert_blocked_layout() -> Pass {
         let mut st = Blocking {
             b: ctx.cpu.f32_lanes(),
             blocked: HashSet::new(),
+            blocked_tuples: HashSet::new(),
             to_nchw: HashMap::new(),
             to_blocks: HashMap::new(),
         };
@@ -288,7 +340,19 @@ pub fn convert_blocked_layout() -> Pass {
             return Ok(f);
         }
         let body = rewrite_post_orig(f.body(), |orig, e| st.rewrite(orig, e))?;
-        let body = st.nchw(&body);
+        let body = match f.body().ty()? {
+            // A split of blocks returned as it is: its pieces in NCHW.
+            crate::ir::Type::Tuple(t) if st.blocked_tuples.contains(&body.key()) => {
+                let fields = (0..t.fields.len())
+                    .map(|i| {
+                        let piece = st.mark(Expr::get_item(body.clone(), i));
+                        st.nchw(&piece)
+                    })
+                    .collect();
+                Expr::tuple(fields)
+            }
+            _ => st.nchw(&body),
+        };
         if body.same_as(f.body()) {
             return Ok(f);
         }

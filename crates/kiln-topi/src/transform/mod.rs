@@ -40,7 +40,7 @@ pub use flatten::flatten;
 pub use layout::{layout_transform, Layout};
 pub use pad::{pad, PadMode};
 pub use reshape::{infer_reshape, reshape};
-pub use resize::{resize2d, CoordMode, NearestMode, ResizeMethod};
+pub use resize::{resize2d, resize2d_inner, CoordMode, NearestMode, ResizeMethod};
 pub use scatter::{scatter_elements, scatter_nd, ScatterReduction};
 pub use schedule::{create_injective_schedule, schedule_injective};
 pub use split::{split, SplitSpec};

@@ -81,12 +81,24 @@ pub fn resize2d(
     method: ResizeMethod,
     coord: CoordMode,
 ) -> Result<Tensor> {
+    resize2d_inner(x, size, method, coord, 0)
+}
+
+/// [`resize2d`] of the two axes before the last `inner` ones (1 for channel blocks,
+/// `[N, C/b, H, W, b]`: each block is resized alike).
+pub fn resize2d_inner(
+    x: &Tensor,
+    size: (i64, i64),
+    method: ResizeMethod,
+    coord: CoordMode,
+    inner: usize,
+) -> Result<Tensor> {
     let shape = const_shape(x, "resize2d")?;
-    let r = shape.len();
+    let r = shape.len().saturating_sub(inner);
     if r < 2 {
         return Err(value_error(
             "resize2d",
-            format!("needs rank >= 2, got {shape:?}"),
+            format!("needs rank >= {}, got {shape:?}", 2 + inner),
         ));
     }
     let (ih, iw) = (shape[r - 2], shape[r - 1]);
@@ -114,6 +126,7 @@ pub fn resize2d(
                 let mut idx = lead.clone();
                 idx.push(y);
                 idx.push(xx);
+                idx.extend(i[r..].iter().map(Var::to_expr));
                 x.at(&idx)
             };
             let sy = source_coord(&i[r - 2], ih, size.0, coord);

@@ -11,7 +11,7 @@ use kiln_tir::CpuDesc;
 use kiln_topi::transform as tf;
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
-    let (s, d) = ctx.tensor_rank(0, 4)?;
+    let (s, d, block) = crate::op::nn::nchw_arg(ctx, 0, "layout")?;
     let size = ctx.attrs.ints("size")?;
     if size.len() != 2 || size.iter().any(|&x| x < 1) {
         return Err(ctx.err(format!(
@@ -37,7 +37,10 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
             "attribute `coordinate_transformation_mode` = \"{c}\" is not supported"
         )));
     }
-    Ok(Type::tensor(&[s[0], s[1], size[0], size[1]], d))
+    Ok(Type::tensor(
+        &crate::op::nn::in_blocks([s[0], s[1], size[0], size[1]], block),
+        d,
+    ))
 }
 
 /// The lowering (TOPI compute).
@@ -64,12 +67,10 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
         "pytorch_half_pixel" => tf::CoordMode::PytorchHalfPixel,
         _ => tf::CoordMode::HalfPixel,
     };
-    one(tf::resize2d(
-        input("image.resize2d", i, 0)?,
-        (h, w),
-        method,
-        coord,
-    ))
+    let data = input("image.resize2d", i, 0)?;
+    // Channel blocks (`layout` NCHW<b>c): the block axis follows W.
+    let inner = usize::from(data.ndim() == 5);
+    one(tf::resize2d_inner(data, (h, w), method, coord, inner))
 }
 
 /// The definitions of this file.
