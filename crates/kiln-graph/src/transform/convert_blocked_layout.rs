@@ -5,8 +5,9 @@
 //!
 //! - a float32 `nn.conv2d` of one group with an `OIHW{b}o` kernel and whole blocks of output
 //!   channels gives its output in blocks (`out_layout`), and reads blocked data directly
-//!   (`data_layout`); a 1x1 convolution kept `OIHW` (the flattened-row kernel, for NCHW
-//!   rows) whose data arrives blocked gets its kernel packed too;
+//!   (`data_layout`); one whose output channels are not whole blocks (a 1000-class or 255
+//!   channel head) reads blocked data and writes NCHW; a 1x1 convolution kept `OIHW` (the
+//!   flattened-row kernel, for NCHW rows) whose data arrives blocked gets its kernel packed too;
 //! - elementwise and broadcast operators (`add`, `relu`, `clip`, ...) with a blocked operand
 //!   and a 4-D result whose channels are whole blocks compute in blocks: a full operand is
 //!   transformed, a per-channel one (`[C, 1, 1]`, a bias) becomes `[1, C/b, 1, 1, b]`, one
@@ -159,7 +160,7 @@ impl Blocking {
         };
         if name == "nn.conv2d" {
             if let Some(new) = self.conv2d(orig, e)? {
-                return Ok(self.mark(new));
+                return Ok(new);
             }
         }
         if name == "split" && self.is_blocked(&e.args()[0]) {
@@ -212,7 +213,7 @@ impl Blocking {
         )))
     }
 
-    /// A convolution computing in blocks, if `orig` can.
+    /// A convolution computing in blocks (marked blocked when its output is), if `orig` can.
     fn conv2d(&mut self, orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
         let a = orig.attrs();
         let Some(out) = shape4(orig) else {
@@ -225,13 +226,15 @@ impl Blocking {
             && a.str("data_layout")? == "NCHW"
             && a.str("out_layout")?.is_empty()
             && a.str("out_dtype")?.is_empty()
-            && is_f32(orig)
-            && out[1] % b == 0;
-        if !plain {
-            return Ok(None);
-        }
+            && is_f32(orig);
         let data = &e.args()[0];
         let data_blocked = self.is_blocked(data);
+        // Output channels that are not whole blocks: blocks in, NCHW out (the padded last
+        // block is dropped by the unpack).
+        let whole = out[1] % b == 0;
+        if !plain || !(whole || data_blocked) {
+            return Ok(None);
+        }
         let mut weight = e.args()[1].clone();
         let mut attrs = e.as_call().expect("a call").attrs.clone();
         if kernel == "OIHW" && data_blocked && weight.as_constant().is_some() {
@@ -245,19 +248,19 @@ impl Blocking {
                 ],
             );
             attrs = with_attr(&attrs, "kernel_layout", AttrValue::Str(packed.clone()));
+            attrs = with_attr(&attrs, "channels", AttrValue::Int(out[1]));
         } else if kernel != packed {
             return Ok(None);
         }
         if data_blocked {
             attrs = with_attr(&attrs, "data_layout", AttrValue::Str(self.nchw_layout()));
         }
-        attrs = with_attr(&attrs, "out_layout", AttrValue::Str(self.nchw_layout()));
+        if whole {
+            attrs = with_attr(&attrs, "out_layout", AttrValue::Str(self.nchw_layout()));
+        }
         let call = e.as_call().expect("a call");
-        Ok(Some(Expr::call_raw(
-            call.op.clone(),
-            vec![data.clone(), weight],
-            attrs,
-        )))
+        let new = Expr::call_raw(call.op.clone(), vec![data.clone(), weight], attrs);
+        Ok(Some(if whole { self.mark(new) } else { new }))
     }
 
     /// Operator `name` computing in blocks when some operand is blocked, if it can.
