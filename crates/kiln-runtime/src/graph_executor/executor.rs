@@ -177,6 +177,33 @@ impl GraphExecutor {
     /// when `devices` has no CPU. Errors name the node whose function is missing or whose
     /// arguments do not fit.
     pub fn new(graph: Arc<Graph>, lib: Module, devices: &[Device]) -> Result<GraphExecutor> {
+        GraphExecutor::with_params(graph, lib, devices, std::iter::empty())
+    }
+
+    /// [`new`](Self::new) with the params set: a param tensor that can serve as the entry's
+    /// memory (its shape and dtype, compact, 64-byte aligned, on the entry's device) is used
+    /// in place, no memory allocated for it (executors made from the same tensors share one
+    /// copy of the weights; they must not be changed through this executor); the others are
+    /// copied, as [`set_params`](Self::set_params) does. Names that are not inputs are errors.
+    pub fn with_params<'a>(
+        graph: Arc<Graph>,
+        lib: Module,
+        devices: &[Device],
+        params: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
+    ) -> Result<GraphExecutor> {
+        let params: Vec<(&str, &Tensor)> = params.into_iter().collect();
+        let mut given = std::collections::HashMap::new();
+        for (name, t) in &params {
+            let nid = graph
+                .arg_nodes
+                .iter()
+                .copied()
+                .find(|&nid| graph.nodes[nid].name == *name)
+                .ok_or_else(|| {
+                    Error::value_error(format!("with_params: the graph has no input {name:?}"))
+                })?;
+            given.insert(graph.entry_id(nid, 0), (*t).clone());
+        }
         if devices.is_empty() {
             return Err(Error::value_error(
                 "a graph executor needs at least one device",
@@ -192,7 +219,7 @@ impl GraphExecutor {
         }
         let devices = &devices[..];
         let plan = StoragePlan::new(&graph, devices[0].device_type())?;
-        let storage = Storage::allocate(&graph, &plan, devices)?;
+        let storage = Storage::allocate_with(&graph, &plan, devices, &given)?;
         let bound = storage.views.clone();
         let mut uses = vec![Vec::new(); graph.num_entries()];
         let mut ops = Vec::with_capacity(graph.nodes.len());
@@ -235,7 +262,7 @@ impl GraphExecutor {
             ops.push(Some(OpExec::new(kind, &tensors, param.flatten_data)));
         }
         let output_eids = graph.heads.iter().map(|h| graph.entry_of(h)).collect();
-        Ok(GraphExecutor {
+        let mut exec = GraphExecutor {
             graph,
             lib,
             devices: devices.to_vec(),
@@ -244,7 +271,15 @@ impl GraphExecutor {
             ops,
             uses,
             output_eids,
-        })
+        };
+        for (name, t) in params {
+            let i = exec.require_input(name, "with_params")?;
+            let eid = exec.input_eid(i, "with_params")?;
+            if !exec.bound[eid].same_as(t) {
+                exec.set_input(i, t)?;
+            }
+        }
+        Ok(exec)
     }
 
     /// The graph.

@@ -7,8 +7,10 @@
 //! TVM does.
 
 use super::graph_json::Graph;
+use crate::device::ALLOC_ALIGNMENT;
 use crate::tensor::Tensor;
 use kiln_ffi::{DataType, Device, Error, Result};
+use std::collections::HashMap;
 
 /// Bytes an entry of `shape` and `dtype` needs, or a `ValueError` on overflow.
 pub fn entry_bytes(shape: &[i64], dtype: DataType) -> Result<usize> {
@@ -107,35 +109,66 @@ pub fn device_for(devices: &[Device], device_type: i32) -> Device {
 impl Storage {
     /// Allocates the buffers of `plan` on `devices` and makes the entry views.
     pub fn allocate(graph: &Graph, plan: &StoragePlan, devices: &[Device]) -> Result<Storage> {
+        Storage::allocate_with(graph, plan, devices, &HashMap::new())
+    }
+
+    /// [`allocate`](Self::allocate) with the memory of some entries given (`given`: entry id
+    /// to tensor): a buffer all of whose entries are given (the params several executors
+    /// share) is not allocated, and those entries view the given tensors. A given tensor must
+    /// have its entry's shape and dtype and be compact, 64-byte aligned and on the entry's
+    /// device; one that is not is not used (the entry gets memory of its own).
+    pub fn allocate_with(
+        graph: &Graph,
+        plan: &StoragePlan,
+        devices: &[Device],
+        given: &HashMap<usize, Tensor>,
+    ) -> Result<Storage> {
         if devices.is_empty() {
             return Err(Error::value_error(
                 "a graph executor needs at least one device",
             ));
         }
+        let usable = |eid: usize, dev: Device| {
+            given.get(&eid).filter(|t| {
+                t.device() == dev
+                    && t.shape() == graph.shapes[eid].as_slice()
+                    && t.dtype() == graph.dtypes[eid]
+                    && t.is_contiguous()
+                    && (t.numel() == 0 || t.is_aligned(ALLOC_ALIGNMENT))
+            })
+        };
         let pools = plan
             .pools
             .iter()
             .enumerate()
             .map(|(sid, p)| {
-                p.as_ref()
-                    .map(|p| {
-                        let dev = device_for(devices, p.device_type);
-                        Tensor::empty(&[p.bytes.max(1) as i64], DataType::uint(8), dev).map_err(
-                            |e| e.context(format!("allocating storage {sid} ({} bytes)", p.bytes)),
-                        )
-                    })
-                    .transpose()
+                let Some(p) = p.as_ref() else {
+                    return Ok(None);
+                };
+                let dev = device_for(devices, p.device_type);
+                if p.entries.iter().all(|&eid| usable(eid, dev).is_some()) {
+                    return Ok(None);
+                }
+                Tensor::empty(&[p.bytes.max(1) as i64], DataType::uint(8), dev)
+                    .map(Some)
+                    .map_err(|e| e.context(format!("allocating storage {sid} ({} bytes)", p.bytes)))
             })
             .collect::<Result<Vec<_>>>()?;
         let views = graph
             .storage_ids
             .iter()
             .enumerate()
-            .map(|(eid, &sid)| {
-                let pool = pools[sid]
-                    .as_ref()
-                    .expect("every used storage id is allocated");
-                pool.view(&graph.shapes[eid], graph.dtypes[eid])
+            .map(|(eid, &sid)| match &pools[sid] {
+                Some(pool) => pool.view(&graph.shapes[eid], graph.dtypes[eid]),
+                None => {
+                    let dev = device_for(
+                        devices,
+                        plan.pools[sid].as_ref().map_or(0, |p| p.device_type),
+                    );
+                    Ok(usable(eid, dev)
+                        .expect("an unallocated storage's entries are given")
+                        .clone())
+                }
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Storage { pools, views })
@@ -182,6 +215,29 @@ mod tests {
         assert_eq!(s.views[1].raw_data(), s.views[3].raw_data());
         assert_ne!(s.views[0].raw_data(), s.views[1].raw_data());
         assert!(s.views.iter().all(|v| v.is_aligned(64)));
+    }
+
+    #[test]
+    fn given_entries_use_the_given_memory() {
+        let g = Graph::parse(GRAPH).unwrap();
+        let plan = StoragePlan::new(&g, 1).unwrap();
+        let cpu = [Device::cpu(0)];
+        let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+        let given = HashMap::from([(0usize, x.clone())]);
+        let s = Storage::allocate_with(&g, &plan, &cpu, &given).unwrap();
+        // Storage 0 (x's alone) is not allocated: x views the given tensor.
+        assert!(s.pools[0].is_none());
+        assert!(s.views[0].same_as(&x));
+        assert_eq!(s.views[0].to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+        assert!(s.pools[1].is_some() && s.pools[2].is_some());
+        // A tensor of another shape, or an entry sharing its storage, gets memory of its own.
+        let wrong = Tensor::from_slice(&[1.0f32; 8], &[8]).unwrap();
+        let s = Storage::allocate_with(&g, &plan, &cpu, &HashMap::from([(0, wrong)])).unwrap();
+        assert!(s.pools[0].is_some());
+        let y = Tensor::from_slice(&[0.0f32; 8], &[4, 2]).unwrap();
+        let s = Storage::allocate_with(&g, &plan, &cpu, &HashMap::from([(1, y.clone())])).unwrap();
+        assert!(s.pools[1].is_some(), "entry 3 shares storage 1");
+        assert!(!s.views[1].same_as(&y));
     }
 
     #[test]

@@ -58,9 +58,11 @@ impl VirtualMachine {
             .ok_or_else(|| Error::value_error("VirtualMachine: pass at least one device"))?;
         let mut execs = Vec::with_capacity(segments.len());
         for (k, s) in segments.iter().enumerate() {
-            let mut exec = GraphExecutor::new(s.graph.clone(), lib.clone(), devices)
+            // Segments use the factory's param tensors in place where they can (one copy of
+            // the weights for every shape a library was compiled for).
+            let params = s.params.iter().map(|(k, v)| (k.as_str(), v));
+            let exec = GraphExecutor::with_params(s.graph.clone(), lib.clone(), devices, params)
                 .map_err(|e| e.context(format!("VM segment {k}")))?;
-            exec.set_params(s.params.iter().map(|(k, v)| (k.as_str(), v)))?;
             execs.push(SegmentExec {
                 inputs: s.runtime_inputs(),
                 exec,
