@@ -15,7 +15,7 @@
 //!
 //! Differences from TVM, documented: no post-dominator tree; a producer with several users
 //! joins its consumers' group only as an elementwise diamond (every use a short chain of
-//! single-use elementwise calls closing at one call: `x * sigmoid(x)`, GELU), else it starts
+//! single-use elementwise calls meeting at one call: `x * sigmoid(x)`, GELU), else it starts
 //! its own group; tuples and projections stay outside
 //! groups, no `max_fuse_depth`. Non-scalar constants become parameters of the fused function
 //! (the graph codegen turns them into params); scalar constants stay inside. At opt level 0
@@ -61,50 +61,69 @@ fn is_op_call(e: &Expr) -> bool {
     e.op_name().is_some()
 }
 
-/// The elementwise diamond closing at call `c` over call `p` (indices into `calls`), if any:
-/// every user of `p` is `c` or starts a chain of single-use elementwise/broadcast calls of
-/// `p`'s shape that ends at `c` (`x * sigmoid(x)`, `0.5 * x * (1 + erf(x / sqrt 2))`), `c`
-/// of `p`'s shape too. Returns the chains' calls; `c` then post-dominates `p` and the whole
-/// diamond can be one group with one output (TVM finds these with a post-dominator tree).
+/// The elementwise diamond over call `p` (indices into `calls`), if any: the call `c` where
+/// every use of `p` meets, each through a chain of single-use elementwise/broadcast calls of
+/// `p`'s shape (`x * sigmoid(x)`; GELU's `(0.5 * x) * (1 + erf(x / sqrt 2))`), `c`
+/// elementwise and of `p`'s shape too. Returns `c` and the chains' calls; `c` then
+/// post-dominates `p` and the whole diamond can be one group with one output (TVM finds
+/// these with a post-dominator tree).
 fn diamond(
     p: usize,
-    c: usize,
     calls: &[&Expr],
     users: &HashMap<usize, Vec<usize>>,
     uses: &HashMap<usize, usize>,
-) -> Result<Option<Vec<usize>>> {
-    const MAX_CHAIN: usize = 4;
+) -> Result<Option<(usize, Vec<usize>)>> {
+    const MAX_CHAIN: usize = 5;
     let shape = calls[p].ty()?.shape().to_vec();
-    if calls[c].ty()?.shape() != shape.as_slice() {
-        return Ok(None);
-    }
     let Some(us) = users.get(&p) else {
         return Ok(None);
     };
     if us.len() != uses.get(&calls[p].key()).copied().unwrap_or(0) {
         return Ok(None); // also used outside the calls (an output, a tuple)
     }
-    let mut chain = Vec::new();
+    let fits = |n: usize| -> Result<bool> {
+        let e = calls[n];
+        Ok(
+            op::get(e.op_name().unwrap_or_default())?.pattern <= OpPattern::Broadcast
+                && e.ty()?.shape() == shape.as_slice(),
+        )
+    };
+    // From each use, the calls it flows through while each is elementwise with one user.
+    let mut walks = Vec::with_capacity(us.len());
     for &u in us {
+        let mut walk = vec![u];
         let mut n = u;
-        let mut steps = 0;
-        while n != c {
-            let e = calls[n];
-            let elementwise =
-                op::get(e.op_name().unwrap_or_default())?.pattern <= OpPattern::Broadcast;
-            let next = match users.get(&n).map(Vec::as_slice) {
-                Some([next]) if uses.get(&e.key()) == Some(&1) => *next,
-                _ => return Ok(None),
-            };
-            if !elementwise || e.ty()?.shape() != shape.as_slice() || steps == MAX_CHAIN {
-                return Ok(None);
+        while walk.len() <= MAX_CHAIN && fits(n)? {
+            match users.get(&n).map(Vec::as_slice) {
+                Some([next]) if uses.get(&calls[n].key()) == Some(&1) => {
+                    n = *next;
+                    walk.push(n);
+                }
+                _ => break,
             }
-            chain.push(n);
-            n = next;
-            steps += 1;
+        }
+        walks.push(walk);
+    }
+    let Some(c) = walks[0]
+        .iter()
+        .copied()
+        .find(|n| walks.iter().all(|w| w.contains(n)))
+    else {
+        return Ok(None);
+    };
+    if !fits(c)? {
+        return Ok(None);
+    }
+    let mut chain = Vec::new();
+    for w in &walks {
+        let before = w.iter().position(|&n| n == c).expect("c is on every walk");
+        for &n in &w[..before] {
+            if !chain.contains(&n) {
+                chain.push(n);
+            }
         }
     }
-    Ok(Some(chain))
+    Ok(Some((c, chain)))
 }
 
 /// Merges the diamond of [`diamond`] into `c`'s group: the chains, then `p`'s group, each
@@ -199,8 +218,8 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
                 };
                 if uses.get(&arg.key()) != Some(&1) {
                     if phase == 0 && cp <= OpPattern::Broadcast {
-                        if let Some(chain) = diamond(pi, ci, &calls, &users, &uses)? {
-                            fuse_diamond(&mut g, pi, ci, &chain);
+                        if let Some((c, chain)) = diamond(pi, &calls, &users, &uses)? {
+                            fuse_diamond(&mut g, pi, c, &chain);
                         }
                     }
                     continue;
@@ -444,6 +463,27 @@ mod tests {
         let Expr::Function(g) = &c.op else { panic!() };
         // The input and the vector constant; the scalar stays inside.
         assert_eq!(g.params().len(), 2);
+    }
+
+    #[test]
+    fn a_gelu_diamond_meets_past_its_first_consumer() {
+        // x feeds multiply(x, 0.5) and divide -> erf -> add; both meet at the last multiply.
+        let x = Var::new("x", Type::f32(&[2, 8]));
+        let b = Var::new("b", Type::f32(&[8]));
+        let y = mk("add", vec![x.expr(), b.expr()], &[]);
+        let half = mk("multiply", vec![y.clone(), Expr::scalar_f32(0.5)], &[]);
+        let e = mk(
+            "erf",
+            vec![mk("divide", vec![y, Expr::scalar_f32(1.414)], &[])],
+            &[],
+        );
+        let one = mk("add", vec![e, Expr::scalar_f32(1.0)], &[]);
+        let gelu = mk("multiply", vec![half, one], &[]);
+        let out = run(vec![x, b], gelu);
+        assert_eq!(
+            fused_groups(&out),
+            vec!["fused_add_multiply_divide_erf_add_multiply"]
+        );
     }
 
     #[test]
