@@ -109,6 +109,9 @@ def test_attention_chain_matches_float32_rounded_per_op():
         return (e / e.sum(axis=-1, keepdims=True)).astype(H)
 
     want = mm(softmax(mm(Q * scale, np.swapaxes(K, -1, -2) * scale)), V)
-    np.testing.assert_allclose(got.astype("f4"), want.astype("f4"), rtol=1e-3, atol=1e-5)
+    # Kiln's float32 exp may differ from numpy's by an ulp, so a softmax value next to a
+    # float16 rounding boundary can round to its neighbour: one float16 ulp of a probability
+    # (at most 2^-11) times |V| (< 1) in the output, hence the absolute bound.
+    np.testing.assert_allclose(got.astype("f4"), want.astype("f4"), rtol=1e-3, atol=1e-3)
     # onnxruntime's float16 kernels round some intermediates to float16: a looser bound.
     np.testing.assert_allclose(got.astype("f4"), ref.astype("f4"), rtol=1e-2, atol=2e-3)
