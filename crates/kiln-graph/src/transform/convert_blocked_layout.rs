@@ -74,20 +74,7 @@ impl Blocking {
         if !self.is_blocked(e) {
             return e.clone();
         }
-        let layout = self.nchw_layout();
-        self.to_nchw
-            .entry(e.key())
-            .or_insert_with(|| {
-                mk(
-                    "layout_transform",
-                    vec![e.clone()],
-                    &[
-                        ("src_layout", AttrValue::Str(layout)),
-                        ("dst_layout", attr("NCHW")),
-                    ],
-                )
-            })
-            .clone()
+        self.transform(e, false)
     }
 
     /// A 4-D NCHW value `e` in blocks.
@@ -95,17 +82,24 @@ impl Blocking {
         if self.is_blocked(e) {
             return e.clone();
         }
-        let layout = self.nchw_layout();
-        self.to_blocks
-            .entry(e.key())
+        self.transform(e, true)
+    }
+
+    /// The `layout_transform` of `e` into blocks (`to_blocks`) or back to NCHW, made once per
+    /// value and direction.
+    fn transform(&mut self, e: &Expr, to_blocks: bool) -> Expr {
+        let (blocked, nchw) = (AttrValue::Str(self.nchw_layout()), attr("NCHW"));
+        let (memo, src, dst) = if to_blocks {
+            (&mut self.to_blocks, nchw, blocked)
+        } else {
+            (&mut self.to_nchw, blocked, nchw)
+        };
+        memo.entry(e.key())
             .or_insert_with(|| {
                 mk(
                     "layout_transform",
                     vec![e.clone()],
-                    &[
-                        ("src_layout", attr("NCHW")),
-                        ("dst_layout", AttrValue::Str(layout)),
-                    ],
+                    &[("src_layout", src), ("dst_layout", dst)],
                 )
             })
             .clone()

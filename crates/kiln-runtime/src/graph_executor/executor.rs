@@ -191,19 +191,15 @@ impl GraphExecutor {
         devices: &[Device],
         params: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
     ) -> Result<GraphExecutor> {
-        let params: Vec<(&str, &Tensor)> = params.into_iter().collect();
-        let mut given = std::collections::HashMap::new();
-        for (name, t) in &params {
-            let nid = graph
-                .arg_nodes
-                .iter()
-                .copied()
-                .find(|&nid| graph.nodes[nid].name == *name)
-                .ok_or_else(|| {
-                    Error::value_error(format!("with_params: the graph has no input {name:?}"))
-                })?;
-            given.insert(graph.entry_id(nid, 0), (*t).clone());
-        }
+        // Each param's input index and entry, resolved once.
+        let params = params
+            .into_iter()
+            .map(|(name, t)| {
+                let i = graph.require_input(name, "with_params")?;
+                Ok((i, graph.entry_id(graph.arg_nodes[i], 0), t))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let given = params.iter().map(|&(_, eid, t)| (eid, t.clone())).collect();
         if devices.is_empty() {
             return Err(Error::value_error(
                 "a graph executor needs at least one device",
@@ -272,9 +268,7 @@ impl GraphExecutor {
             uses,
             output_eids,
         };
-        for (name, t) in params {
-            let i = exec.require_input(name, "with_params")?;
-            let eid = exec.input_eid(i, "with_params")?;
+        for (i, eid, t) in params {
             if !exec.bound[eid].same_as(t) {
                 exec.set_input(i, t)?;
             }
@@ -319,11 +313,7 @@ impl GraphExecutor {
 
     /// The index of the input named `name`.
     pub fn input_index(&self, name: &str) -> Option<usize> {
-        // A linear scan over the inputs (names are unique, checked by `Graph::parse`).
-        self.graph
-            .arg_nodes
-            .iter()
-            .position(|&nid| self.graph.nodes[nid].name == name)
+        self.graph.input_index(name)
     }
 
     /// The name of input `index`.
@@ -344,12 +334,7 @@ impl GraphExecutor {
 
     /// The index of the input named `name`, or a `KeyError` that lists the inputs.
     pub fn require_input(&self, name: &str, what: &str) -> Result<usize> {
-        self.input_index(name).ok_or_else(|| {
-            Error::key_error(format!(
-                "{what}: the graph has no input named {name:?} (inputs: {})",
-                self.graph.input_names().join(", ")
-            ))
-        })
+        self.graph.require_input(name, what)
     }
 
     fn input_eid(&self, index: usize, what: &str) -> Result<usize> {

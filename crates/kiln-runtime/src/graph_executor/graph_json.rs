@@ -624,6 +624,24 @@ impl Graph {
         self.entry_id(e.node_id, e.index)
     }
 
+    /// The index of the input named `name` (a linear scan; names are unique, checked by
+    /// [`Graph::parse`]).
+    pub fn input_index(&self, name: &str) -> Option<usize> {
+        self.arg_nodes
+            .iter()
+            .position(|&nid| self.nodes[nid].name == name)
+    }
+
+    /// [`input_index`](Self::input_index), or a `KeyError` from `what` listing the inputs.
+    pub fn require_input(&self, name: &str, what: &str) -> Result<usize> {
+        self.input_index(name).ok_or_else(|| {
+            Error::key_error(format!(
+                "{what}: the graph has no input named {name:?} (inputs: {})",
+                self.input_names().join(", ")
+            ))
+        })
+    }
+
     /// Names of the inputs, in input order.
     pub fn input_names(&self) -> Vec<&str> {
         self.arg_nodes

@@ -160,15 +160,8 @@ impl Storage {
             .enumerate()
             .map(|(eid, &sid)| match &pools[sid] {
                 Some(pool) => pool.view(&graph.shapes[eid], graph.dtypes[eid]),
-                None => {
-                    let dev = device_for(
-                        devices,
-                        plan.pools[sid].as_ref().map_or(0, |p| p.device_type),
-                    );
-                    Ok(usable(eid, dev)
-                        .expect("an unallocated storage's entries are given")
-                        .clone())
-                }
+                // Not allocated: every entry of this storage was found usable above.
+                None => Ok(given[&eid].clone()),
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Storage { pools, views })

@@ -1,7 +1,7 @@
 //! Global max and average pooling over H and W, NCHW (output `[N, C, 1, 1]`) or channel
 //! blocks (`[N, C/b, H, W, b]` -> `[N, C/b, 1, 1, b]`).
 
-use super::{compute_tagged, consts, shape_nd};
+use super::{compute_tagged, consts, nchw_or_blocks_shape};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{max, reduce_axis_n, sum, Tensor};
@@ -9,7 +9,7 @@ use kiln_tir::PrimExpr;
 
 /// The shape of the data (4-D, or 5-D channel blocks) and of the pooled output.
 fn shapes(data: &Tensor, name: &str) -> Result<(Vec<i64>, Vec<i64>)> {
-    let ds = shape_nd(data, if data.ndim() == 5 { 5 } else { 4 }, name)?;
+    let ds = nchw_or_blocks_shape(data, name)?;
     let mut out = vec![ds[0], ds[1], 1, 1];
     out.extend_from_slice(&ds[4..]);
     Ok((ds, out))

@@ -76,6 +76,12 @@ pub fn shape_nd(t: &Tensor, ndim: usize, what: &str) -> Result<Vec<i64>> {
     Ok(s)
 }
 
+/// The shape of NCHW data (4-D) or of data in channel blocks (`[N, C/b, H, W, b]`, 5-D), the
+/// two layouts spatial operators (padding, pooling) take; an error names `what` otherwise.
+pub fn nchw_or_blocks_shape(t: &Tensor, what: &str) -> Result<Vec<i64>> {
+    shape_nd(t, if t.ndim() == 5 { 5 } else { 4 }, what)
+}
+
 /// An int32 constant.
 pub fn c(v: i64) -> PrimExpr {
     PrimExpr::i32(v)

@@ -1,7 +1,7 @@
 //! Spatial padding of NCHW (and channel-blocked NCHW[x]c) tensors (the padding stage convolutions read through; schedules
 //! inline it).
 
-use super::{compute_tagged, consts, shape_nd};
+use super::{compute_tagged, consts, nchw_or_blocks_shape};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
@@ -55,11 +55,7 @@ impl Padding2d {
 /// `data` (N, C, H, W, or channel blocks N, C/b, H, W, b) padded on H and W with `value`
 /// (returns `data` itself when `pad` is zero). The op is tagged injective and named `name`.
 pub fn pad_nchw(data: &Tensor, pad: Padding2d, value: f64, name: &str) -> Result<Tensor> {
-    let mut shape = if data.ndim() == 5 {
-        shape_nd(data, 5, "pad")?
-    } else {
-        shape_nd(data, 4, "pad")?
-    };
+    let mut shape = nchw_or_blocks_shape(data, "pad")?;
     if pad.is_zero() {
         return Ok(data.clone());
     }

@@ -2,7 +2,7 @@
 //! and `count_include_pad`.
 
 use super::pad::{pad_nchw, Padding2d};
-use super::{compute_tagged, consts, invalid, shape_nd, window_out};
+use super::{compute_tagged, consts, invalid, nchw_or_blocks_shape, window_out};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{max, min_value, reduce_axis_n, sum, Tensor};
@@ -131,16 +131,6 @@ impl Window {
     }
 }
 
-/// The shape of pooling data, NCHW or channel blocks (`[N, C/b, H, W, b]`: the blocks are
-/// pooled alike).
-fn pool_data_shape(data: &Tensor, what: &str) -> Result<Vec<i64>> {
-    if data.ndim() == 5 {
-        shape_nd(data, 5, what)
-    } else {
-        shape_nd(data, 4, what)
-    }
-}
-
 /// The output shape of a pooling of data of shape `ds` (4-D or blocked 5-D).
 fn pool_out_full(ds: &[i64], a: &Pool2dAttrs) -> Result<Vec<i64>> {
     let mut out = pool2d_out_shape(ds, a)?.to_vec();
@@ -178,7 +168,7 @@ fn window(
 /// `pad_data`, also covering windows that hang over the end in ceil mode), so the window reads
 /// need no bounds test and rows vectorize.
 pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
-    let ds = pool_data_shape(data, "max_pool2d")?;
+    let ds = nchw_or_blocks_shape(data, "max_pool2d")?;
     let out = pool_out_full(&ds, attrs)?;
     let ry = reduce_axis_n(attrs.pool_size.0, "ry");
     let rx = reduce_axis_n(attrs.pool_size.1, "rx");
@@ -228,7 +218,7 @@ pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
 /// The sum is a stage named `avg_pool2d_sum` (tagged [`tag::POOL2D`]); the output divides
 /// it (tagged [`tag::ELEMWISE`]).
 pub fn avg_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
-    let ds = pool_data_shape(data, "avg_pool2d")?;
+    let ds = nchw_or_blocks_shape(data, "avg_pool2d")?;
     let out = pool_out_full(&ds, attrs)?;
     let (kh, kw) = attrs.pool_size;
     let ry = reduce_axis_n(kh, "ry");

@@ -70,15 +70,7 @@ pub(crate) fn conv_out(
 /// The `OIHW` block size of a kernel layout: `Some(None)` for `OIHW`, `Some(Some(b))` for
 /// `OIHW{b}o`, `None` for anything else.
 pub fn kernel_block(layout: &str) -> Option<Option<i64>> {
-    if layout == "OIHW" {
-        return Some(None);
-    }
-    let b = layout
-        .strip_prefix("OIHW")?
-        .strip_suffix('o')?
-        .parse::<i64>()
-        .ok()?;
-    (b >= 1).then_some(Some(b))
+    super::block_of(layout, "OIHW", 'o')
 }
 
 /// The weight's shape as `[O, I, KH, KW]` whether it is `OIHW` or packed `OIHW{b}o`

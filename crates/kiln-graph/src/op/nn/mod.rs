@@ -92,12 +92,18 @@ pub(crate) fn check_layout(ctx: &RelCtx<'_>, name: &str, want: &str) -> Result<(
 /// `NCHW{b}c` (`[N, C/b, H, W, b]`, the layout `ConvertBlockedLayout` keeps between
 /// convolutions), `None` for anything else.
 pub fn channel_block(layout: &str) -> Option<Option<i64>> {
-    if layout == "NCHW" {
+    block_of(layout, "NCHW", 'c')
+}
+
+/// The block of a layout `primal` or `{primal}{b}{axis}` (`OIHW16o`, `NCHW8c`): `Some(None)`
+/// for `primal` alone, `Some(Some(b))` with a block of `b >= 1`, `None` for anything else.
+pub(crate) fn block_of(layout: &str, primal: &str, axis: char) -> Option<Option<i64>> {
+    if layout == primal {
         return Some(None);
     }
     let b = layout
-        .strip_prefix("NCHW")?
-        .strip_suffix('c')?
+        .strip_prefix(primal)?
+        .strip_suffix(axis)?
         .parse::<i64>()
         .ok()?;
     (b >= 1).then_some(Some(b))
