@@ -234,6 +234,30 @@ impl CodeGenC {
                 argc(2)?;
                 self.expr(&op::dot4_u8s8_expanded(&args[0], &args[1]))
             }
+            op::IF_THEN_ELSE if args.len() == 3 && args[0].dtype().lanes() > 1 => {
+                // Per lane, only the chosen side evaluated (its loads at that lane's index).
+                let k = kiln_tir::Var::int32("lane");
+                let (name, prev) = self.bind(&k);
+                let lane = |e: &PrimExpr| {
+                    kiln_tir::transform::vectorize_loop::lane(e, &k.to_expr()).ok_or_else(|| {
+                        Error::value_error(format!("c codegen: no per-lane form of `{e}`"))
+                    })
+                };
+                let parts: Result<Vec<String>> = args
+                    .iter()
+                    .map(|a| lane(a).and_then(|x| self.expr(&x)))
+                    .collect();
+                self.unbind(&k, prev);
+                let parts = parts?;
+                let (vt, r) = (self.ctype(t)?, self.temp("r"));
+                Ok(format!(
+                    "({{ {vt} {r}; for (int32_t {name} = 0; {name} < {}; ++{name}) {r}.v[{name}] = ({}) ? ({}) : ({}); {r}; }})",
+                    t.lanes(),
+                    parts[0],
+                    parts[1],
+                    parts[2]
+                ))
+            }
             op::IF_THEN_ELSE => {
                 argc(3)?;
                 let c = self.expr(&args[0])?;

@@ -8,7 +8,7 @@ use crate::lower_common::{constant_element_count, contiguous_base};
 use kiln_ffi::{Error, Result};
 use kiln_tir::op::builtin;
 use kiln_tir::stmt::{AllocateObj, BufferStoreObj, ForObj};
-use kiln_tir::{DataTypeExt, ExprKind, ForKind, PrimExpr, Stmt, StmtKind};
+use kiln_tir::{DataTypeExt, ExprKind, ForKind, PrimExpr, Stmt, StmtKind, Var};
 
 /// True for expressions cheap and pure enough to repeat in a loop condition.
 fn is_simple(e: &PrimExpr) -> bool {
@@ -23,6 +23,7 @@ impl CodeGenC {
             StmtKind::BufferStore(st) => self.buffer_store(st),
             StmtKind::Allocate(a) => self.allocate(a),
             StmtKind::DeclBuffer(d) => self.stmt(&d.body),
+            StmtKind::IfThenElse(n) if n.condition.dtype().lanes() > 1 => self.predicated(n),
             StmtKind::IfThenElse(n) => {
                 let c = self.expr(&n.condition)?;
                 self.line(format!("if ({c}) {{"));
@@ -88,6 +89,43 @@ impl CodeGenC {
     }
 
     /// `s` one level deeper.
+    /// An `if` with a per-lane condition (VectorizeLoop's predicate over vector stores): a
+    /// loop over the lanes storing those where it holds, each lane's loads its own.
+    fn predicated(&mut self, n: &kiln_tir::stmt::IfThenElseObj) -> Result<()> {
+        let lanes = n.condition.dtype().lanes();
+        let k = Var::int32("lane");
+        let (name, prev) = self.bind(&k);
+        let scalar = |e: &PrimExpr| {
+            kiln_tir::transform::vectorize_loop::lane(e, &k.to_expr())
+                .ok_or_else(|| Error::value_error(format!("c codegen: no per-lane form of `{e}`")))
+        };
+        let c = self.expr(&scalar(&n.condition)?)?;
+        self.line(format!(
+            "for (int32_t {name} = 0; {name} < {lanes}; ++{name}) {{"
+        ));
+        self.indent += 1;
+        self.line(format!("if ({c}) {{"));
+        let stores: Vec<&Stmt> = match n.then_case.kind() {
+            StmtKind::Seq(q) => q.seq.iter().collect(),
+            _ => vec![&n.then_case],
+        };
+        for st in stores {
+            let StmtKind::BufferStore(b) = st.kind() else {
+                return Err(Error::value_error(format!(
+                    "c codegen: a per-lane `if` guards `{st}`, not vector stores"
+                )));
+            };
+            let idx: Result<Vec<_>> = b.indices.iter().map(&scalar).collect();
+            let one = Stmt::buffer_store_raw(b.buffer.clone(), scalar(&b.value)?, idx?);
+            self.block(&one)?;
+        }
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        self.unbind(&k, prev);
+        Ok(())
+    }
+
     pub(crate) fn block(&mut self, s: &Stmt) -> Result<()> {
         self.indent += 1;
         let r = self.stmt(s);

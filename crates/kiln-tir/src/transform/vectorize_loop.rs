@@ -4,7 +4,10 @@
 //! broadcast), loads and stores take vector indices, lets bind vector variables.
 //!
 //! A `tir.if_then_else` whose condition does not depend on the loop variable chooses between
-//! vectors (still evaluating one side only).
+//! vectors (still evaluating one side only). One whose condition does becomes a vector
+//! `if_then_else` when both sides are [`maskable`]: code generation evaluates each side under
+//! the lanes that choose it, its loads masked (a padding stage reading the interior of a row,
+//! zeros at its edges, is vector code with masked loads instead of a loop of branches).
 //!
 //! Correctness first: when the body holds something this pass does not turn into vectors — an
 //! inner loop, an allocation, an `if` whose condition depends on the loop variable, a store
@@ -14,6 +17,7 @@
 //! every vectorized loop serial.
 
 use super::{prim_func_pass, Pass};
+use crate::dtype::DataTypeExt;
 use crate::expr::{BinOp, ExprKind, PrimExpr, Var};
 use crate::mutator::{mutate_stmt_children, ExprMutator, StmtMutator};
 use crate::op;
@@ -141,7 +145,7 @@ impl Vectorizer {
                 }
                 BinOp::Mul => {
                     let base = PrimExpr::binary_raw(op, base.clone(), b.clone());
-                    let stride = PrimExpr::binary_raw(op, stride.clone(), b);
+                    let stride = product(stride, &b);
                     return Some(PrimExpr::ramp_raw(base, stride, lanes));
                 }
                 _ => {}
@@ -155,7 +159,7 @@ impl Vectorizer {
                 }
                 BinOp::Mul => {
                     let base = PrimExpr::binary_raw(op, a.clone(), base.clone());
-                    let stride = PrimExpr::binary_raw(op, a, stride.clone());
+                    let stride = product(&a, stride);
                     return Some(PrimExpr::ramp_raw(base, stride, lanes));
                 }
                 _ => {}
@@ -249,6 +253,12 @@ impl Vectorizer {
                         vec![a[0].clone(), x, y],
                     ));
                 }
+                // A per-lane choice: each side evaluated under the lanes choosing it, which
+                // code generation does with masked loads.
+                if op == op::IF_THEN_ELSE && maskable(&a[1]) && maskable(&a[2]) {
+                    let a = a.into_iter().map(|x| self.broadcast(x, lanes)).collect();
+                    return Some(PrimExpr::call(e.dtype().with_lanes(lanes as u16), op, a));
+                }
                 let math = op::FLOAT_UNARY.contains(&op)
                     || op::FLOAT_BINARY.contains(&op)
                     || op::INT_LANEWISE.contains(&op);
@@ -259,6 +269,46 @@ impl Vectorizer {
                 PrimExpr::call(e.dtype().with_lanes(lanes as u16), op, a)
             }
         })
+    }
+
+    /// An `if`'s condition as vector code: `likely(c)` stays a hint for a condition alike in
+    /// every lane and is dropped for a per-lane one (a predicate).
+    fn condition(&mut self, cond: &PrimExpr) -> Option<PrimExpr> {
+        if let ExprKind::Call { op, args: [inner] } = cond.kind() {
+            if op == op::LIKELY {
+                let c = self.expr(inner)?;
+                return Some(if lanes_of(&c) == 1 { op::likely(c) } else { c });
+            }
+        }
+        self.expr(cond)
+    }
+
+    /// A split's guard `likely(base + lane < bound)` that holds for all lanes or none: `base`
+    /// and `bound` multiples of the lane count (a tile of whole vectors, its last one past a
+    /// plane of whole vectors), as the scalar `likely(base < bound)`.
+    fn whole_vector_guard(&mut self, cond: &PrimExpr) -> Option<PrimExpr> {
+        let ExprKind::Call { op, args } = cond.kind() else {
+            return None;
+        };
+        let [inner] = args else { return None };
+        let ExprKind::Binary(BinOp::Lt, a, b) = inner.kind() else {
+            return None;
+        };
+        if op != op::LIKELY {
+            return None;
+        }
+        let (va, vb) = (self.expr(a)?, self.expr(b)?);
+        let ExprKind::Ramp {
+            base,
+            stride,
+            lanes,
+        } = va.kind()
+        else {
+            return None;
+        };
+        let bound = vb.as_int()?;
+        let whole = stride.is_const_int(1) && bound % lanes == 0 && multiple_of(base, lanes);
+        whole.then(|| op::likely(base.clone().lt(vb)))
     }
 
     fn stmt(&mut self, s: &Stmt) -> Option<Stmt> {
@@ -312,9 +362,17 @@ impl Vectorizer {
                 }
             }
             StmtKind::IfThenElse(i) => {
-                let c = self.expr(&i.condition)?;
+                let c = match self.whole_vector_guard(&i.condition) {
+                    Some(c) => c,
+                    None => self.condition(&i.condition)?,
+                };
                 if lanes_of(&c) != 1 {
-                    return None;
+                    // A per-lane condition predicates the lanes of the stores it guards.
+                    if i.else_case.is_some() {
+                        return None;
+                    }
+                    let t = self.stmt(&i.then_case)?;
+                    return predicable(&t).then(|| Stmt::if_then_else_raw(c, t, None));
                 }
                 let t = self.stmt(&i.then_case)?;
                 let e = match &i.else_case {
@@ -333,6 +391,130 @@ impl Vectorizer {
             StmtKind::Evaluate(e) if e.value.is_const() => s.clone(),
             _ => return None,
         })
+    }
+}
+
+/// Whether vector expression `e` may be evaluated for lanes whose result is discarded, once
+/// its loads are masked to the lanes kept: loads of a ramp index of a small constant stride
+/// (whose own index computation is maskable), arithmetic without integer division (a lane's zero divisor would
+/// trap), casts, selects, float math and nested `if_then_else`. A load of one scalar index is
+/// not: it is not per lane, so no mask guards it.
+pub fn maskable(e: &PrimExpr) -> bool {
+    match e.kind() {
+        ExprKind::IntImm(_) | ExprKind::FloatImm(_) | ExprKind::Var(_) => true,
+        ExprKind::Binary(op, a, b) => {
+            let traps = matches!(
+                op,
+                BinOp::Div | BinOp::Mod | BinOp::FloorDiv | BinOp::FloorMod
+            ) && !e.dtype().is_float()
+                && !constant(b);
+            !traps && maskable(a) && maskable(b)
+        }
+        ExprKind::Not(a) | ExprKind::Cast(a) => maskable(a),
+        ExprKind::Select { cond, t, f } => maskable(cond) && maskable(t) && maskable(f),
+        ExprKind::Ramp { base, stride, .. } => maskable(base) && maskable(stride),
+        ExprKind::Broadcast { value, .. } => maskable(value),
+        ExprKind::BufferLoad { indices, .. } => {
+            indices.last().is_some_and(strided) && indices.iter().all(maskable)
+        }
+        ExprKind::Call { op, args } => {
+            let pure = op == op::IF_THEN_ELSE
+                || op::FLOAT_UNARY.contains(&op)
+                || op::FLOAT_BINARY.contains(&op);
+            pure && args.iter().all(maskable)
+        }
+        _ => false,
+    }
+}
+
+/// Whether vector statement `s` may run under a per-lane predicate: contiguous vector stores
+/// of [`maskable`] values (code generation masks the stores and their loads).
+fn predicable(s: &Stmt) -> bool {
+    match s.kind() {
+        StmtKind::BufferStore(st) => {
+            st.indices.last().is_some_and(|i| match i.kind() {
+                ExprKind::Ramp { stride, .. } => stride.is_const_int(1),
+                _ => false,
+            }) && st.indices.iter().all(maskable)
+                && maskable(&st.value)
+        }
+        StmtKind::Seq(q) => q.seq.iter().all(predicable),
+        _ => false,
+    }
+}
+
+/// Lane `k` (an int32 expression) of vector expression `e` as a scalar expression: how code
+/// generators without masked memory operations run predicated vector code lane by lane
+/// (loads at one lane's index, so a lane that is not chosen reads nothing). `None` for what
+/// has no per-lane form here (a let-bound vector variable, a buffer of vector elements).
+pub fn lane(e: &PrimExpr, k: &PrimExpr) -> Option<PrimExpr> {
+    if lanes_of(e) == 1 {
+        return Some(e.clone());
+    }
+    Some(match e.kind() {
+        ExprKind::Ramp { base, stride, .. } => {
+            let kk = PrimExpr::cast_raw(base.dtype(), k.clone());
+            let step = PrimExpr::binary_raw(BinOp::Mul, kk, stride.clone());
+            PrimExpr::binary_raw(BinOp::Add, base.clone(), step)
+        }
+        ExprKind::Broadcast { value, .. } => value.clone(),
+        ExprKind::Binary(op, a, b) => PrimExpr::binary_raw(op, lane(a, k)?, lane(b, k)?),
+        ExprKind::Not(a) => PrimExpr::not_raw(lane(a, k)?),
+        ExprKind::Cast(a) => PrimExpr::cast_raw(e.dtype().element_of(), lane(a, k)?),
+        ExprKind::Select { cond, t, f } => {
+            PrimExpr::select_raw(lane(cond, k)?, lane(t, k)?, lane(f, k)?)
+        }
+        ExprKind::BufferLoad { buffer, indices } if buffer.dtype().lanes() == 1 => {
+            let idx: Option<Vec<_>> = indices.iter().map(|i| lane(i, k)).collect();
+            PrimExpr::buffer_load_raw(buffer.clone(), idx?)
+        }
+        ExprKind::Call { op, args } => {
+            let a: Option<Vec<_>> = args.iter().map(|x| lane(x, k)).collect();
+            PrimExpr::call(e.dtype().element_of(), op, a?)
+        }
+        _ => return None,
+    })
+}
+
+/// A ramp with a constant stride of 1 to [`MAX_MASKED_STRIDE`]: masked, one contiguous load of
+/// its span (a masked gather of scattered lanes costs about what a scalar loop does).
+fn strided(index: &PrimExpr) -> bool {
+    match index.kind() {
+        ExprKind::Ramp { stride, .. } => stride
+            .as_int()
+            .is_some_and(|s| (1..=MAX_MASKED_STRIDE).contains(&s)),
+        _ => false,
+    }
+}
+
+/// The widest ramp stride a masked load reads as one span (code generation's limit too).
+pub const MAX_MASKED_STRIDE: i64 = 4;
+
+/// `a * b`, folded when both are integer constants (so a ramp's stride stays a constant the
+/// masked loads and code generation recognize).
+fn product(a: &PrimExpr, b: &PrimExpr) -> PrimExpr {
+    match (a.as_int(), b.as_int()) {
+        (Some(x), Some(y)) => PrimExpr::const_int(a.dtype(), x * y),
+        _ => PrimExpr::binary_raw(BinOp::Mul, a.clone(), b.clone()),
+    }
+}
+
+/// Whether integer expression `e` is a multiple of `k` whatever its variables: constants that
+/// are, sums and differences of such, products with one such factor.
+fn multiple_of(e: &PrimExpr, k: i64) -> bool {
+    match e.kind() {
+        ExprKind::IntImm(v) => v % k == 0,
+        ExprKind::Binary(BinOp::Add | BinOp::Sub, a, b) => multiple_of(a, k) && multiple_of(b, k),
+        ExprKind::Binary(BinOp::Mul, a, b) => multiple_of(a, k) || multiple_of(b, k),
+        _ => false,
+    }
+}
+
+/// A constant, or a constant in every lane.
+fn constant(e: &PrimExpr) -> bool {
+    match e.kind() {
+        ExprKind::Broadcast { value, .. } => value.is_const(),
+        _ => e.is_const(),
     }
 }
 
@@ -384,15 +566,32 @@ mod tests {
         let f32 = DataType::float(32);
         let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
         let (i, j) = (Var::int32("i"), Var::int32("j"));
-        // A condition that varies across lanes.
+        // A condition that varies across lanes, with an else branch.
         let cond = Stmt::for_loop(
             &i,
             0,
             4,
             ForKind::Vectorized,
-            Stmt::if_then_else(i.lt(2), a.store(1.0, vec![i.to_expr()]), None),
+            Stmt::if_then_else(
+                i.lt(2),
+                a.store(1.0, vec![i.to_expr()]),
+                Some(a.store(2.0, vec![i.to_expr()])),
+            ),
         );
         assert_eq!(loop_kind(&vectorize_stmt(&cond, true)), ForKind::Serial);
+        // A per-lane choice whose side gathers (a load at lane-scattered indices).
+        let b = Buffer::decl("B", f32, vec![PrimExpr::i32(64)]);
+        let gather = Stmt::for_loop(
+            &i,
+            0,
+            4,
+            ForKind::Vectorized,
+            b.store(
+                crate::op::if_then_else(i.lt(2), a.load(vec![&i * &i]), PrimExpr::f32(0.0)),
+                vec![i.to_expr()],
+            ),
+        );
+        assert_eq!(loop_kind(&vectorize_stmt(&gather, true)), ForKind::Serial);
         // An inner loop.
         let inner = Stmt::for_loop(
             &i,
@@ -440,7 +639,7 @@ mod tests {
         assert!(matches!(out.kind(), StmtKind::IfThenElse(_)), "{out}");
         assert!(out.to_string().contains("T.exp"), "{out}");
         // `if_then_else` with a lane-invariant condition (a padding row): one choice of
-        // vectors; with a condition on the lane: serial (a load could leave the buffer).
+        // vectors (a per-lane one: `per_lane_choices_become_masked_vector_code`).
         let pick = |cond: PrimExpr| {
             Stmt::for_loop(
                 &i,
@@ -460,7 +659,110 @@ mod tests {
             text.contains("T.if_then_else(n >= 1, A[T.Ramp(0 + n, 1, 8)]"),
             "{text}"
         );
-        let per_lane = pick((&i + &n).ge(1));
-        assert_eq!(loop_kind(&vectorize_stmt(&per_lane, true)), ForKind::Serial);
+    }
+
+    #[test]
+    fn per_lane_choices_become_masked_vector_code() {
+        let f32 = DataType::float(32);
+        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
+        let b = Buffer::decl("B", f32, vec![PrimExpr::i32(64)]);
+        let i = Var::int32("i");
+        // A padded row: the interior read (stride 1 and 2), zeros at the edges.
+        for stride in [1, 2] {
+            let src = &i * stride - 1;
+            let body = b.store(
+                crate::op::if_then_else(src.ge(0), a.load(vec![src.clone()]), PrimExpr::f32(0.0)),
+                vec![i.to_expr()],
+            );
+            let out = vectorize_stmt(&Stmt::for_loop(&i, 0, 8, ForKind::Vectorized, body), true);
+            let StmtKind::BufferStore(st) = out.kind() else {
+                panic!("not vector code: {out}");
+            };
+            let ExprKind::Call { op, args } = st.value.kind() else {
+                panic!("not an if_then_else: {out}");
+            };
+            assert_eq!(op, crate::op::IF_THEN_ELSE);
+            assert_eq!(args[0].dtype().lanes(), 8, "{out}");
+            let ExprKind::BufferLoad { indices, .. } = args[1].kind() else {
+                panic!("{out}");
+            };
+            assert!(
+                matches!(indices[0].kind(), ExprKind::Ramp { stride: s, .. } if s.is_const_int(stride)),
+                "{out}"
+            );
+        }
+        // A store under a per-lane condition: predicated.
+        let n = Var::int32("n");
+        let guarded = Stmt::for_loop(
+            &i,
+            0,
+            8,
+            ForKind::Vectorized,
+            Stmt::if_then_else(
+                crate::op::likely(i.lt(&n)),
+                b.store(a.load(vec![i.to_expr()]) * 2.0, vec![i.to_expr()]),
+                None,
+            ),
+        );
+        let out = vectorize_stmt(&guarded, true);
+        let StmtKind::IfThenElse(p) = out.kind() else {
+            panic!("not predicated: {out}");
+        };
+        assert_eq!(p.condition.dtype().lanes(), 8, "{out}");
+        assert!(
+            matches!(p.then_case.kind(), StmtKind::BufferStore(_)),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn guard_of_whole_vectors_is_one_branch() {
+        // `likely(io * 8 + ii < 48)`: all lanes of a vector agree, so it stays a scalar `if`.
+        let f32 = DataType::float(32);
+        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
+        let (io, ii) = (Var::int32("io"), Var::int32("ii"));
+        let idx = &io * 8 + &ii;
+        let body = Stmt::for_loop(
+            &ii,
+            0,
+            8,
+            ForKind::Vectorized,
+            Stmt::if_then_else(
+                crate::op::likely(idx.lt(48)),
+                a.store(1.0, vec![idx.clone()]),
+                None,
+            ),
+        );
+        let out = vectorize_stmt(&body, true);
+        let StmtKind::IfThenElse(p) = out.kind() else {
+            panic!("{out}");
+        };
+        assert_eq!(p.condition.dtype().lanes(), 1, "{out}");
+        // Not whole vectors (49): a per-lane predicate.
+        let body = Stmt::for_loop(
+            &ii,
+            0,
+            8,
+            ForKind::Vectorized,
+            Stmt::if_then_else(crate::op::likely(idx.lt(49)), a.store(1.0, vec![idx]), None),
+        );
+        let out = vectorize_stmt(&body, true);
+        let StmtKind::IfThenElse(p) = out.kind() else {
+            panic!("not predicated: {out}");
+        };
+        assert_eq!(p.condition.dtype().lanes(), 8);
+    }
+
+    #[test]
+    fn lanes_of_vector_code_as_scalars() {
+        let f32 = DataType::float(32);
+        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
+        let (x, k) = (Var::int32("x"), Var::int32("k"));
+        let ramp = PrimExpr::ramp_raw(x.to_expr(), PrimExpr::i32(2), 4);
+        let e = PrimExpr::buffer_load_raw(a.clone(), vec![ramp]);
+        let l = lane(&e, &k.to_expr()).unwrap();
+        assert_eq!(l.dtype().lanes(), 1);
+        let text = l.to_string();
+        assert!(text.contains("A[x + T.Cast(\"int32\", k) * 2]"), "{text}");
     }
 }

@@ -73,12 +73,15 @@ pub fn inline_injective(s: &Schedule, out: &Tensor, keep: &[Operation]) -> Resul
 
 /// Inlines the injective producers of `out` except `op`'s padding stage (an input named
 /// `pad_data`) and `keep`; the padding stage stays at root with its `(n, c)` loops fused and
-/// parallel, so the reads of `op` need no bounds tests.
+/// parallel, so the reads of `op` need no bounds tests, and its innermost axis vector code on
+/// `cpu` (a block of channel-blocked data; rows in vectors of the CPU's lanes, the edges
+/// read with masked loads, a shorter last piece scalar).
 pub fn inline_all_but_padding(
     s: &Schedule,
     out: &Tensor,
     op: &Operation,
     keep: &[Operation],
+    cpu: &CpuDesc,
 ) -> Result<()> {
     let pad = op
         .input_tensors()
@@ -92,9 +95,14 @@ pub fn inline_all_but_padding(
         if let Some(f) = fuse_all(&ps, &[p.axis(0), p.axis(1)])? {
             ps.parallel(&f)?;
         }
-        // Channel-blocked data: a block is one vector.
-        if p.ndim() == 5 && extent(p, 4) > 1 {
-            ps.vectorize(&p.axis(4))?;
+        let inner = p.axis(p.ndim() - 1);
+        let (width, lanes) = (extent(p, p.ndim() - 1), cpu.lanes(p.dtype()));
+        if p.ndim() == 5 && width > 1 {
+            // Channel-blocked data: a block is one vector.
+            ps.vectorize(&inner)?;
+        } else if width >= lanes && lanes > 1 {
+            let (_, vi) = ps.split(&inner, lanes)?;
+            ps.vectorize(&vi)?;
         }
     }
     Ok(())

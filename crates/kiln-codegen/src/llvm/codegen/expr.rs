@@ -585,6 +585,37 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         self.select(nan, qnan, r)
     }
 
+    /// The address of element `index` of `buffer` without LLVM's in-bounds promise: a masked
+    /// access may start before the buffer (its first lanes masked off), where an in-bounds
+    /// address would be poison.
+    pub(crate) fn unchecked_element_ptr(
+        &mut self,
+        buffer: &Buffer,
+        index: BasicValueEnum<'ctx>,
+        index_t: DataType,
+    ) -> Result<PointerValue<'ctx>> {
+        let BasicValueEnum::PointerValue(data) = self.var_value(buffer.data())? else {
+            return Err(Error::type_error(format!(
+                "buffer `{}`: its data is not a pointer",
+                buffer.name()
+            )));
+        };
+        let mut off = self.cast(index_t, DataType::int(64), index)?;
+        let eo = buffer.elem_offset();
+        if !eo.is_const_int(0) {
+            let eov = self.expr(eo)?;
+            let eov = self.cast(eo.dtype(), DataType::int(64), eov)?;
+            off = on_int!(off, eov, |x, y| self.b.build_int_add(x, y, "off"))?;
+        }
+        let elem = self.memory_type(buffer.dtype())?;
+        // SAFETY: plain address arithmetic (no in-bounds promise); only masked lanes read it.
+        unsafe {
+            self.b
+                .build_gep(elem, data, &[off.into_int_value()], "elem")
+                .map_err(llvm_error)
+        }
+    }
+
     /// The address of element `index` (a scalar) of `buffer`.
     pub(crate) fn element_ptr(
         &mut self,
@@ -645,7 +676,9 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         let lanes = index.dtype().lanes();
         let mem_t = buffer.dtype().with_lanes(elem_t.lanes() * lanes);
         let value_t = t;
-        let raw = if lanes == 1 {
+        let raw = if let (Some(mask), true) = (self.mask, lanes > 1) {
+            self.masked_load(buffer, index, mem_t, mask)?
+        } else if lanes == 1 {
             let i = self.expr(index)?;
             let p = self.element_ptr(buffer, i, index.dtype())?;
             let align = self.access_align(buffer, index, elem_bytes);
@@ -659,6 +692,8 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let v = self.load(mem_t, p, align)?;
             self.tag_access(v.as_instruction_value(), buffer);
             v
+        } else if let Some((base, stride)) = small_stride(index, elem_t) {
+            self.strided_load(buffer, base, stride, mem_t)?
         } else {
             self.gather(buffer, index, mem_t)?
         };
@@ -686,6 +721,156 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let _ = i.set_alignment(align);
         }
         Ok(v)
+    }
+
+    /// The load of a ramp with a small constant stride `s` (`ramp(base, s, n)`): one contiguous
+    /// load of the `(n - 1) * s + 1` elements it spans, then a shuffle picking every `s`-th
+    /// (vector code for stride-2 pooling and convolution windows, where loads of single
+    /// lanes were several times slower). Nothing past the last element addressed is read.
+    fn strided_load(
+        &mut self,
+        buffer: &Buffer,
+        base: &PrimExpr,
+        stride: u32,
+        mem_t: DataType,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let lanes = mem_t.lanes() as u32;
+        let span = (lanes - 1) * stride + 1;
+        let i = self.expr(base)?;
+        let p = self.element_ptr(buffer, i, base.dtype())?;
+        let elem_t = buffer.dtype();
+        let elem_bytes = (elem_t.bits() as i64 + 7) / 8;
+        let align = self.access_align(buffer, base, elem_bytes);
+        let wide = self
+            .load(elem_t.with_lanes(span as u16), p, align)?
+            .into_vector_value();
+        self.tag_access(wide.as_instruction_value(), buffer);
+        let mask: Vec<_> = (0..lanes)
+            .map(|k| self.abi.i32.const_int(u64::from(k * stride), false))
+            .collect();
+        let v = self
+            .b
+            .build_shuffle_vector(
+                wide,
+                wide.get_type().get_poison(),
+                VectorType::const_vector(&mask),
+                "strided",
+            )
+            .map_err(llvm_error)?;
+        Ok(v.into())
+    }
+
+    /// The load of vector index `index` for the lanes of `mask` only (the others are zero and
+    /// their addresses are not touched): one masked contiguous load for a unit-stride ramp, a
+    /// masked load of the span of a small-stride ramp (its mask spread to the lanes read),
+    /// else a masked gather.
+    fn masked_load(
+        &mut self,
+        buffer: &Buffer,
+        index: &PrimExpr,
+        mem_t: DataType,
+        mask: inkwell::values::VectorValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let elem_t = buffer.dtype();
+        let elem_bytes = (elem_t.bits() as i64 + 7) / 8;
+        let lanes = mem_t.lanes() as u32;
+        let (base, stride) = match (unit_stride_base(index), small_stride(index, elem_t)) {
+            (Some(b), _) if elem_t.lanes() == 1 => (b, 1),
+            (_, Some((b, s))) => (b, s),
+            _ => {
+                let iv = self.expr(index)?.into_vector_value();
+                let it = index.dtype();
+                let mut ptrs = self.abi.ptr.vec_type(lanes).get_poison();
+                for k in 0..lanes {
+                    let kk = self.abi.i32.const_int(u64::from(k), false);
+                    let i = self
+                        .b
+                        .build_extract_element(iv, kk, "idx")
+                        .map_err(llvm_error)?;
+                    let p = self.unchecked_element_ptr(buffer, i, it.element_of())?;
+                    ptrs = self
+                        .b
+                        .build_insert_element(ptrs, p, kk, "ptrs")
+                        .map_err(llvm_error)?;
+                }
+                let align = pow2_align(elem_bytes, buffer_alignment(buffer));
+                let vt = self.memory_type(mem_t)?;
+                let a = self.abi.i32.const_int(u64::from(align), false);
+                return self.overloaded_call(
+                    "llvm.masked.gather",
+                    &[vt, ptrs.get_type().into()],
+                    &[ptrs.into(), a.into(), mask.into(), const_zero(vt)],
+                );
+            }
+        };
+        let span = (lanes - 1) * stride + 1;
+        let i = self.expr(base)?;
+        let p = self.unchecked_element_ptr(buffer, i, base.dtype())?;
+        let align = self.access_align(buffer, base, elem_bytes);
+        let span_mask = if stride == 1 {
+            mask
+        } else {
+            // Lane k of the span is read when it is some kept lane's element (k = j * s).
+            let bool_t = self.ctx.bool_type();
+            let mut idx = Vec::with_capacity(span as usize);
+            for k in 0..span {
+                idx.push(if k % stride == 0 {
+                    self.abi.i32.const_int(u64::from(k / stride), false)
+                } else {
+                    self.abi.i32.const_int(u64::from(lanes), false)
+                });
+            }
+            let wide_f = bool_t.vec_type(lanes).const_zero();
+            self.b
+                .build_shuffle_vector(mask, wide_f, VectorType::const_vector(&idx), "spread")
+                .map_err(llvm_error)?
+        };
+        let vt = self.memory_type(elem_t.with_lanes(span as u16))?;
+        let a = self.abi.i32.const_int(u64::from(align), false);
+        let wide = self
+            .overloaded_call(
+                "llvm.masked.load",
+                &[vt, p.get_type().into()],
+                &[p.into(), a.into(), span_mask.into(), const_zero(vt)],
+            )?
+            .into_vector_value();
+        if stride == 1 {
+            return Ok(wide.into());
+        }
+        let pick: Vec<_> = (0..lanes)
+            .map(|k| self.abi.i32.const_int(u64::from(k * stride), false))
+            .collect();
+        let v = self
+            .b
+            .build_shuffle_vector(
+                wide,
+                wide.get_type().get_poison(),
+                VectorType::const_vector(&pick),
+                "strided",
+            )
+            .map_err(llvm_error)?;
+        Ok(v.into())
+    }
+
+    /// A call of overloaded intrinsic `name` declared for `types`.
+    fn overloaded_call(
+        &mut self,
+        name: &str,
+        types: &[BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<BasicValueEnum<'ctx>> {
+        let decl = inkwell::intrinsics::Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, types))
+            .ok_or_else(|| Error::runtime_error(format!("LLVM has no intrinsic `{name}`")))?;
+        let args: Vec<inkwell::values::BasicMetadataValueEnum> =
+            args.iter().map(|v| (*v).into()).collect();
+        Ok(self
+            .b
+            .build_call(decl, &args, "masked")
+            .map_err(llvm_error)?
+            .try_as_basic_value()
+            .basic()
+            .expect("masked loads return a value"))
     }
 
     /// A load of each lane of a vector index.
@@ -752,4 +937,24 @@ pub fn f32_to_bf16_bits(v: f32) -> u16 {
     let b = v.to_bits();
     let r = b.wrapping_add(0x7fff + ((b >> 16) & 1));
     (r >> 16) as u16
+}
+
+/// The base and stride of a ramp index with a constant stride from 2 to [`MAX_LOAD_STRIDE`]
+/// over scalar elements, whose span is loaded whole by [`CodeGen::strided_load`].
+fn small_stride(index: &PrimExpr, elem_t: DataType) -> Option<(&PrimExpr, u32)> {
+    let ExprKind::Ramp { base, stride, .. } = index.kind() else {
+        return None;
+    };
+    let s = stride.as_int()?;
+    (elem_t.lanes() == 1 && (2..=MAX_LOAD_STRIDE).contains(&s)).then_some((base, s as u32))
+}
+
+/// The largest ramp stride loaded as one span and a shuffle (VectorizeLoop masks loads up to
+/// it); wider strides load each lane (a span of more than four times the vector costs more
+/// than the single loads save).
+const MAX_LOAD_STRIDE: i64 = kiln_tir::transform::vectorize_loop::MAX_MASKED_STRIDE;
+
+/// The zero of vector type `t` (a masked load's value in the lanes it does not read).
+fn const_zero(t: BasicTypeEnum<'_>) -> BasicValueEnum<'_> {
+    t.into_vector_type().const_zero().into()
 }

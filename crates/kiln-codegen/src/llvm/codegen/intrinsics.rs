@@ -121,9 +121,20 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
     /// `cond ? t : f` evaluating only the chosen side.
     fn if_then_else(&mut self, t: DataType, args: &[PrimExpr]) -> Result<BasicValueEnum<'ctx>> {
         if args[0].dtype().lanes() > 1 {
-            let c = self.expr(&args[0])?;
-            let (x, y) = (self.expr(&args[1])?, self.expr(&args[2])?);
-            return self.select(c, x, y);
+            // Per lane: each side evaluated with its loads masked to the lanes choosing it.
+            let c = self.expr(&args[0])?.into_vector_value();
+            let outer = self.mask;
+            let not_c = self.b.build_not(c, "not").map_err(llvm_error)?;
+            let under = |cg: &mut Self, m| match outer {
+                Some(o) => cg.b.build_and(o, m, "mask").map_err(llvm_error),
+                None => Ok(m),
+            };
+            self.mask = Some(under(self, c)?);
+            let x = self.expr(&args[1]);
+            self.mask = Some(under(self, not_c)?);
+            let y = self.expr(&args[2]);
+            self.mask = outer;
+            return self.select(c.into(), x?, y?);
         }
         let c = self.expr(&args[0])?.into_int_value();
         let then_bb = self.block("ite_then");

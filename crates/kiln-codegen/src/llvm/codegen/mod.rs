@@ -65,6 +65,9 @@ pub struct CodeGen<'a, 'ctx> {
     /// TBAA access tags by buffer data variable (distinct buffers do not alias, as TVM
     /// assumes for `tir.noalias` functions).
     pub(crate) tbaa: HashMap<Var, inkwell::values::MetadataValue<'ctx>>,
+    /// The lanes a vector `if_then_else` side is evaluated for: its vector loads are masked
+    /// to them (lanes outside may address memory that is not there).
+    pub(crate) mask: Option<inkwell::values::VectorValue<'ctx>>,
 }
 
 impl<'a, 'ctx> CodeGen<'a, 'ctx> {
@@ -85,6 +88,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             in_parallel: false,
             func_name: String::new(),
             tbaa: HashMap::new(),
+            mask: None,
         }
     }
 

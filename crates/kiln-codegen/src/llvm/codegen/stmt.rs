@@ -28,6 +28,19 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             StmtKind::BufferStore(st) => self.buffer_store(st),
             StmtKind::Allocate(a) => self.allocate(a),
             StmtKind::DeclBuffer(d) => self.stmt(&d.body),
+            StmtKind::IfThenElse(n) if n.condition.dtype().lanes() > 1 => {
+                // A per-lane condition (VectorizeLoop's predicate): the stores of the lanes
+                // where it holds, their loads masked alike.
+                let c = self.expr(&n.condition)?.into_vector_value();
+                let outer = self.mask;
+                self.mask = Some(match outer {
+                    Some(o) => self.b.build_and(o, c, "mask").map_err(llvm_error)?,
+                    None => c,
+                });
+                let r = self.stmt(&n.then_case);
+                self.mask = outer;
+                r
+            }
             StmtKind::IfThenElse(n) => {
                 let c = self.expr(&n.condition)?.into_int_value();
                 let then_bb = self.block("if_then");
@@ -180,6 +193,21 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let align = self.access_align(buffer, index, elem_bytes);
             return self.store_tagged(value, p, align, buffer);
         }
+        if let (Some(mask), Some(base)) = (self.mask, unit_stride_base(index)) {
+            let i = self.expr(base)?;
+            let p = self.unchecked_element_ptr(buffer, i, base.dtype())?;
+            let align = self.access_align(buffer, base, elem_bytes);
+            let a = self.abi.i32.const_int(u64::from(align), false);
+            let ty = [value.get_type(), p.get_type().into()];
+            self.masked_store(&ty, &[value, p.into(), a.into(), mask.into()])?;
+            return Ok(());
+        }
+        if self.mask.is_some() {
+            return Err(Error::value_error(format!(
+                "a predicated store to `{}` needs a contiguous vector index, got {index}",
+                buffer.name()
+            )));
+        }
         if let Some(base) = unit_stride_base(index) {
             let i = self.expr(base)?;
             let p = self.element_ptr(buffer, i, base.dtype())?;
@@ -203,6 +231,21 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let align = pow2_align(elem_bytes, buffer_alignment(buffer));
             self.store_tagged(x, p, align, buffer)?;
         }
+        Ok(())
+    }
+
+    /// `llvm.masked.store` of `args` (value, pointer, alignment, mask) declared for `types`.
+    fn masked_store(
+        &mut self,
+        types: &[inkwell::types::BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<()> {
+        let decl = inkwell::intrinsics::Intrinsic::find("llvm.masked.store")
+            .and_then(|i| i.get_declaration(self.module, types))
+            .ok_or_else(|| Error::runtime_error("LLVM has no intrinsic `llvm.masked.store`"))?;
+        let args: Vec<inkwell::values::BasicMetadataValueEnum> =
+            args.iter().map(|v| (*v).into()).collect();
+        self.b.build_call(decl, &args, "").map_err(llvm_error)?;
         Ok(())
     }
 

@@ -42,7 +42,7 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
     if out.ndim() != 4 || !same_shape(out, &conv_t) {
         return generic::schedule_generic(s, out, cpu);
     }
-    inline_all_but_padding(s, out, &conv, &[])?;
+    inline_all_but_padding(s, out, &conv, &[], cpu)?;
     let depthwise = conv.tag() == tag::DEPTHWISE_CONV2D_NCHW;
     let (main, mt, cs) = main_and_compute(s, out, &conv)?;
     let lanes = cpu.lanes(mt.dtype());
@@ -186,7 +186,7 @@ fn schedule_conv2d_nchwc(
     if !(out.ndim() == 4 || blocked_out) || conv_t.ndim() != 5 {
         return generic::schedule_generic(s, out, cpu);
     }
-    inline_all_but_padding(s, out, conv, &[])?;
+    inline_all_but_padding(s, out, conv, &[], cpu)?;
     // A blocked output with no epilogue is the product itself: it accumulates in a local
     // cache computed at each tile of the output.
     let local = if out.op() == conv {
@@ -300,7 +300,7 @@ fn schedule_conv2d_nchwc_at_root(
     if out.ndim() != 4 || conv_t.ndim() != 5 {
         return generic::schedule_generic(s, out, cpu);
     }
-    inline_all_but_padding(s, out, conv, std::slice::from_ref(conv))?;
+    inline_all_but_padding(s, out, conv, std::slice::from_ref(conv), cpu)?;
     let b = extent(&conv_t, 4);
     let vectors = block_vectors(b, &conv_t, cpu);
     let (_, cols) = register_tile(extent(&conv_t, 3), 1, vectors, kernel_width(conv), cpu);
@@ -360,7 +360,7 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDe
     }
     let lanes = cpu.f32_lanes();
     let hw = h * w;
-    let (mr, cols) = spatial_tile(extent(out, 1), hw, cpu);
+    let (mr, cols) = spatial_tile(group_rows(conv, extent(out, 1)), hw, cpu);
     inline_injective(s, out, std::slice::from_ref(conv))?;
     let local = s.cache_write(&g, "local")?;
     let main = s.stage(out);
@@ -394,21 +394,50 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDe
     Ok(())
 }
 
+/// The output channels of one group of the spatial 1x1 convolution `conv` with `o` output
+/// channels (its weight `[O, C/G, 1, 1]`, its data `[N, C, ...]`).
+fn group_rows(conv: &Operation, o: i64) -> i64 {
+    let inputs = conv.input_tensors();
+    let (c, cpg) = match inputs.as_slice() {
+        [d, w, ..] if d.ndim() >= 2 && w.ndim() >= 2 => (extent(d, 1), extent(w, 1)),
+        _ => return o,
+    };
+    if cpg <= 0 || c % cpg != 0 || o % (c / cpg) != 0 {
+        return o;
+    }
+    o / (c / cpg)
+}
+
 /// The register tile of a 1x1 convolution over flattened positions on `cpu`: `(channels,
-/// positions)` for `o` output channels and `hw` positions. Of two, three or four vectors of
-/// positions, the one whose [`super::dense::matrix_tile`] rows, lowered to a divisor of `o`,
-/// make the most accumulators: a shorter last channel tile would leave a guard inside the
-/// reduction loop (16 channels take 4 x 3 vectors on AVX2, not 6 + 6 + 4 x 2).
+/// positions)` for `o` output channels a group and `hw` positions. Of two to four vectors of
+/// positions (up to twelve for groups of few channels), the one whose
+/// [`super::dense::matrix_tile`] rows, lowered to a divisor of `o`, make the most
+/// accumulators: a shorter last channel tile would leave a guard inside the reduction loop (16
+/// channels take 4 x 3 vectors on AVX2, not 6 + 6 + 4 x 2), and a tile across two groups
+/// would load two groups' inputs (34 channels a group take 2 rows x 12 vectors on AVX-512).
 pub fn spatial_tile(o: i64, hw: i64, cpu: &CpuDesc) -> (i64, i64) {
     let lanes = cpu.f32_lanes();
-    let mut best = (1, lanes, 0);
-    for v in 2..=4 {
+    let regs = cpu.vector_registers as i64;
+    // (rows, positions, (accumulators doing useful work in lanes, accumulators)).
+    let mut best = (1, lanes, (0, 0));
+    for v in 2..=MAX_SPATIAL_VECTORS {
         let blocks = (hw + v * lanes - 1) / (v * lanes);
         let (rows, tb) = super::dense::matrix_tile(o, blocks, v, cpu);
         let r = (1..=rows).rev().find(|r| o % r == 0).unwrap_or(1);
-        if r * v * tb > best.2 {
-            best = (r, v * lanes * tb, r * v * tb);
+        let acc = r * v * tb;
+        if acc > cpu.accumulators() || acc + v * tb >= regs {
+            continue;
+        }
+        // Positions of the last tile past the plane are computed for nothing.
+        let tile = v * lanes * tb;
+        let useful = acc * lanes * hw / (((hw + tile - 1) / tile) * tile);
+        if (useful, acc) > best.2 {
+            best = (r, tile, (useful, acc));
         }
     }
     (best.0, best.1)
 }
+
+/// The most vectors of positions in a row of [`spatial_tile`]: groups of few channels (34
+/// a group: tiles of 2 rows) fill the accumulators along the positions.
+const MAX_SPATIAL_VECTORS: i64 = 12;
