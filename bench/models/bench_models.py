@@ -8,11 +8,16 @@ encoder layer (tests/zoo/make_transformer.py) and networks of the architectures 
 (tests/zoo/make_arch.py: a YOLO-style detector, a DBNet-style text detector, an SVTR-style
 recognizer with a 6625-class classifier, a BERT-style encoder); default all of them. For each:
 
-- Kiln: `target/release/kiln compile` (wall time of the command = compile time), then in a child
-  process with KILN_LIBRARY_PATH=target/release and KILN_NUM_THREADS=1: `kiln.load_module`,
-  GraphModule, the runtime's time evaluator on `run` (2 warm-up runs, then the median of
-  --repeat measurements of --number runs each);
-- onnxruntime: intra_op_num_threads = inter_op_num_threads = 1, same warm-up and repeats;
+- Kiln: `target/release/kiln compile` (wall time of the command = compile time), then in this
+  process (KILN_LIBRARY_PATH=target/release, KILN_NUM_THREADS=1): `kiln.load_module`,
+  GraphModule, the input and the last output bound once to numpy arrays without copies
+  (`set_input_zero_copy`, `set_output_zero_copy`: onnxruntime's `run` also reads the caller's
+  input array and writes the output array it returns); one run is `run`;
+- onnxruntime: intra_op_num_threads = inter_op_num_threads = 1;
+- Kiln, its tuned library (--tune) and onnxruntime timed in turns: 2 warm-up runs each, then
+  --repeat rounds, each timing --number runs of every engine (the order alternating between
+  rounds), so that the host's load drifting during a run weighs on every engine alike; the
+  median round of each;
 - TVM 0.27 (unless --skip-tvm), in another child process (its libtvm_ffi exports the same C
   symbols as Kiln's library) with TVM_NUM_THREADS=1: `from_onnx`, `tvm.compile` with
   `relax.get_default_pipeline` for llvm -mcpu=<the host CPU> (untuned: no MetaSchedule), the Relax VM;
@@ -83,20 +88,52 @@ def median_ms(fn, number, repeat, warmup):
     return statistics.median(times)
 
 
-# ---- workers (run in child processes) ---------------------------------------------------------
+def paired_ms(fns, number, repeat, warmup):
+    """Median milliseconds per run of each of ``fns`` (name -> callable), timed in turns: every
+    round times ``number`` runs of each, the order reversed every other round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(repeat):
+        for name in names if r % 2 == 0 else names[::-1]:
+            t = time.perf_counter()
+            for _ in range(number):
+                fns[name]()
+            times[name].append((time.perf_counter() - t) * 1e3 / number)
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
-def kiln_worker(lib_path, x_path, out_path, number, repeat):
+def kiln_runner(lib_path, x):
+    """A call running Kiln's library ``lib_path`` on ``x`` and returning its last output."""
     import kiln
     from kiln.graph_executor import GraphModule
 
     gm = GraphModule(kiln.load_module(lib_path)["default"](kiln.cpu()))
-    gm.set_input(0, np.load(x_path))
-    gm.run()
-    gm.run()
-    res = gm.benchmark(kiln.cpu(), repeat=repeat, number=number)
-    np.save(out_path, gm.get_output(gm.get_num_outputs() - 1).numpy())
-    return {"ms": res.median * 1e3, "min_ms": res.min * 1e3}
+    last = gm.get_num_outputs() - 1
+    gm.set_input_zero_copy(0, aligned(x))
+    out = gm.get_output(last).numpy()
+    out = aligned(out)
+    gm.set_output_zero_copy(last, out)
+
+    def run():
+        gm.run()
+        return out
+
+    return run
+
+
+def aligned(x, alignment=64):
+    """A copy of ``x`` whose data starts on an ``alignment``-byte boundary."""
+    buf = np.empty(x.nbytes + alignment, dtype=np.uint8)
+    start = -buf.ctypes.data % alignment
+    out = buf[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+# ---- TVM (in a child process) ------------------------------------------------------------------
 
 
 def tvm_worker(onnx_path, x_path, out_path, repeat, mcpu):
@@ -126,12 +163,7 @@ def tvm_worker(onnx_path, x_path, out_path, repeat, mcpu):
 
 def child(kind, *args):
     """Runs a worker in a child process; its result dict, or {"error": text}."""
-    env = dict(os.environ)
-    if kind == "kiln":
-        env.update(KILN_LIBRARY_PATH=os.path.join(ROOT, "target", "release"), KILN_NUM_THREADS="1",
-                   PYTHONPATH=os.path.join(ROOT, "python"))
-    else:
-        env.update(TVM_NUM_THREADS="1")
+    env = dict(os.environ, TVM_NUM_THREADS="1")
     p = subprocess.run([sys.executable, os.path.abspath(__file__), f"--{kind}-worker",
                         *map(str, args)], capture_output=True, text=True, env=env)
     lines = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]
@@ -159,7 +191,7 @@ def bench_model(name, args):
     sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
     feed = {input_of(onnx_path): x}
     ref = sess.run(None, feed)[-1]
-    row["ort_ms"] = median_ms(lambda: sess.run(None, feed), args.number, args.repeat, 2)
+    engines = {"ort_ms": lambda: sess.run(None, feed)}
 
     lib = os.path.join(d, f"{name}.kiln.so")
     t = time.perf_counter()
@@ -168,13 +200,9 @@ def bench_model(name, args):
     if p.returncode != 0:
         row["kiln_error"] = (p.stderr.strip().splitlines() or ["?"])[-1][:200]
     else:
-        out = os.path.join(d, f"{name}.kiln_out.npy")
-        r = child("kiln", lib, x_path, out, args.number, args.repeat)
-        if "error" in r:
-            row["kiln_error"] = r["error"]
-        else:
-            row["kiln_ms"] = r["ms"]
-            row["kiln_err"] = scaled_error(np.load(out), ref)
+        run = kiln_runner(lib, x)
+        row["kiln_err"] = scaled_error(run(), ref)
+        engines["kiln_ms"] = run
 
     if args.tune:
         # `kiln tune` (one thread, resumable records per model), then the tuned library.
@@ -191,13 +219,11 @@ def bench_model(name, args):
         if p.returncode != 0:
             row["kiln_error"] = "tuning: " + (p.stderr.strip().splitlines() or ["?"])[-1][:200]
         else:
-            out = os.path.join(d, f"{name}.kiln_tuned_out.npy")
-            r = child("kiln", tuned, x_path, out, args.number, args.repeat)
-            if "error" in r:
-                row["kiln_error"] = "tuned: " + r["error"]
-            else:
-                row["tuned_ms"] = r["ms"]
-                row["kiln_err"] = max(row.get("kiln_err", 0.0), scaled_error(np.load(out), ref))
+            run = kiln_runner(tuned, x)
+            row["kiln_err"] = max(row.get("kiln_err") or 0.0, scaled_error(run(), ref))
+            engines["tuned_ms"] = run
+
+    row.update(paired_ms(engines, args.number, args.repeat, 2))
 
     if not args.skip_tvm:
         out = os.path.join(d, f"{name}.tvm_out.npy")
@@ -261,23 +287,22 @@ def main():
                     help="TVM's -mcpu; native: the host CPU as TVM's LLVM names it")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_models"))
     ap.add_argument("--kiln", default=os.path.join(ROOT, "target", "release", "kiln"))
-    ap.add_argument("--kiln-worker", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--tvm-worker", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.kiln_worker:
-        lib, x, out, number, repeat = args.kiln_worker
-        print("RESULT " + json.dumps(kiln_worker(lib, x, out, int(number), int(repeat))))
-        return
     if args.tvm_worker:
         onnx_path, x, out, repeat, mcpu = args.tvm_worker
         print("RESULT " + json.dumps(tvm_worker(onnx_path, x, out, int(repeat), mcpu)))
         return
     if args.repeat < 5:
         raise SystemExit("--repeat must be at least 5")
+    # Kiln runs in this process, on one thread, from this checkout's runtime and package.
+    os.environ.setdefault("KILN_LIBRARY_PATH", os.path.join(ROOT, "target", "release"))
+    os.environ["KILN_NUM_THREADS"] = "1"
+    sys.path.insert(0, os.path.join(ROOT, "python"))
     os.makedirs(args.workdir, exist_ok=True)
     ensure_models(args.models, args.workdir)
     print(f"load before: {os.getloadavg()[0]:.2f}; Kiln {args.kiln}, one thread everywhere; "
-          f"Kiln/ORT: median of {args.repeat} x {args.number} runs; TVM: median of "
+          f"Kiln/ORT in turns: median of {args.repeat} x {args.number} runs; TVM: median of "
           f"{args.tvm_repeat} runs" + (" (skipped)" if args.skip_tvm else ""))
     rows = []
     for name in args.models:
