@@ -211,9 +211,10 @@ fn softmax_ref(x: &[f32], shape: &[i64], axis: usize, log: bool) -> Vec<f32> {
 #[test]
 fn softmax_and_log_softmax_axes() {
     let seed = seed("softmax");
-    let cases: [(&[i64], i64); 4] = [
+    let cases: [(&[i64], i64); 5] = [
         (&[4, 10], -1),
         (&[3, 33], 1),
+        (&[2, 640], -1),
         (&[2, 5, 6], 1),
         (&[2, 3, 17], 2),
     ];
@@ -226,18 +227,20 @@ fn softmax_and_log_softmax_axes() {
         } else {
             axis as usize
         };
-        let sm = nn::softmax(&x, axis).unwrap();
         let want = softmax_ref(&vals[0], shape, a, false);
-        check(
-            &format!("softmax {shape:?} axis {axis}"),
-            &sm,
-            &inputs,
-            &vals,
-            x86::schedule_softmax,
-            &want,
-            1e-5,
-            seed,
-        );
+        for lanes in [1, 8, 16] {
+            let sm = nn::softmax::softmax_in_lanes(&x, axis, lanes).unwrap();
+            check(
+                &format!("softmax {shape:?} axis {axis} in lanes of {lanes}"),
+                &sm,
+                &inputs,
+                &vals,
+                x86::schedule_softmax,
+                &want,
+                1e-5,
+                seed,
+            );
+        }
         let ls = nn::log_softmax(&x, axis).unwrap();
         let want = softmax_ref(&vals[0], shape, a, true);
         check(
@@ -257,12 +260,18 @@ fn softmax_and_log_softmax_axes() {
 fn layer_norm_trailing_axes() {
     let seed = seed("layer_norm");
     // (shape, axes, with gamma/beta)
-    let cases: [(&[i64], &[i64], bool); 3] = [
+    // Rows of 64 and 37 reduce in lane partials of 8 and 16 (37: two vectors and a tail).
+    let cases: [(&[i64], &[i64], bool); 5] = [
         (&[4, 32], &[-1], true),
         (&[2, 3, 7], &[1, 2], true),
         (&[5, 9], &[1], false),
+        (&[3, 64], &[-1], true),
+        (&[2, 2, 37], &[-1], false),
     ];
-    for (k, (shape, axes, affine)) in cases.into_iter().enumerate() {
+    let runs = cases
+        .into_iter()
+        .flat_map(|c| [1i64, 8, 16].map(move |lanes| (c, lanes)));
+    for (k, ((shape, axes, affine), lanes)) in runs.enumerate() {
         let nd = shape.len();
         let first = (axes[0] + if axes[0] < 0 { nd as i64 } else { 0 }) as usize;
         let norm = &shape[first..];
@@ -274,9 +283,9 @@ fn layer_norm_trailing_axes() {
             epsilon: 1e-5,
         };
         let out = if affine {
-            nn::layer_norm(&x, Some(&gamma), Some(&beta), &attrs)
+            nn::layer_norm_in_lanes(&x, Some(&gamma), Some(&beta), &attrs, lanes)
         } else {
-            nn::layer_norm(&x, None, None, &attrs)
+            nn::layer_norm_in_lanes(&x, None, None, &attrs, lanes)
         }
         .unwrap();
         let inputs = if affine {
@@ -299,7 +308,7 @@ fn layer_norm_trailing_axes() {
             }
         }
         check(
-            &format!("layer_norm {shape:?} {axes:?}"),
+            &format!("layer_norm {shape:?} {axes:?} in lanes of {lanes}"),
             &out,
             &inputs,
             &vals,

@@ -1,5 +1,6 @@
 //! Layer normalization over some axes: `(x - mean) / sqrt(var + eps) * gamma + beta`.
 
+use super::row_reduce::reduce_row;
 use super::softmax::normalize_axis;
 use super::{compute_tagged, const_shape, consts, invalid};
 use crate::tag;
@@ -52,6 +53,19 @@ pub fn layer_norm(
     beta: Option<&Tensor>,
     attrs: &LayerNormAttrs,
 ) -> Result<Tensor> {
+    layer_norm_in_lanes(x, gamma, beta, attrs, 1)
+}
+
+/// [`layer_norm`] whose mean and variance over the last axis alone reduce in partials of
+/// `lanes` ([`super::row_reduce`]: `layer_norm_mean_lanes`, `layer_norm_var_lanes`), so
+/// schedules accumulate them in vectors (rows of 64 took 119 ns each as two scalar chains).
+pub fn layer_norm_in_lanes(
+    x: &Tensor,
+    gamma: Option<&Tensor>,
+    beta: Option<&Tensor>,
+    attrs: &LayerNormAttrs,
+    lanes: i64,
+) -> Result<Tensor> {
     const W: &str = "layer_norm";
     let shape = const_shape(x, W)?;
     let ndim = shape.len();
@@ -88,23 +102,54 @@ pub fn layer_norm(
             .map(|(j, &e)| reduce_axis_n(e, &format!("{tag_}{j}")))
             .collect()
     };
-    let r1 = red("k");
-    let mean = compute_tagged(
-        &consts(&kept),
-        |i| sum(x.at(&merge(ndim, &axes, i, &r1)) * inv_n.clone(), &r1),
-        "layer_norm_mean",
-        tag::COMM_REDUCE,
-    )?;
-    let r2 = red("v");
-    let var = compute_tagged(
-        &consts(&kept),
-        |i| {
-            let d = x.at(&merge(ndim, &axes, i, &r2)) - mean.at_vars(i);
-            sum(d.clone() * d * inv_n.clone(), &r2)
-        },
-        "layer_norm_var",
-        tag::COMM_REDUCE,
-    )?;
+    let (mean, var) = if axes == [ndim - 1] {
+        let n = shape[ndim - 1];
+        let row = |rest: &[Var], j: PrimExpr| {
+            let mut idx: Vec<PrimExpr> = rest.iter().map(|v| v.to_expr()).collect();
+            idx.push(j);
+            idx
+        };
+        let scale = inv_n.clone();
+        let mean = reduce_row(
+            &kept,
+            n,
+            lanes,
+            &|rest, j| x.at(&row(rest, j)) * scale.clone(),
+            sum,
+            "layer_norm_mean",
+        )?;
+        let var = reduce_row(
+            &kept,
+            n,
+            lanes,
+            &|rest, j| {
+                let d = x.at(&row(rest, j)) - mean.at_vars(rest);
+                d.clone() * d * inv_n.clone()
+            },
+            sum,
+            "layer_norm_var",
+        )?;
+        (mean, var)
+    } else {
+        let r1 = red("k");
+        let mean = compute_tagged(
+            &consts(&kept),
+            |i| sum(x.at(&merge(ndim, &axes, i, &r1)) * inv_n.clone(), &r1),
+            "layer_norm_mean",
+            tag::COMM_REDUCE,
+        )?;
+        let r2 = red("v");
+        let var = compute_tagged(
+            &consts(&kept),
+            |i| {
+                let d = x.at(&merge(ndim, &axes, i, &r2)) - mean.at_vars(i);
+                sum(d.clone() * d * inv_n.clone(), &r2)
+            },
+            "layer_norm_var",
+            tag::COMM_REDUCE,
+        )?;
+        (mean, var)
+    };
     let eps = PrimExpr::const_float(x.dtype(), attrs.epsilon);
     compute_tagged(
         &consts(&shape),

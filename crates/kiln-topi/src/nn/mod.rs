@@ -21,6 +21,7 @@ pub mod matmul;
 pub mod pad;
 pub mod pool2d;
 pub mod recurrent;
+pub mod row_reduce;
 pub mod softmax;
 
 pub use batch_matmul::batch_matmul;
@@ -34,7 +35,7 @@ pub use dense::{dense, dense_packed};
 pub use dense_dot4::{dense_dot4, pack_dot4_weight};
 pub use global_pool2d::{global_avg_pool2d, global_max_pool2d};
 pub use im2col::{im2col, schedule_im2col};
-pub use layer_norm::{layer_norm, LayerNormAttrs};
+pub use layer_norm::{layer_norm, layer_norm_in_lanes, LayerNormAttrs};
 pub use log_softmax::log_softmax;
 pub use matmul::{matmul, MatmulAttrs};
 pub use pad::{pad_nchw, Padding2d};

@@ -1,5 +1,6 @@
 //! Softmax along one axis: `exp(x - max) / sum(exp(x - max))`.
 
+use super::row_reduce::{reduce_row, Combiner};
 use super::{compute_tagged, const_shape, consts, invalid};
 use crate::tag;
 use kiln_ffi::Result;
@@ -85,56 +86,10 @@ pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
     let n = shape[axis];
     let mut reduced = shape.clone();
     reduced.remove(axis);
-    let in_lanes = lanes > 1 && axis + 1 == shape.len() && n >= 2 * lanes;
-    // A reduction of `f(j)` over the row, in lane partials when `in_lanes`.
-    let reduce_row = |f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
-                      combine: fn(PrimExpr, &[IterVar]) -> PrimExpr,
-                      name: &str|
-     -> Result<Tensor> {
-        if !in_lanes {
-            let k = reduce_axis_n(n, "k");
-            return compute_tagged(
-                &consts(&reduced),
-                |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
-                name,
-                tag::COMM_REDUCE,
-            );
-        }
-        // Whole vectors in the partials; the last `n % lanes` elements join the final step.
-        let full = n / lanes;
-        let tail = n % lanes;
-        let jo = reduce_axis_n(full, "jo");
-        let mut part_shape = reduced.clone();
-        part_shape.push(lanes);
-        let part = compute_tagged(
-            &consts(&part_shape),
-            |i| {
-                let (rest, l) = i.split_at(i.len() - 1);
-                let j = jo.expr() * lanes + l[0].to_expr();
-                combine(f(rest, j), std::slice::from_ref(&jo))
-            },
-            &format!("{name}_lanes"),
-            tag::COMM_REDUCE,
-        )?;
-        let r = reduce_axis_n(lanes + tail, "r");
-        compute_tagged(
-            &consts(&reduced),
-            |i| {
-                let mut idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
-                idx.push(kiln_tir::min(r.expr(), lanes - 1));
-                let from_part = part.at(&idx);
-                if tail == 0 {
-                    return combine(from_part, std::slice::from_ref(&r));
-                }
-                // Both operands are in bounds (indices clamped); the select keeps one.
-                let t = kiln_tir::max(r.expr() - lanes, 0);
-                let from_tail = f(i, PrimExpr::i32(full * lanes) + t);
-                let v = kiln_tir::op::if_then_else(r.expr().lt(lanes), from_part, from_tail);
-                combine(v, std::slice::from_ref(&r))
-            },
-            name,
-            tag::COMM_REDUCE,
-        )
+    // Lane partials only along the last axis (they interleave the row's elements).
+    let lanes = if axis + 1 == shape.len() { lanes } else { 1 };
+    let reduce_row = |f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr, combine: Combiner, name: &str| {
+        reduce_row(&reduced, n, lanes, f, combine, name)
     };
     let xr = x.clone();
     let mx = reduce_row(
@@ -154,9 +109,11 @@ pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
         sum,
         "softmax_expsum",
     )?;
+    // One division a row, then products (a vector division costs several multiplies).
+    let one = PrimExpr::const_float(x.dtype(), 1.0);
     compute_tagged(
         &consts(&shape),
-        |i| e.at_vars(i) / es.at(&drop_at(i, axis)),
+        |i| e.at_vars(i) * (one.clone() / es.at(&drop_at(i, axis))),
         "softmax",
         tag::SOFTMAX_OUTPUT,
     )

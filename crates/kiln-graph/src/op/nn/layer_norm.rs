@@ -33,16 +33,19 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
 }
 
 /// The lowering (TOPI compute; gamma and beta optional).
-fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
+fn lower(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
     let attrs = nn::LayerNormAttrs {
         axes: vec![a.int("axis")?],
         epsilon: a.float("epsilon")?,
     };
-    one(nn::layer_norm(
-        input("nn.layer_norm", i, 0)?,
+    let x = input("nn.layer_norm", i, 0)?;
+    let lanes = cpu.lanes(x.dtype());
+    one(nn::layer_norm_in_lanes(
+        x,
         i.get(1),
         i.get(2),
         &attrs,
+        lanes,
     ))
 }
 
