@@ -66,13 +66,38 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
         let (_outer, inner) = st.split(&axes[n - 1], v)?;
         st.vectorize(&inner)?;
     }
+    // The parallel loop: leading axes fused until there are enough iterations to share; the
+    // others stay nested loops, whose indices cost an add per row instead of a division and a
+    // remainder per axis per vector (a channel-blocked concat of 55 x 55 planes: 141 -> 80 us).
+    let extents: Vec<Option<i64>> = axes[..n - 1]
+        .iter()
+        .map(|a| a.dom().and_then(|r| r.extent().as_int()))
+        .collect();
+    let mut take = n - 1;
+    let mut product = 1i64;
+    for (k, e) in extents.iter().enumerate() {
+        let Some(e) = e else {
+            take = n - 1;
+            break;
+        };
+        product = product.saturating_mul(*e);
+        if product >= MIN_PARALLEL_ITERATIONS {
+            take = k + 1;
+            break;
+        }
+    }
     let mut fused = axes[0].clone();
-    for a in &axes[1..n - 1] {
+    for a in &axes[1..take] {
         fused = st.fuse(&fused, a)?;
     }
     st.parallel(&fused)?;
     Ok(())
 }
+
+/// The fewest iterations of an injective operator's parallel loop (its leading axes fused
+/// until they have this many): enough to share among threads, few enough that the inner axes
+/// keep their own loops.
+pub const MIN_PARALLEL_ITERATIONS: i64 = 64;
 
 /// How many trailing axes of `dims` to fuse into the inner row when the last axis alone is
 /// not a whole number of vectors (`lanes` or half of it): until the row is, or is at least 128
