@@ -53,6 +53,32 @@ def test_load_and_call(tmp_path):
         mod["not_a_function"]
 
 
+def test_a_rewritten_library_loads_its_new_code(tmp_path):
+    # The dynamic loader keys open libraries by path: loading a file rewritten while its
+    # earlier version is still loaded must give the new code, and leave the old modules alone.
+    def version(v):
+        return f"""
+int __tvm_ffi_version(void* self, const Any* args, int32_t n, Any* ret) {{
+  ret->type_index = 1; ret->small_len = 0; ret->v.i = {v};
+  return 0;
+}}
+"""
+
+    path = str(tmp_path / "lib.so")
+    _fake(tmp_path, "lib.so", version(1))
+    old = kiln.load_module(path)
+    assert old["version"]() == 1
+    again = kiln.load_module(path)
+    assert again["version"]() == 1
+    staged = _fake(tmp_path, "staged.so", version(2))
+    os.replace(staged, path)
+    new = kiln.load_module(path)
+    assert new["version"]() == 2
+    assert old["version"]() == 1
+    assert new.library_path == path
+    assert kiln.load_module(path)["version"]() == 2
+
+
 def test_c_errors_become_python_exceptions(tmp_path):
     mod = kiln.load_module(_fake(tmp_path))
     with pytest.raises(TypeError, match="add_one: expected one int argument"):

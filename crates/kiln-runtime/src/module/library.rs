@@ -48,6 +48,8 @@ pub struct DsoLibrary {
     /// code is really gone; 0 when the library never resolves functions by name.
     probe: usize,
     path: PathBuf,
+    /// The file's identity when it was opened ([`FileIdentity::of`]).
+    identity: Option<FileIdentity>,
     symbols: Option<DynamicSymbols>,
     /// The library's target records and the variant chosen for this host (none for libraries
     /// without records, such as Apache TVM's).
@@ -60,6 +62,71 @@ pub struct DsoLibrary {
 unsafe impl Send for DsoLibrary {}
 // SAFETY: as for Send.
 unsafe impl Sync for DsoLibrary {}
+
+/// What tells two versions of a library file apart: device, inode, size and modification
+/// time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path` now (`None` when it cannot be read).
+    fn of(path: &Path) -> Option<FileIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileIdentity {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })
+    }
+}
+
+/// `dlopen` of `path` (RTLD_NOW | RTLD_LOCAL): the handle, or the loader's reason.
+fn dlopen_path(path: &Path) -> Result<*mut c_void> {
+    let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+        Error::value_error(format!(
+            "library path {} contains a NUL byte",
+            path.display()
+        ))
+    })?;
+    // SAFETY: dlopen with a valid C string; library initialisers run here, as in any loader.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return Err(Error::runtime_error(dlerror_text()));
+    }
+    Ok(handle)
+}
+
+/// `dlopen` of a private copy of `path` (removed once loaded): the dynamic loader keys the
+/// libraries it has open by path, so a file rewritten while its earlier version is still
+/// loaded would otherwise give the earlier code.
+fn dlopen_copy(path: &Path) -> Result<*mut c_void> {
+    static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().map(|f| f.to_string_lossy().into_owned());
+    let copy = std::env::temp_dir().join(format!(
+        "kiln-{}-{n}-{}",
+        std::process::id(),
+        name.unwrap_or_else(|| "library.so".into())
+    ));
+    std::fs::copy(path, &copy).map_err(|e| {
+        Error::runtime_error(format!(
+            "cannot load {}: an earlier version of it is loaded and copying the new one to {} \
+             failed: {e}",
+            path.display(),
+            copy.display()
+        ))
+    })?;
+    let handle = dlopen_path(&copy);
+    let _ = std::fs::remove_file(&copy);
+    handle
+}
 
 /// Libraries currently open, by dlopen handle: opening one file twice gives one handle (and one
 /// set of statics in the code), so it must give one `DsoLibrary` too.
@@ -84,38 +151,39 @@ impl DsoLibrary {
     /// Opens `path` (RTLD_NOW | RTLD_LOCAL), or returns the library already open for it. The
     /// file is checked first ([`elf::check_file`]): a truncated or corrupt library is an error.
     pub fn open(path: &Path) -> Result<Arc<DsoLibrary>> {
-        let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
-            Error::value_error(format!(
-                "library path {} contains a NUL byte",
-                path.display()
-            ))
-        })?;
         // A truncated file would be mapped anyway and fault (SIGBUS) when touched.
         elf::check_file(path)?;
         // Before dlopen: no code of a library this CPU cannot run may execute, not even its
         // initialisers.
         let target = LibraryTarget::read(path)?;
         let symbols = elf::dynamic_symbols_of_file(path);
-        // SAFETY: dlopen with a valid C string; library initialisers run here, as in any loader.
-        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            let reason = dlerror_text();
-            let hint = if reason.contains("TVMFFI") {
-                " (the process must export Kiln's TVMFFI* functions globally: load \
-                 libkiln_runtime.so with RTLD_GLOBAL, or link the executable with -rdynamic)"
-            } else {
-                ""
-            };
-            return Err(Error::runtime_error(format!(
-                "cannot load {} as a shared library: {reason}{hint}",
-                path.display()
-            )));
-        }
+        let identity = FileIdentity::of(path);
+        let loaded = |handle: Result<*mut c_void>| {
+            handle.map_err(|e| {
+                let reason = e.message().to_string();
+                let hint = if reason.contains("TVMFFI") {
+                    " (the process must export Kiln's TVMFFI* functions globally: load \
+                     libkiln_runtime.so with RTLD_GLOBAL, or link the executable with -rdynamic)"
+                } else {
+                    ""
+                };
+                Error::runtime_error(format!(
+                    "cannot load {} as a shared library: {reason}{hint}",
+                    path.display()
+                ))
+            })
+        };
+        let mut handle = loaded(dlopen_path(path))?;
         let mut open = open_libraries().lock().recover();
         if let Some(existing) = open.get(&(handle as usize)).and_then(Weak::upgrade) {
             // SAFETY: drops the extra reference this dlopen took; `existing` keeps its own.
             unsafe { libc::dlclose(handle) };
-            return Ok(existing);
+            if existing.identity == identity {
+                return Ok(existing);
+            }
+            // The file was replaced since `existing` was loaded from it: the new version,
+            // loaded apart from the old one (which its modules keep using).
+            handle = loaded(dlopen_copy(path))?;
         }
         let probe_name = c"__TVMFFIEnvModLookupFromImports";
         // SAFETY: a live handle and a valid C string.
@@ -124,6 +192,7 @@ impl DsoLibrary {
             handle,
             probe,
             path: path.to_path_buf(),
+            identity,
             symbols,
             target,
             import_cache: Arc::default(),
