@@ -227,32 +227,21 @@ fn softmax_and_log_softmax_axes() {
         } else {
             axis as usize
         };
-        let want = softmax_ref(&vals[0], shape, a, false);
+        let rows = |what: String, out: &kiln_te::Tensor, log: bool| {
+            let want = softmax_ref(&vals[0], shape, a, log);
+            let schedule = x86::schedule_softmax;
+            check(&what, out, &inputs, &vals, schedule, &want, 1e-5, seed);
+        };
         for lanes in [1, 8, 16] {
             let sm = nn::softmax::softmax_in_lanes(&x, axis, lanes).unwrap();
-            check(
-                &format!("softmax {shape:?} axis {axis} in lanes of {lanes}"),
+            rows(
+                format!("softmax {shape:?} axis {axis} in lanes of {lanes}"),
                 &sm,
-                &inputs,
-                &vals,
-                x86::schedule_softmax,
-                &want,
-                1e-5,
-                seed,
+                false,
             );
         }
         let ls = nn::log_softmax(&x, axis).unwrap();
-        let want = softmax_ref(&vals[0], shape, a, true);
-        check(
-            &format!("log_softmax {shape:?} axis {axis}"),
-            &ls,
-            &inputs,
-            &vals,
-            x86::schedule_softmax,
-            &want,
-            1e-5,
-            seed,
-        );
+        rows(format!("log_softmax {shape:?} axis {axis}"), &ls, true);
     }
 }
 

@@ -238,11 +238,7 @@ impl CodeGenC {
                 // Per lane, only the chosen side evaluated (its loads at that lane's index).
                 let k = kiln_tir::Var::int32("lane");
                 let (name, prev) = self.bind(&k);
-                let lane = |e: &PrimExpr| {
-                    kiln_tir::transform::vectorize_loop::lane(e, &k.to_expr()).ok_or_else(|| {
-                        Error::value_error(format!("c codegen: no per-lane form of `{e}`"))
-                    })
-                };
+                let lane = |e: &PrimExpr| super::stmt::lane_of(e, &k);
                 let parts: Result<Vec<String>> = args
                     .iter()
                     .map(|a| lane(a).and_then(|x| self.expr(&x)))

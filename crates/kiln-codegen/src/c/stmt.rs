@@ -95,10 +95,7 @@ impl CodeGenC {
         let lanes = n.condition.dtype().lanes();
         let k = Var::int32("lane");
         let (name, prev) = self.bind(&k);
-        let scalar = |e: &PrimExpr| {
-            kiln_tir::transform::vectorize_loop::lane(e, &k.to_expr())
-                .ok_or_else(|| Error::value_error(format!("c codegen: no per-lane form of `{e}`")))
-        };
+        let scalar = |e: &PrimExpr| lane_of(e, &k);
         let c = self.expr(&scalar(&n.condition)?)?;
         self.line(format!(
             "for (int32_t {name} = 0; {name} < {lanes}; ++{name}) {{"
@@ -237,4 +234,11 @@ impl CodeGenC {
         self.unbind(&a.buffer_var, prev);
         r
     }
+}
+
+/// Lane `k` of vector expression `e` as a scalar expression (how predicated vector code runs
+/// lane by lane in C).
+pub(crate) fn lane_of(e: &PrimExpr, k: &Var) -> Result<PrimExpr> {
+    kiln_tir::transform::vectorize_loop::lane(e, &k.to_expr())
+        .ok_or_else(|| Error::value_error(format!("c codegen: no per-lane form of `{e}`")))
 }

@@ -181,8 +181,15 @@ impl DsoLibrary {
             if existing.identity == identity {
                 return Ok(existing);
             }
-            // The file was replaced since `existing` was loaded from it: the new version,
-            // loaded apart from the old one (which its modules keep using).
+            // The file was replaced since `existing` was loaded from it: its new version, once
+            // loaded apart from the old one (which the old modules keep using).
+            let copy = open
+                .values()
+                .filter_map(Weak::upgrade)
+                .find(|l| l.path == path && l.identity == identity);
+            if let Some(lib) = copy {
+                return Ok(lib);
+            }
             handle = loaded(dlopen_copy(path))?;
         }
         let probe_name = c"__TVMFFIEnvModLookupFromImports";

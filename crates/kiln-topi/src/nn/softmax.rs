@@ -88,11 +88,11 @@ pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
     reduced.remove(axis);
     // Lane partials only along the last axis (they interleave the row's elements).
     let lanes = if axis + 1 == shape.len() { lanes } else { 1 };
-    let reduce_row = |f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr, combine: Combiner, name: &str| {
+    let along_axis = |f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr, combine: Combiner, name: &str| {
         reduce_row(&reduced, n, lanes, f, combine, name)
     };
     let xr = x.clone();
-    let mx = reduce_row(
+    let mx = along_axis(
         &|rest, j| xr.at(&insert_at(rest, axis, j)),
         max,
         "softmax_maxelem",
@@ -104,7 +104,7 @@ pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
         tag::ELEMWISE,
     )?;
     let er = e.clone();
-    let es = reduce_row(
+    let es = along_axis(
         &|rest, j| er.at(&insert_at(rest, axis, j)),
         sum,
         "softmax_expsum",

@@ -9,7 +9,7 @@ use super::{pow2_align, with_fast_math, CodeGen};
 use crate::llvm::llvm_error;
 use crate::lower_common::unit_stride_base;
 use inkwell::types::{BasicTypeEnum, VectorType};
-use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
 use inkwell::{FloatPredicate, IntPredicate};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::{BinOp, Buffer, DataTypeExt, ExprKind, PrimExpr};
@@ -585,43 +585,34 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         self.select(nan, qnan, r)
     }
 
-    /// The address of element `index` of `buffer` without LLVM's in-bounds promise: a masked
-    /// access may start before the buffer (its first lanes masked off), where an in-bounds
-    /// address would be poison.
-    pub(crate) fn unchecked_element_ptr(
-        &mut self,
-        buffer: &Buffer,
-        index: BasicValueEnum<'ctx>,
-        index_t: DataType,
-    ) -> Result<PointerValue<'ctx>> {
-        let BasicValueEnum::PointerValue(data) = self.var_value(buffer.data())? else {
-            return Err(Error::type_error(format!(
-                "buffer `{}`: its data is not a pointer",
-                buffer.name()
-            )));
-        };
-        let mut off = self.cast(index_t, DataType::int(64), index)?;
-        let eo = buffer.elem_offset();
-        if !eo.is_const_int(0) {
-            let eov = self.expr(eo)?;
-            let eov = self.cast(eo.dtype(), DataType::int(64), eov)?;
-            off = on_int!(off, eov, |x, y| self.b.build_int_add(x, y, "off"))?;
-        }
-        let elem = self.memory_type(buffer.dtype())?;
-        // SAFETY: plain address arithmetic (no in-bounds promise); only masked lanes read it.
-        unsafe {
-            self.b
-                .build_gep(elem, data, &[off.into_int_value()], "elem")
-                .map_err(llvm_error)
-        }
-    }
-
     /// The address of element `index` (a scalar) of `buffer`.
     pub(crate) fn element_ptr(
         &mut self,
         buffer: &Buffer,
         index: BasicValueEnum<'ctx>,
         index_t: DataType,
+    ) -> Result<PointerValue<'ctx>> {
+        self.element_address(buffer, index, index_t, true)
+    }
+
+    /// [`Self::element_ptr`] without LLVM's in-bounds promise: a masked access may start
+    /// before the buffer (its first lanes masked off), where an in-bounds address would be
+    /// poison.
+    pub(crate) fn unchecked_element_ptr(
+        &mut self,
+        buffer: &Buffer,
+        index: BasicValueEnum<'ctx>,
+        index_t: DataType,
+    ) -> Result<PointerValue<'ctx>> {
+        self.element_address(buffer, index, index_t, false)
+    }
+
+    fn element_address(
+        &mut self,
+        buffer: &Buffer,
+        index: BasicValueEnum<'ctx>,
+        index_t: DataType,
+        in_bounds: bool,
     ) -> Result<PointerValue<'ctx>> {
         let data = self.var_value(buffer.data())?;
         let BasicValueEnum::PointerValue(data) = data else {
@@ -636,15 +627,24 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         if !eo.is_const_int(0) {
             let eov = self.expr(eo)?;
             let eov = self.cast(eo.dtype(), DataType::int(64), eov)?;
-            off = on_int!(off, eov, |x, y| self.b.build_int_nsw_add(x, y, "off"))?;
+            off = if in_bounds {
+                on_int!(off, eov, |x, y| self.b.build_int_nsw_add(x, y, "off"))?
+            } else {
+                on_int!(off, eov, |x, y| self.b.build_int_add(x, y, "off"))?
+            };
         }
         let elem = self.memory_type(buffer.dtype())?;
-        // SAFETY: (inbounds is a promise to LLVM) an in-bounds element of the buffer.
+        let off = [off.into_int_value()];
+        // SAFETY: with `in_bounds`, a promise to LLVM that this is an element of the buffer;
+        // without, plain address arithmetic (only masked lanes read it).
         unsafe {
-            self.b
-                .build_in_bounds_gep(elem, data, &[off.into_int_value()], "elem")
-                .map_err(llvm_error)
+            if in_bounds {
+                self.b.build_in_bounds_gep(elem, data, &off, "elem")
+            } else {
+                self.b.build_gep(elem, data, &off, "elem")
+            }
         }
+        .map_err(llvm_error)
     }
 
     /// The alignment of an access of `bytes` bytes at `index` of `buffer`.
@@ -693,7 +693,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             self.tag_access(v.as_instruction_value(), buffer);
             v
         } else if let Some((base, stride)) = small_stride(index, elem_t) {
-            self.strided_load(buffer, base, stride, mem_t)?
+            self.span_load(buffer, base, stride, mem_t, None)?
         } else {
             self.gather(buffer, index, mem_t)?
         };
@@ -727,25 +727,63 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
     /// load of the `(n - 1) * s + 1` elements it spans, then a shuffle picking every `s`-th
     /// (vector code for stride-2 pooling and convolution windows, where loads of single
     /// lanes were several times slower). Nothing past the last element addressed is read.
-    fn strided_load(
+    /// With `mask`, only the elements of its lanes are read (a masked load of the span, the
+    /// mask spread to the elements picked); the other lanes are zero.
+    fn span_load(
         &mut self,
         buffer: &Buffer,
         base: &PrimExpr,
         stride: u32,
         mem_t: DataType,
+        mask: Option<VectorValue<'ctx>>,
     ) -> Result<BasicValueEnum<'ctx>> {
         let lanes = mem_t.lanes() as u32;
         let span = (lanes - 1) * stride + 1;
-        let i = self.expr(base)?;
-        let p = self.element_ptr(buffer, i, base.dtype())?;
         let elem_t = buffer.dtype();
         let elem_bytes = (elem_t.bits() as i64 + 7) / 8;
+        let i = self.expr(base)?;
         let align = self.access_align(buffer, base, elem_bytes);
-        let wide = self
-            .load(elem_t.with_lanes(span as u16), p, align)?
-            .into_vector_value();
-        self.tag_access(wide.as_instruction_value(), buffer);
-        let mask: Vec<_> = (0..lanes)
+        let wide_t = elem_t.with_lanes(span as u16);
+        let wide = match mask {
+            None => {
+                let p = self.element_ptr(buffer, i, base.dtype())?;
+                let v = self.load(wide_t, p, align)?;
+                self.tag_access(v.as_instruction_value(), buffer);
+                v
+            }
+            Some(mask) => {
+                let p = self.unchecked_element_ptr(buffer, i, base.dtype())?;
+                let span_mask = if stride == 1 {
+                    mask
+                } else {
+                    // Element k of the span is read when it is some kept lane's (k = j * s).
+                    let spread: Vec<_> = (0..span)
+                        .map(|k| {
+                            let j = if k % stride == 0 { k / stride } else { lanes };
+                            self.abi.i32.const_int(u64::from(j), false)
+                        })
+                        .collect();
+                    let off = self.ctx.bool_type().vec_type(lanes).const_zero();
+                    self.b
+                        .build_shuffle_vector(
+                            mask,
+                            off,
+                            VectorType::const_vector(&spread),
+                            "spread",
+                        )
+                        .map_err(llvm_error)?
+                };
+                let vt = self.memory_type(wide_t)?;
+                let a = self.abi.i32.const_int(u64::from(align), false);
+                let args = [p.into(), a.into(), span_mask.into(), const_zero(vt)];
+                self.masked_intrinsic("llvm.masked.load", &[vt, p.get_type().into()], &args)?
+            }
+        };
+        if stride == 1 {
+            return Ok(wide);
+        }
+        let wide = wide.into_vector_value();
+        let pick: Vec<_> = (0..lanes)
             .map(|k| self.abi.i32.const_int(u64::from(k * stride), false))
             .collect();
         let v = self
@@ -753,7 +791,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             .build_shuffle_vector(
                 wide,
                 wide.get_type().get_poison(),
-                VectorType::const_vector(&mask),
+                VectorType::const_vector(&pick),
                 "strided",
             )
             .map_err(llvm_error)?;
@@ -769,7 +807,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         buffer: &Buffer,
         index: &PrimExpr,
         mem_t: DataType,
-        mask: inkwell::values::VectorValue<'ctx>,
+        mask: VectorValue<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>> {
         let elem_t = buffer.dtype();
         let elem_bytes = (elem_t.bits() as i64 + 7) / 8;
@@ -796,81 +834,27 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                 let align = pow2_align(elem_bytes, buffer_alignment(buffer));
                 let vt = self.memory_type(mem_t)?;
                 let a = self.abi.i32.const_int(u64::from(align), false);
-                return self.overloaded_call(
+                return self.masked_intrinsic(
                     "llvm.masked.gather",
                     &[vt, ptrs.get_type().into()],
                     &[ptrs.into(), a.into(), mask.into(), const_zero(vt)],
                 );
             }
         };
-        let span = (lanes - 1) * stride + 1;
-        let i = self.expr(base)?;
-        let p = self.unchecked_element_ptr(buffer, i, base.dtype())?;
-        let align = self.access_align(buffer, base, elem_bytes);
-        let span_mask = if stride == 1 {
-            mask
-        } else {
-            // Lane k of the span is read when it is some kept lane's element (k = j * s).
-            let bool_t = self.ctx.bool_type();
-            let mut idx = Vec::with_capacity(span as usize);
-            for k in 0..span {
-                idx.push(if k % stride == 0 {
-                    self.abi.i32.const_int(u64::from(k / stride), false)
-                } else {
-                    self.abi.i32.const_int(u64::from(lanes), false)
-                });
-            }
-            let wide_f = bool_t.vec_type(lanes).const_zero();
-            self.b
-                .build_shuffle_vector(mask, wide_f, VectorType::const_vector(&idx), "spread")
-                .map_err(llvm_error)?
-        };
-        let vt = self.memory_type(elem_t.with_lanes(span as u16))?;
-        let a = self.abi.i32.const_int(u64::from(align), false);
-        let wide = self
-            .overloaded_call(
-                "llvm.masked.load",
-                &[vt, p.get_type().into()],
-                &[p.into(), a.into(), span_mask.into(), const_zero(vt)],
-            )?
-            .into_vector_value();
-        if stride == 1 {
-            return Ok(wide.into());
-        }
-        let pick: Vec<_> = (0..lanes)
-            .map(|k| self.abi.i32.const_int(u64::from(k * stride), false))
-            .collect();
-        let v = self
-            .b
-            .build_shuffle_vector(
-                wide,
-                wide.get_type().get_poison(),
-                VectorType::const_vector(&pick),
-                "strided",
-            )
-            .map_err(llvm_error)?;
-        Ok(v.into())
+        self.span_load(buffer, base, stride, mem_t, Some(mask))
     }
 
-    /// A call of overloaded intrinsic `name` declared for `types`.
-    fn overloaded_call(
+    /// A call of the masked memory intrinsic `name` declared for `types`, returning its value.
+    fn masked_intrinsic(
         &mut self,
         name: &str,
         types: &[BasicTypeEnum<'ctx>],
         args: &[BasicValueEnum<'ctx>],
     ) -> Result<BasicValueEnum<'ctx>> {
-        let decl = inkwell::intrinsics::Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.module, types))
-            .ok_or_else(|| Error::runtime_error(format!("LLVM has no intrinsic `{name}`")))?;
-        let args: Vec<inkwell::values::BasicMetadataValueEnum> =
-            args.iter().map(|v| (*v).into()).collect();
-        Ok(self
-            .b
-            .build_call(decl, &args, "masked")
-            .map_err(llvm_error)?
+        self.call_intrinsic(name, types, args)?
             .try_as_basic_value()
             .basic()
-            .expect("masked loads return a value"))
+            .ok_or_else(|| Error::runtime_error(format!("`{name}` returned no value")))
     }
 
     /// A load of each lane of a vector index.
@@ -940,7 +924,7 @@ pub fn f32_to_bf16_bits(v: f32) -> u16 {
 }
 
 /// The base and stride of a ramp index with a constant stride from 2 to [`MAX_LOAD_STRIDE`]
-/// over scalar elements, whose span is loaded whole by [`CodeGen::strided_load`].
+/// over scalar elements, whose span is loaded whole by [`CodeGen::span_load`].
 fn small_stride(index: &PrimExpr, elem_t: DataType) -> Option<(&PrimExpr, u32)> {
     let ExprKind::Ramp { base, stride, .. } = index.kind() else {
         return None;

@@ -246,24 +246,35 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         name: &str,
         vals: &[BasicValueEnum<'ctx>],
     ) -> Result<BasicValueEnum<'ctx>> {
-        let ty = vals[0].get_type();
-        let decl = Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.module, &[ty]))
-            .ok_or_else(|| {
-                Error::runtime_error(format!(
-                    "LLVM has no intrinsic `{name}` for {}",
-                    ty.print_to_string()
-                ))
-            })?;
-        let args: Vec<BasicMetadataValueEnum> = vals.iter().map(|v| (*v).into()).collect();
         let r = self
-            .b
-            .build_call(decl, &args, "math")
-            .map_err(llvm_error)?
+            .call_intrinsic(name, &[vals[0].get_type()], vals)?
             .try_as_basic_value()
             .basic()
             .expect("math intrinsics return a value");
         Ok(super::with_fast_math(self.target, r))
+    }
+
+    /// A call of LLVM intrinsic `name`, overloaded on `types`, with `args`.
+    pub(crate) fn call_intrinsic(
+        &mut self,
+        name: &str,
+        types: &[inkwell::types::BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<inkwell::values::CallSiteValue<'ctx>> {
+        let decl = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, types))
+            .ok_or_else(|| {
+                let ts: Vec<String> = types
+                    .iter()
+                    .map(|t| t.print_to_string().to_string())
+                    .collect();
+                Error::runtime_error(format!(
+                    "LLVM has no intrinsic `{name}` for {}",
+                    ts.join(", ")
+                ))
+            })?;
+        let args: Vec<BasicMetadataValueEnum> = args.iter().map(|v| (*v).into()).collect();
+        self.b.build_call(decl, &args, "intr").map_err(llvm_error)
     }
 
     /// `llvm.<name>` of one value.

@@ -199,7 +199,11 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let align = self.access_align(buffer, base, elem_bytes);
             let a = self.abi.i32.const_int(u64::from(align), false);
             let ty = [value.get_type(), p.get_type().into()];
-            self.masked_store(&ty, &[value, p.into(), a.into(), mask.into()])?;
+            self.call_intrinsic(
+                "llvm.masked.store",
+                &ty,
+                &[value, p.into(), a.into(), mask.into()],
+            )?;
             return Ok(());
         }
         if self.mask.is_some() {
@@ -231,21 +235,6 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             let align = pow2_align(elem_bytes, buffer_alignment(buffer));
             self.store_tagged(x, p, align, buffer)?;
         }
-        Ok(())
-    }
-
-    /// `llvm.masked.store` of `args` (value, pointer, alignment, mask) declared for `types`.
-    fn masked_store(
-        &mut self,
-        types: &[inkwell::types::BasicTypeEnum<'ctx>],
-        args: &[BasicValueEnum<'ctx>],
-    ) -> Result<()> {
-        let decl = inkwell::intrinsics::Intrinsic::find("llvm.masked.store")
-            .and_then(|i| i.get_declaration(self.module, types))
-            .ok_or_else(|| Error::runtime_error("LLVM has no intrinsic `llvm.masked.store`"))?;
-        let args: Vec<inkwell::values::BasicMetadataValueEnum> =
-            args.iter().map(|v| (*v).into()).collect();
-        self.b.build_call(decl, &args, "").map_err(llvm_error)?;
         Ok(())
     }
 
