@@ -27,9 +27,20 @@ fn tensor_type(t: &Type, what: &str) -> Result<(Vec<i64>, DataType)> {
         .ok_or_else(|| Error::value_error(format!("graph build: {what} must be a tensor, got {t}")))
 }
 
-/// A placeholder of a static shape.
+/// A placeholder of `shape`; a dimension of -1 (known at run time) is a size variable
+/// (`<name>_d<axis>`) that the kernel binds from the tensor it is called with.
 fn make_placeholder(shape: &[i64], dtype: DataType, name: &str) -> Tensor {
-    let dims: Vec<PrimExpr> = shape.iter().map(|&d| PrimExpr::i32(d)).collect();
+    let dims: Vec<PrimExpr> = shape
+        .iter()
+        .enumerate()
+        .map(|(j, &d)| {
+            if d < 0 {
+                kiln_tir::Var::size_var(&format!("{name}_d{j}"), DataType::int(32)).to_expr()
+            } else {
+                PrimExpr::i32(d)
+            }
+        })
+        .collect();
     placeholder(&dims, dtype, name)
 }
 

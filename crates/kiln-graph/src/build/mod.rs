@@ -91,7 +91,17 @@ pub fn build_lib(cg: &GraphCodegenResult, target: &str) -> Result<Module> {
 /// variant per target (each tiled for its target's CPU; the loader runs the best one the host
 /// can, see `kiln_codegen::variants`).
 pub fn build_lib_targets(cg: &GraphCodegenResult, targets: &[&str]) -> Result<Module> {
-    if cg.functions.is_empty() {
+    build_functions(&cg.functions, &cg.host_functions, targets)
+}
+
+/// [`build_lib_targets`] of a list of primitive functions, `host` naming those that run on
+/// the host CPU in a device build.
+pub(crate) fn build_functions(
+    functions: &[(String, crate::ir::Function)],
+    host: &[String],
+    targets: &[&str],
+) -> Result<Module> {
+    if functions.is_empty() {
         if let [t] = targets {
             if lower::ScheduleFamily::parse(t)?.is_device() {
                 // Nothing to launch (every output a constant or an input): an empty host
@@ -104,15 +114,15 @@ pub fn build_lib_targets(cg: &GraphCodegenResult, targets: &[&str]) -> Result<Mo
         }
     }
     if let [t] = targets {
-        if !cg.host_functions.is_empty() {
+        if !host.is_empty() {
             let cpu = Target::parse(t)?.cpu_desc();
-            return build_lib_for(cg, t, &cpu);
+            return build_functions_for(functions, host, t, &cpu);
         }
     }
     let mut parts = Vec::with_capacity(targets.len());
     for &t in targets {
         let cpu = Target::parse(t)?.cpu_desc();
-        parts.push((lower_all(cg, t, &cpu)?, t.to_string()));
+        parts.push((lower_all(functions, t, &cpu)?, t.to_string()));
     }
     kiln_codegen::driver::codegen_build_variants(&parts)
 }
@@ -120,14 +130,23 @@ pub fn build_lib_targets(cg: &GraphCodegenResult, targets: &[&str]) -> Result<Mo
 /// [`build_lib`] with schedules tiled for `cpu` instead of the target's own description (a
 /// description made by hand, for exploring tilings and testing that schedules follow it).
 pub fn build_lib_for(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<Module> {
-    if cg.host_functions.is_empty() {
-        return kiln_codegen::driver::codegen_build(&lower_all(cg, target, cpu)?, target);
+    build_functions_for(&cg.functions, &cg.host_functions, target, cpu)
+}
+
+fn build_functions_for(
+    functions: &[(String, crate::ir::Function)],
+    host_functions: &[String],
+    target: &str,
+    cpu: &CpuDesc,
+) -> Result<Module> {
+    if host_functions.is_empty() {
+        return kiln_codegen::driver::codegen_build(&lower_all(functions, target, cpu)?, target);
     }
     let host_cpu = Target::parse(HOST_TARGET)?.cpu_desc();
     let mut device = Vec::new();
     let mut host = Vec::new();
-    for (name, f) in &cg.functions {
-        if cg.host_functions.contains(name) {
+    for (name, f) in functions {
+        if host_functions.contains(name) {
             host.push((
                 name.clone(),
                 lower::lower_primitive(f, name, HOST_TARGET, &host_cpu)
@@ -147,10 +166,15 @@ pub fn build_lib_for(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Re
 /// The target of the functions a device build runs on the host.
 const HOST_TARGET: &str = "llvm";
 
-/// Every primitive function of `cg` lowered for `target`, tiled for `cpu`, in one TIR module.
-fn lower_all(cg: &GraphCodegenResult, target: &str, cpu: &CpuDesc) -> Result<kiln_tir::IRModule> {
+/// Every primitive function of `functions` lowered for `target`, tiled for `cpu`, in one TIR
+/// module.
+fn lower_all(
+    functions: &[(String, crate::ir::Function)],
+    target: &str,
+    cpu: &CpuDesc,
+) -> Result<kiln_tir::IRModule> {
     let mut funcs = Vec::new();
-    for (name, f) in &cg.functions {
+    for (name, f) in functions {
         funcs.push((name.clone(), lower::lower_primitive(f, name, target, cpu)?));
     }
     kiln_tir::IRModule::new(funcs)

@@ -6,7 +6,8 @@
 //! and the result is a `VMFactory` module over it: `export_library` writes one `.so` and
 //! `load_module(path)["default"](cpu)` gives a `VirtualMachine` executor.
 
-use super::{build_lib_targets, graph_codegen_for, optimize_with, target_pass_context};
+use super::{build_functions, graph_codegen_for, optimize_with, target_pass_context};
+use crate::ir::Function;
 use crate::ir::IRModule;
 use crate::transform::PassContext;
 use kiln_ffi::{Error, Result};
@@ -24,6 +25,9 @@ pub struct Program {
     /// The segments: graph modules whose `main` takes the registers a `Run` passes and
     /// returns the ones it writes (a tuple for several).
     pub segments: Vec<IRModule>,
+    /// The kernels `Kernel` instructions call, by name: typed primitive functions whose
+    /// dimensions of -1 are known only at run time (compiled with symbolic extents).
+    pub kernels: Vec<(String, Function)>,
 }
 
 impl Program {
@@ -32,6 +36,14 @@ impl Program {
     fn check(&self) -> Result<()> {
         let mut used = vec![false; self.segments.len()];
         for (pc, ins) in self.code.instrs.iter().enumerate() {
+            if let Instr::Kernel { func, .. } = ins {
+                if !self.kernels.iter().any(|(n, _)| n == func) {
+                    return Err(Error::value_error(format!(
+                        "program: instruction {pc} calls kernel `{func}`, which the program \
+                         does not define"
+                    )));
+                }
+            }
             if let Instr::Run { segment, .. } = ins {
                 *used.get_mut(*segment).ok_or_else(|| {
                     Error::value_error(format!(
@@ -81,8 +93,7 @@ impl SharedTensors {
 pub fn build_program(program: &Program, targets: &[&str], ctx: &PassContext) -> Result<Module> {
     program.check()?;
     let ctx = target_pass_context(ctx, targets)?;
-    let mut merged = None;
-    let mut functions = Vec::new();
+    let mut functions = program.kernels.clone();
     let mut host_functions = Vec::new();
     let mut segments = Vec::with_capacity(program.segments.len());
     let mut shared = SharedTensors::default();
@@ -111,19 +122,13 @@ pub fn build_program(program: &Program, targets: &[&str], ctx: &PassContext) -> 
             .map(|(name, t)| Ok((name, shared.get(t)?)))
             .collect::<Result<Vec<_>>>()?;
         segments.push(Segment::new(cg.graph.to_json(), params)?);
-        merged = Some(cg);
     }
-    let lib = match merged {
-        Some(mut all) => {
-            all.functions = functions;
-            all.host_functions = host_functions;
-            build_lib_targets(&all, targets)?
-        }
+    let lib = if functions.is_empty() && program.segments.is_empty() {
         // Builtins only: an empty library still carries the program.
-        None => {
-            let target = targets.first().copied().unwrap_or("llvm");
-            kiln_codegen::driver::codegen_build(&kiln_tir::IRModule::new(Vec::new())?, target)?
-        }
+        let target = targets.first().copied().unwrap_or("llvm");
+        kiln_codegen::driver::codegen_build(&kiln_tir::IRModule::new(Vec::new())?, target)?
+    } else {
+        build_functions(&functions, &host_functions, targets)?
     };
     VmFactory::create(program.code.clone(), segments, &lib, "default")
 }

@@ -12,12 +12,15 @@ use kiln_ffi::{Error, Result};
 /// flat index into it must fit in an `i64`.
 pub const MAX_ELEMENTS: i64 = i64::MAX / 8;
 
-/// Checks that every tensor of `ty` has non-negative extents and at most [`MAX_ELEMENTS`]
-/// elements (so that no later shape computation overflows).
+/// Checks that every tensor of `ty` has non-negative extents (or -1: known at run time) and
+/// at most [`MAX_ELEMENTS`] elements in its known extents (so that no later shape computation
+/// overflows).
 pub fn check_size(ty: &Type) -> Result<()> {
     if let Some((shape, _)) = ty.as_tensor() {
         let n = shape.iter().try_fold(1i64, |acc, &d| {
-            if d < 0 {
+            if d == -1 {
+                Some(acc)
+            } else if d < 0 {
                 None
             } else {
                 acc.checked_mul(d).filter(|&n| n <= MAX_ELEMENTS)

@@ -39,6 +39,7 @@ mod reduce;
 mod resize;
 mod sequence;
 mod shape;
+mod shaped;
 mod signal;
 mod tfidf;
 

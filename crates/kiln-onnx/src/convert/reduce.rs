@@ -1,13 +1,17 @@
 //! Reduction converters: ReduceMean/Sum/Max/Min/Prod (axes by attribute before opset 18 -- 13
 //! for ReduceSum -- by input from it on; keepdims; noop_with_empty_axes), the reductions made
 //! of them (ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp) and
-//! ArgMax/ArgMin.
+//! ArgMax/ArgMin. A reduction whose `axes` input is known only at run time is one kernel with
+//! run-time extents ([`run_time_axes`]).
 
 use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::{call, CResult, ConvertFn, Ctx};
+use kiln_graph::ir::Type;
+
+use super::shaped::{Result_, ShapedKernel};
+use super::{call, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
 
 /// The graph reduction, a map applied before it and one applied after, of an ONNX reduction.
@@ -26,11 +30,85 @@ fn parts(op_type: &str) -> (&'static str, Option<&'static str>, Option<&'static 
     }
 }
 
+/// The opset from which a reduction takes its axes as an input: 18 (13 for ReduceSum).
+fn axes_input_since(op_type: &str) -> i64 {
+    if op_type == "ReduceSum" {
+        13
+    } else {
+        18
+    }
+}
+
+/// `x` mapped by a reduction's map `f` (before or after it).
+fn map(f: Option<&str>, x: Expr) -> CResult<Expr> {
+    match f {
+        Some("square") => call("multiply", vec![x.clone(), x], &[]),
+        Some(f) => call(f, vec![x], &[]),
+        None => Ok(x),
+    }
+}
+
+/// A reduction whose `axes` input is known only at run time: one kernel for every axes value
+/// (`dyn.reduce` reads the reduced axes from its result's shape), the shapes from
+/// `vm.builtin.reduce_shape`, a view without the reduced axes unless `keepdims`.
+pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    if ctx.opset < axes_input_since(&node.op_type)
+        || node.input(1).is_none()
+        || ctx.const_input(node, 1)?.is_some()
+    {
+        return Ok(None);
+    }
+    let x = ctx.input(node, 0)?;
+    let axes = ctx.input(node, 1)?;
+    let rank = super::shape_of(&x)?.len();
+    let axes_shape = super::shape_of(&axes)?;
+    let n_axes = match axes_shape.as_slice() {
+        [n] if *n >= 0 => *n as usize,
+        _ => {
+            return Err(Msg(format!(
+                "input #1 (axes) must be a 1-D tensor of known length, its shape is {axes_shape:?}"
+            )))
+        }
+    };
+    let noop = node.attr_i("noop_with_empty_axes", 0)? != 0;
+    let keep = node.attr_i("keepdims", 1)? != 0;
+    let out_rank = match (keep, n_axes, noop) {
+        (true, _, _) | (false, 0, true) => rank,
+        (false, 0, false) => 0,
+        (false, n, _) => rank.saturating_sub(n),
+    };
+    // Log-sum-exp is one reducer of the kernel (its maximum shifts the exponentials).
+    let (reducer, pre, post) = match parts(&node.op_type) {
+        _ if node.op_type == "ReduceLogSumExp" => ("log_sum_exp", None, None),
+        parts => parts,
+    };
+    let dtype = super::dtype_of(&x)?;
+    Ok(Some(ShapedKernel {
+        shape_fn: "reduce_shape",
+        shape_args: vec![x.clone(), axes],
+        shape_ints: vec![noop as i64],
+        shape_ranks: vec![rank, out_rank],
+        inputs: vec![x],
+        body: Box::new(move |v| {
+            let r = call(
+                "dyn.reduce",
+                vec![map(pre, v[0].clone())?],
+                &[("reducer", reducer.into())],
+            )?;
+            map(post, r)
+        }),
+        results: vec![Result_ {
+            alloc: 0,
+            view: (!keep).then_some(1),
+            ty: Type::tensor(&vec![-1; out_rank], dtype),
+        }],
+    }))
+}
+
 fn reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let (op, pre, post) = parts(&node.op_type);
-    // Axes became an input at opset 18 (13 for ReduceSum).
-    let since = if node.op_type == "ReduceSum" { 13 } else { 18 };
+    let since = axes_input_since(&node.op_type);
     let keep = node.attr_i("keepdims", 1)? != 0;
     let axes = ctx.axes(node, "axes", since, 1)?;
     let axes = match axes {
@@ -64,16 +142,8 @@ fn reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             &[("newshape", shape.into())],
         )?]);
     }
-    let x = match pre {
-        Some("square") => call("multiply", vec![x.clone(), x], &[])?,
-        Some(f) => call(f, vec![x], &[])?,
-        None => x,
-    };
-    let r = call(op, vec![x], &attrs)?;
-    Ok(vec![match post {
-        Some(f) => call(f, vec![r], &[])?,
-        None => r,
-    }])
+    let r = call(op, vec![map(pre, x)?], &attrs)?;
+    Ok(vec![map(post, r)?])
 }
 
 fn arg_reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -99,20 +169,23 @@ fn arg_reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// The ONNX reductions over an axis list.
+pub(super) const REDUCTIONS: [&str; 10] = [
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceSumSquare",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+];
+
 /// Registers this file's converters.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
-    for op in [
-        "ReduceMean",
-        "ReduceSum",
-        "ReduceMax",
-        "ReduceMin",
-        "ReduceProd",
-        "ReduceL1",
-        "ReduceL2",
-        "ReduceSumSquare",
-        "ReduceLogSum",
-        "ReduceLogSumExp",
-    ] {
+    for op in REDUCTIONS {
         t.insert(op, reduce);
     }
     t.insert("ArgMax", arg_reduce);

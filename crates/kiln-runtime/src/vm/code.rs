@@ -72,6 +72,38 @@ pub enum Instr {
         /// The register read.
         src: Reg,
     },
+    /// Calls the library's function `func` (a kernel compiled with extents known only at run
+    /// time) with the tensors of `args`, then one new tensor per result, each shaped by the
+    /// 1-D int64 tensor in its `shape` register; the results go into their registers.
+    Kernel {
+        /// The library function's name.
+        func: String,
+        /// The registers read.
+        args: Vec<Reg>,
+        /// The results the call writes.
+        outs: Vec<KernelOut>,
+    },
+    /// Makes `dst` hold the tensor of `src` under the shape in the 1-D int64 tensor of
+    /// `shape` (the same elements, no copy).
+    View {
+        /// The register written.
+        dst: Reg,
+        /// The register read.
+        src: Reg,
+        /// The register holding the new shape.
+        shape: Reg,
+    },
+}
+
+/// A result of an [`Instr::Kernel`]: a tensor allocated before the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelOut {
+    /// The register it goes to.
+    pub reg: Reg,
+    /// Its element type.
+    pub dtype: DataType,
+    /// The register holding its shape (a 1-D int64 tensor).
+    pub shape: Reg,
 }
 
 /// The name of the global function a [`Instr::Call`] of `func` calls.
@@ -111,6 +143,8 @@ const OP_JUMP_UNLESS: u64 = 2;
 const OP_JUMP: u64 = 3;
 const OP_MOVE: u64 = 4;
 const OP_FAIL: u64 = 5;
+const OP_KERNEL: u64 = 6;
+const OP_VIEW: u64 = 7;
 
 impl Code {
     /// Checks what does not depend on the segments: registers in range, jump targets inside
@@ -163,6 +197,20 @@ impl Code {
                     reg(*dst, &what)?;
                     reg(*src, &what)?;
                 }
+                Instr::Kernel { args, outs, .. } => {
+                    for &r in args {
+                        reg(r, &what)?;
+                    }
+                    for o in outs {
+                        reg(o.reg, &what)?;
+                        reg(o.shape, &what)?;
+                    }
+                }
+                Instr::View { dst, src, shape } => {
+                    for r in [*dst, *src, *shape] {
+                        reg(r, &what)?;
+                    }
+                }
                 Instr::Fail { .. } => {}
             }
         }
@@ -214,6 +262,27 @@ impl Code {
                 },
                 OP_FAIL => Instr::Fail {
                     message: r.string("failure message")?,
+                },
+                OP_KERNEL => Instr::Kernel {
+                    func: r.string("kernel name")?,
+                    args: read_list(&mut r, "arguments")?,
+                    outs: {
+                        let k = r.count("result count", 24)?;
+                        (0..k)
+                            .map(|_| {
+                                Ok(KernelOut {
+                                    reg: read_index(&mut r, "result register")?,
+                                    dtype: read_dtype(&mut r, "result")?,
+                                    shape: read_index(&mut r, "shape register")?,
+                                })
+                            })
+                            .collect::<Result<_>>()?
+                    },
+                },
+                OP_VIEW => Instr::View {
+                    dst: read_index(&mut r, "destination register")?,
+                    src: read_index(&mut r, "source register")?,
+                    shape: read_index(&mut r, "shape register")?,
                 },
                 _ => return Err(r.error_at(at, format!("unknown opcode {op} (instruction {pc})"))),
             };
@@ -302,6 +371,23 @@ impl Code {
                     put_u64(&mut out, OP_FAIL);
                     put_string(&mut out, message);
                 }
+                Instr::Kernel { func, args, outs } => {
+                    put_u64(&mut out, OP_KERNEL);
+                    put_string(&mut out, func);
+                    list(&mut out, args);
+                    put_u64(&mut out, outs.len() as u64);
+                    for o in outs {
+                        put_u64(&mut out, o.reg as u64);
+                        put_string(&mut out, &o.dtype.to_string());
+                        put_u64(&mut out, o.shape as u64);
+                    }
+                }
+                Instr::View { dst, src, shape } => {
+                    put_u64(&mut out, OP_VIEW);
+                    for r in [dst, src, shape] {
+                        put_u64(&mut out, *r as u64);
+                    }
+                }
             }
         }
         out
@@ -358,6 +444,16 @@ impl std::fmt::Display for Code {
                 Instr::Jump { target } => writeln!(f, "jump to {target}")?,
                 Instr::Move { dst, src } => writeln!(f, "r{dst} = r{src}")?,
                 Instr::Fail { message } => writeln!(f, "fail {message:?}")?,
+                Instr::Kernel { func, args, outs } => {
+                    let outs: Vec<String> = outs
+                        .iter()
+                        .map(|o| format!("r{} {}[r{}]", o.reg, o.dtype, o.shape))
+                        .collect();
+                    writeln!(f, "{} = kernel {func}({})", outs.join(", "), regs(args))?
+                }
+                Instr::View { dst, src, shape } => {
+                    writeln!(f, "r{dst} = view r{src} as shape r{shape}")?
+                }
             }
         }
         write!(f, "outputs: {}", slots(&self.outputs))
@@ -379,6 +475,14 @@ fn read_list(r: &mut ByteReader<'_>, field: &str) -> Result<Vec<usize>> {
     (0..n).map(|_| read_index(r, field)).collect()
 }
 
+/// A dtype written as its name.
+fn read_dtype(r: &mut ByteReader<'_>, what: &str) -> Result<DataType> {
+    let at = r.pos();
+    let s = r.string(&format!("dtype of {what}"))?;
+    s.parse()
+        .map_err(|_| r.error_at(at, format!("dtype {s:?} of {what} is not a dtype")))
+}
+
 fn read_slots(r: &mut ByteReader<'_>, field: &str) -> Result<Vec<Slot>> {
     let n = r.count(&format!("number of {field}"), 8)?;
     let mut out = Vec::with_capacity(n);
@@ -386,11 +490,7 @@ fn read_slots(r: &mut ByteReader<'_>, field: &str) -> Result<Vec<Slot>> {
         let what = format!("{field}[{i}]");
         let name = r.string(&format!("name of {what}"))?;
         let reg = read_index(r, &format!("register of {what}"))?;
-        let at = r.pos();
-        let dtype_s = r.string(&format!("dtype of {what}"))?;
-        let dtype: DataType = dtype_s
-            .parse()
-            .map_err(|_| r.error_at(at, format!("dtype {dtype_s:?} of {what} is not a dtype")))?;
+        let dtype = read_dtype(r, &what)?;
         let ndim = r.count(&format!("rank of {what}"), 8)?;
         let mut shape = Vec::with_capacity(ndim);
         for _ in 0..ndim {
@@ -447,6 +547,20 @@ mod tests {
                 Instr::Move { dst: 3, src: 2 },
                 Instr::Fail {
                     message: "no code".into(),
+                },
+                Instr::Kernel {
+                    func: "k0".into(),
+                    args: vec![0, 1],
+                    outs: vec![KernelOut {
+                        reg: 2,
+                        dtype: DataType::float(32),
+                        shape: 1,
+                    }],
+                },
+                Instr::View {
+                    dst: 3,
+                    src: 2,
+                    shape: 1,
                 },
             ],
         }

@@ -28,8 +28,14 @@ pub const KIND: &str = "VirtualMachine";
 pub struct VirtualMachine {
     code: Arc<Code>,
     segments: Vec<SegmentExec>,
-    /// The builtin called by each instruction (`None` for other instructions).
+    /// The builtin or library kernel called by each instruction (`None` for others).
     builtins: Vec<Option<Function>>,
+    /// The device that holds registers and the tensors kernels write.
+    device: Device,
+    /// The tensors each `Kernel` instruction wrote last (by instruction, then result): used
+    /// again when the same shape comes again, outside loops (as a graph executor's outputs,
+    /// they are overwritten by the next run).
+    kernel_mem: Vec<Vec<Option<Tensor>>>,
     /// Whether each instruction is inside a loop (between a backward jump and its target): a
     /// segment run there again overwrites its output memory, so its outputs are copied out.
     in_loop: Vec<bool>,
@@ -104,6 +110,15 @@ impl VirtualMachine {
                     })?;
                     builtins[pc] = Some(f);
                 }
+                Instr::Kernel { func, .. } => {
+                    let f = lib.get_function(func, true)?.ok_or_else(|| {
+                        Error::value_error(format!(
+                            "VM program: instruction {pc} calls kernel `{func}`, which the \
+                             library does not have"
+                        ))
+                    })?;
+                    builtins[pc] = Some(f);
+                }
                 _ => {}
             }
         }
@@ -127,11 +142,21 @@ impl VirtualMachine {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
+        let kernel_mem = code
+            .instrs
+            .iter()
+            .map(|i| match i {
+                Instr::Kernel { outs, .. } => vec![None; outs.len()],
+                _ => Vec::new(),
+            })
+            .collect();
         Ok(VirtualMachine {
             regs: vec![None; code.num_regs],
             code,
             segments: execs,
             builtins,
+            device,
+            kernel_mem,
             in_loop,
             inputs,
             done: false,
@@ -225,6 +250,28 @@ impl VirtualMachine {
         })
     }
 
+    /// The shape held by register `r` (a 1-D int64 tensor of dimensions, none negative).
+    fn shape_reg(&self, r: Reg, pc: usize) -> Result<Vec<i64>> {
+        let t = self.tensor_reg(r, pc)?;
+        let what = || format!("VirtualMachine: the shape in register {r} (instruction {pc})");
+        if t.dtype() != DataType::int(64) || t.ndim() != 1 {
+            return Err(Error::runtime_error(format!(
+                "{} must be a 1-D int64 tensor, it is {} {:?}",
+                what(),
+                t.dtype(),
+                t.shape()
+            )));
+        }
+        let dims = t.to_device(Device::cpu(0))?.to_vec::<i64>()?;
+        if dims.iter().any(|&d| d < 0) {
+            return Err(Error::value_error(format!(
+                "{} has a negative dimension: {dims:?}",
+                what()
+            )));
+        }
+        Ok(dims)
+    }
+
     /// One-element tensor `t` as a truth value.
     fn truth(t: &Tensor, pc: usize) -> Result<bool> {
         let what = format!("VirtualMachine: the condition of instruction {pc}");
@@ -315,6 +362,52 @@ impl VirtualMachine {
             }
             Instr::Move { dst, src } => {
                 self.regs[*dst] = Some(self.reg(*src, pc)?.clone());
+            }
+            Instr::Kernel { func, args, outs } => {
+                let mut vals: Vec<Any> = Vec::with_capacity(args.len() + outs.len());
+                for &r in args {
+                    vals.push(self.tensor_reg(r, pc)?.into());
+                }
+                let mut made = Vec::with_capacity(outs.len());
+                for (k, o) in outs.iter().enumerate() {
+                    let shape = self.shape_reg(o.shape, pc)?;
+                    // Inside a loop the last result may be an input of this call: fresh memory.
+                    let t = match &self.kernel_mem[pc][k] {
+                        Some(t)
+                            if !self.in_loop[pc] && t.shape() == shape && t.dtype() == o.dtype =>
+                        {
+                            t.clone()
+                        }
+                        _ => {
+                            let t = Tensor::empty(&shape, o.dtype, self.device)?;
+                            self.kernel_mem[pc][k] = Some(t.clone());
+                            t
+                        }
+                    };
+                    vals.push(t.clone().into());
+                    made.push((o.reg, t));
+                }
+                let f = self.builtins[pc].as_ref().expect("resolved when created");
+                f.call_any(&vals)
+                    .map_err(|e| e.context(format!("kernel `{func}`")))?;
+                for (r, t) in made {
+                    self.regs[r] = Some(t.into());
+                }
+            }
+            Instr::View { dst, src, shape } => {
+                let t = self.tensor_reg(*src, pc)?;
+                let shape = self.shape_reg(*shape, pc)?;
+                if shape.iter().product::<i64>() != t.numel() as i64 {
+                    return Err(Error::value_error(format!(
+                        "VirtualMachine: instruction {pc} views {} as {shape:?}, which has \
+                         another number of elements",
+                        t.describe()
+                    )));
+                }
+                let v = t.view(&shape, t.dtype()).map_err(|e| {
+                    e.context(format!("VirtualMachine: the view of instruction {pc}"))
+                })?;
+                self.regs[*dst] = Some(v.into());
             }
         }
         Ok(None)

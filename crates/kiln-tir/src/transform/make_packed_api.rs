@@ -400,7 +400,8 @@ fn int64_array(data: &Var, len: i64) -> Buffer {
 }
 
 /// The compactness check of TVM: each stride equals the product of the later dims (a dim of
-/// extent 1 may have any stride). `None` for 0-d buffers.
+/// extent 1 may have any stride; a tensor without elements passes, whatever its strides, as
+/// the runtime counts it contiguous). `None` for 0-d buffers.
 fn strides_check(buf: &Buffer, strides: &Buffer) -> Option<PrimExpr> {
     let nd = buf.ndim();
     if nd == 0 {
@@ -426,6 +427,14 @@ fn strides_check(buf: &Buffer, strides: &Buffer) -> Option<PrimExpr> {
             Some(c) => c.logical_and(term),
         });
         expect = cast(d.dtype(), expect) * d;
+    }
+    let may_be_empty = buf
+        .shape()
+        .iter()
+        .any(|d| !d.is_const() || d.is_const_int(0));
+    if may_be_empty {
+        let dt = expect.dtype();
+        cond = cond.map(|c| logical_or(expect.equal(PrimExpr::const_int(dt, 0)), c));
     }
     cond
 }

@@ -79,6 +79,7 @@ fn convert_program(
         segments: Vec::new(),
         reg_of: HashMap::new(),
         split: sets.len() > 1,
+        kernels: Vec::new(),
     };
     // One register per run-time input, its shape -1 where the sets differ.
     let mut inputs = Vec::new();
@@ -246,6 +247,7 @@ fn convert_program(
         Program {
             code,
             segments: b.segments,
+            kernels: b.kernels,
         },
         b.split,
     ))

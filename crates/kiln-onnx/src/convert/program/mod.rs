@@ -31,10 +31,11 @@ pub use entry::{from_onnx_dims, from_onnx_program};
 use std::collections::{HashMap, HashSet};
 
 use kiln_graph::ir::{Expr, Function, IRModule, Type, Var};
-use kiln_runtime::vm::Instr;
+use kiln_runtime::vm::{Instr, KernelOut};
 
 use super::control::RUN_TIME_LOOP_CONDITION;
 use super::data_dependent::{self, RunTime};
+use super::shaped::{self, ShapedKernel};
 use super::{convert_nodes, node_error, to_runtime, typed, Ctx, Msg};
 use crate::attr::AttrValue;
 use crate::proto::GraphProto;
@@ -50,6 +51,8 @@ struct Builder {
     reg_of: HashMap<usize, usize>,
     /// Whether a run-time decision split the model.
     split: bool,
+    /// The kernels compiled with run-time extents, by name.
+    kernels: Vec<(String, Function)>,
 }
 
 impl Builder {
@@ -154,8 +157,13 @@ impl Builder {
         outputs: &[String],
     ) -> Result<Vec<usize>> {
         for (i, node) in nodes.iter().enumerate() {
-            check_static_inputs(ctx, node)?;
-            let kind = self.decision(ctx, node)?;
+            let shaped = shaped::run_time(ctx, node).map_err(|m| node_error(node, m))?;
+            let kind = if shaped.is_some() {
+                Decision::Kernel
+            } else {
+                check_static_inputs(ctx, node)?;
+                self.decision(ctx, node)?
+            };
             if matches!(kind, Decision::CompileTime) {
                 continue;
             }
@@ -172,6 +180,13 @@ impl Builder {
                         .map_err(|m| node_error(node, m))?
                         .expect("still run-time");
                     self.builtin_node(ctx, node, call)?
+                }
+                Decision::Kernel => {
+                    // Described again: its inputs are registers now.
+                    let k = shaped::run_time(ctx, node)
+                        .map_err(|m| node_error(node, m))?
+                        .expect("still run-time");
+                    self.kernel_node(ctx, node, k)?
                 }
                 Decision::CompileTime => unreachable!("converted above"),
             }
@@ -259,6 +274,83 @@ impl Builder {
             ints: call.ints,
             rets,
         });
+        Ok(())
+    }
+
+    /// A node computed by a kernel with run-time extents: the shape function's call, the
+    /// kernel's call allocating its results by those shapes, and the views the node's outputs
+    /// take.
+    fn kernel_node(&mut self, ctx: &mut Ctx<'_>, node: &Node, k: ShapedKernel) -> Result<()> {
+        let err = |m: String| node_error(node, Msg(m));
+        let mut args = Vec::with_capacity(k.shape_args.len());
+        for e in &k.shape_args {
+            args.push(self.value_reg(e, &node.name)?);
+        }
+        let i64_t = kiln_ffi::DataType::int(64);
+        let shapes: Vec<usize> = k
+            .shape_ranks
+            .iter()
+            .map(|&r| self.new_reg(Type::tensor(&[r as i64], i64_t)))
+            .collect();
+        self.instrs.push(Instr::Call {
+            func: k.shape_fn.into(),
+            args,
+            ints: k.shape_ints.clone(),
+            rets: shapes.clone(),
+        });
+        // The kernel: a primitive function over variables typed as its inputs.
+        let mut inputs = Vec::with_capacity(k.inputs.len());
+        let mut params = Vec::with_capacity(k.inputs.len());
+        for (j, e) in k.inputs.iter().enumerate() {
+            inputs.push(self.value_reg(e, &node.name)?);
+            let ty = e.ty().map_err(|m| err(m.to_string()))?;
+            params.push(Var::new(&format!("p{j}"), ty));
+        }
+        let vars: Vec<Expr> = params.iter().map(|p| p.expr()).collect();
+        let body = (k.body)(&vars).map_err(|m| node_error(node, m))?;
+        let f = kiln_graph::transform::infer_type::infer_function(&Function::new(params, body))
+            .map_err(|e| err(e.to_string()))?;
+        let out_types: Vec<Type> = match f.body().ty().map_err(|m| err(m.to_string()))? {
+            Type::Tuple(t) => t.fields.to_vec(),
+            t => vec![t],
+        };
+        let name = format!(
+            "kernel{}_{}",
+            self.kernels.len(),
+            node.op_type.to_lowercase()
+        );
+        self.kernels.push((name.clone(), f));
+        let mut outs = Vec::with_capacity(k.results.len());
+        let mut views = Vec::new();
+        for (r, ty) in k.results.into_iter().zip(out_types) {
+            let reg = self.new_reg(ty.clone());
+            outs.push(KernelOut {
+                reg,
+                dtype: ty.dtype(),
+                shape: shapes[r.alloc],
+            });
+            views.push((reg, r));
+        }
+        self.instrs.push(Instr::Kernel {
+            func: name,
+            args: inputs,
+            outs,
+        });
+        for (k, (reg, r)) in views.into_iter().enumerate() {
+            let Some(out) = node.outputs.get(k).filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            let (dst, v) = self.reg_var(out, r.ty);
+            match r.view {
+                Some(s) => self.instrs.push(Instr::View {
+                    dst,
+                    src: reg,
+                    shape: shapes[s],
+                }),
+                None => self.instrs.push(Instr::Move { dst, src: reg }),
+            }
+            ctx.values.insert(out.clone(), v);
+        }
         Ok(())
     }
 
@@ -427,6 +519,8 @@ enum Decision {
     RunTimeLoop,
     /// An operator whose output shapes depend on run-time values, computed by a VM builtin.
     Builtin,
+    /// An operator computed by a kernel with run-time extents ([`shaped`]).
+    Kernel,
 }
 
 /// Refuses a node that reads a value whose shape is known only at run time (a run-time
@@ -499,6 +593,7 @@ fn may_run_time(nodes: &[Node]) -> bool {
     fn graph(g: &GraphProto) -> bool {
         g.node.iter().any(|n| {
             RUN_TIME_OPS.contains(&n.op_type())
+                || shaped::may_need(n.op_type())
                 || n.attribute
                     .iter()
                     .any(|a| a.g.as_ref().is_some_and(graph) || a.graphs.iter().any(graph))
@@ -506,6 +601,7 @@ fn may_run_time(nodes: &[Node]) -> bool {
     }
     nodes.iter().any(|n| {
         RUN_TIME_OPS.contains(&n.op_type.as_str())
+            || shaped::may_need(&n.op_type)
             || n.attributes.iter().any(|(_, a)| match a {
                 AttrValue::Graph(g) => graph(g),
                 AttrValue::Graphs(gs) => gs.iter().any(graph),

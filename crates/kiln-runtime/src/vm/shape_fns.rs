@@ -1,0 +1,79 @@
+//! Shape functions: the builtins that compute, from input shapes and the values of small
+//! integer inputs, the shapes of what a kernel compiled with run-time extents writes (an
+//! [`Instr::Kernel`](super::Instr::Kernel) allocates its results by them). Each checks the
+//! values it reads and names what was wrong. Shapes are 1-D int64 tensors on the CPU.
+//!
+//! | builtin | arguments | result |
+//! | --- | --- | --- |
+//! | `reduce_shape` | x, axes (1-D integers), noop_with_empty_axes | [x's shape with the reduced axes 1, the same without them] |
+
+use crate::tensor::Tensor;
+use kiln_ffi::{register_global, Any, Array, DataType, Device, Error, Result};
+
+/// A 1-D int64 tensor holding `dims`.
+pub fn shape_tensor(dims: &[i64]) -> Result<Tensor> {
+    Tensor::from_slice(dims, &[dims.len() as i64])
+}
+
+/// The values of a 1-D (or scalar) integer tensor.
+pub fn int_values(t: &Tensor, what: &str) -> Result<Vec<i64>> {
+    if t.ndim() > 1 || !matches!(t.dtype(), d if d == DataType::int(64) || d == DataType::int(32)) {
+        return Err(Error::type_error(format!(
+            "{what} must be a 1-D int64 or int32 tensor, it is {}",
+            t.describe()
+        )));
+    }
+    let cpu = t.to_device(Device::cpu(0))?;
+    Ok(if t.dtype() == DataType::int(64) {
+        cpu.to_vec::<i64>()?
+    } else {
+        cpu.to_vec::<i32>()?.into_iter().map(i64::from).collect()
+    })
+}
+
+/// The reduced axes of a rank-`rank` tensor: `axes` made non-negative (each in `[-rank,
+/// rank)`, none twice); all axes when `axes` is empty, unless `noop_with_empty_axes`.
+pub fn reduced_axes(rank: usize, axes: &[i64], noop_with_empty_axes: bool) -> Result<Vec<bool>> {
+    let mut reduced = vec![axes.is_empty() && !noop_with_empty_axes; rank];
+    for &a in axes {
+        let r = rank as i64;
+        if a < -r || a >= r {
+            return Err(Error::value_error(format!(
+                "axes value {a} is out of range for an input of rank {rank} (axes {axes:?})"
+            )));
+        }
+        let a = a.rem_euclid(r.max(1)) as usize;
+        if reduced[a] {
+            return Err(Error::value_error(format!(
+                "axes {axes:?} name axis {a} twice (input of rank {rank})"
+            )));
+        }
+        reduced[a] = true;
+    }
+    Ok(reduced)
+}
+
+register_global!("vm.builtin.reduce_shape", |x: Tensor,
+                                             axes: Tensor,
+                                             noop: i64|
+ -> Result<Array> {
+    let axes = int_values(&axes, "the reduction's axes")?;
+    let reduced = reduced_axes(x.ndim(), &axes, noop != 0)?;
+    let keep: Vec<i64> = x
+        .shape()
+        .iter()
+        .zip(&reduced)
+        .map(|(&d, &r)| if r { 1 } else { d })
+        .collect();
+    let dropped: Vec<i64> = x
+        .shape()
+        .iter()
+        .zip(&reduced)
+        .filter(|(_, &r)| !r)
+        .map(|(&d, _)| d)
+        .collect();
+    Ok(Array::new(vec![
+        Any::from(shape_tensor(&keep)?),
+        Any::from(shape_tensor(&dropped)?),
+    ]))
+});

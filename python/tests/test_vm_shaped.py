@@ -1,0 +1,97 @@
+"""Kernels compiled with extents known only at run time: nodes whose output shapes depend on
+small run-time integer inputs (a reduction's `axes`) compile to ONE kernel in a VM library; a
+shape function computes the result's shape per run and the kernel's extents are bound from the
+tensors it is given. Each case against onnxruntime (and numpy) on fresh random inputs, outputs
+poisoned between runs, from a library exported and loaded again."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+from test_vm import _model, _ort, _run, _vm  # noqa: E402
+
+F = TensorProto.FLOAT
+REDUCTIONS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+def _reduce_model(op, keepdims, n_axes, noop=0, shape=(3, 4, 5)):
+    rank = len(shape) if keepdims or (n_axes == 0 and noop) else \
+        (0 if n_axes == 0 else len(shape) - n_axes)
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims,
+                            noop_with_empty_axes=noop)
+    return _model([node], [helper.make_tensor_value_info("x", F, list(shape)),
+                           helper.make_tensor_value_info("axes", TensorProto.INT64, [n_axes])],
+                  [helper.make_tensor_value_info("y", F, [None] * rank)])
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+@pytest.mark.parametrize("keepdims", [1, 0])
+def test_reduction_over_run_time_axes_from_one_library(tmp_path, op, keepdims):
+    m = _reduce_model(op, keepdims, 2)
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(7)
+    # Every pair of axes, negative spellings, and the last pair twice (its memory is reused:
+    # the poisoned output of the run before must be written over).
+    for axes in [[0, 1], [2, -3], [1, 2], [-1, 1], [0, 2], [0, 2]]:
+        feeds = {"x": (rng.random((3, 4, 5), dtype=np.float32) + 0.5),
+                 "axes": np.array(axes, np.int64)}
+        got = _run(gm, feeds, 1)[0]
+        want = sess.run(None, feeds)[0]
+        assert got.shape == want.shape, (axes, got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(axes))
+
+
+@pytest.mark.parametrize("noop", [0, 1])
+def test_empty_axes_reduce_all_or_nothing(tmp_path, noop):
+    m = _reduce_model("ReduceSum", 1, 0, noop=noop)
+    gm = _vm(m, None, tmp_path)
+    x = np.random.default_rng(3).standard_normal((3, 4, 5)).astype(np.float32)
+    got = _run(gm, {"x": x, "axes": np.zeros(0, np.int64)}, 1)[0]
+    want = x if noop else x.sum(keepdims=True)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_reduction_of_a_tensor_without_elements(tmp_path):
+    m = _reduce_model("ReduceMax", 1, 1, shape=(2, 0, 4))
+    gm = _vm(m, None, tmp_path)
+    x = np.zeros((2, 0, 4), np.float32)
+    for axes in [[1], [2]]:
+        feeds = {"x": x, "axes": np.array(axes, np.int64)}
+        got = _run(gm, feeds, 1)[0]
+        want = _ort(m).run(None, feeds)[0]
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bad_axes_are_named_and_the_machine_stays_usable(tmp_path):
+    m = _reduce_model("ReduceSum", 0, 2)
+    gm = _vm(m, None, tmp_path)
+    x = np.random.default_rng(5).standard_normal((3, 4, 5)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"axes value 3 is out of range for an input of rank 3"):
+        _run(gm, {"x": x, "axes": np.array([0, 3], np.int64)}, 1)
+    with pytest.raises(ValueError, match=r"name axis 2 twice"):
+        _run(gm, {"x": x, "axes": np.array([2, -1], np.int64)}, 1)
+    got = _run(gm, {"x": x, "axes": np.array([0, 2], np.int64)}, 1)[0]
+    np.testing.assert_allclose(got, x.sum(axis=(0, 2)), rtol=1e-5, atol=1e-5)
+
+
+def test_inspect_shows_the_shape_function_kernel_and_view(tmp_path):
+    import os
+    import subprocess
+    kiln_bin = os.path.join(os.path.dirname(os.path.abspath(kiln.LIB_PATH)), "kiln")
+    if not os.access(kiln_bin, os.X_OK):
+        pytest.skip(f"no kiln binary next to {kiln.LIB_PATH}")
+    path = tmp_path / "m.so"
+    kiln.onnx.compile(_reduce_model("ReduceL2", 0, 1), target="llvm").export_library(str(path))
+    shown = subprocess.run([kiln_bin, "inspect", str(path)], check=True, capture_output=True,
+                           text=True).stdout
+    assert "call reduce_shape(r0, r1, 0)" in shown, shown
+    assert "kernel kernel0_reducel2(r0)" in shown and "view r" in shown, shown
