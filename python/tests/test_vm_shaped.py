@@ -95,3 +95,52 @@ def test_inspect_shows_the_shape_function_kernel_and_view(tmp_path):
                            text=True).stdout
     assert "call reduce_shape(r0, r1, 0)" in shown, shown
     assert "kernel kernel0_reducel2(r0)" in shown and "view r" in shown, shown
+
+
+def test_elementwise_nodes_after_run_time_shaped_values(tmp_path):
+    # ReduceL2 over run-time axes, then a square root, a broadcast with a constant and a
+    # product of two run-time-shaped values; NonZero's result cast and shifted.
+    from onnx import numpy_helper
+    nodes = [helper.make_node("ReduceSumSquare", ["x", "axes"], ["s"], keepdims=1),
+             helper.make_node("Sqrt", ["s"], ["r"]),
+             helper.make_node("Add", ["r", "bias"], ["b"]),
+             helper.make_node("Mul", ["b", "r"], ["y"]),
+             helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["nz"]),
+             helper.make_node("Cast", ["nz"], ["nzf"], to=F),
+             helper.make_node("Sub", ["nzf", "one"], ["z"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [3, 4, 5]),
+                       helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+               [helper.make_tensor_value_info("y", F, [None, None, None]),
+                helper.make_tensor_value_info("z", F, [3, None])],
+               [numpy_helper.from_array(np.linspace(-1, 1, 5).astype(np.float32), "bias"),
+                numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                numpy_helper.from_array(np.array(1, np.float32), "one")])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(11)
+    for axis in [0, 1, 0]:
+        feeds = {"x": rng.standard_normal((3, 4, 5)).astype(np.float32),
+                 "axes": np.array([axis], np.int64)}
+        got = _run(gm, feeds, 2)
+        want = sess.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, (axis, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_run_time_dimensions_that_meet_must_agree(tmp_path):
+    # Two NonZero results of different lengths added: a clear error, then a good run.
+    nodes = [helper.make_node("NonZero", ["a"], ["i"]),
+             helper.make_node("NonZero", ["b"], ["j"]),
+             helper.make_node("Add", ["i", "j"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("a", TensorProto.BOOL, [6]),
+                       helper.make_tensor_value_info("b", TensorProto.BOOL, [6])],
+               [helper.make_tensor_value_info("y", TensorProto.INT64, [1, None])])
+    gm = _vm(m, None, tmp_path)
+    a = np.array([1, 0, 1, 1, 0, 0], bool)
+    with pytest.raises(ValueError, match=r"do not broadcast"):
+        _run(gm, {"a": a, "b": np.array([1, 0, 0, 0, 0, 1], bool)}, 1)
+    b = np.array([0, 1, 1, 0, 1, 0], bool)
+    got = _run(gm, {"a": a, "b": b}, 1)[0]
+    np.testing.assert_array_equal(got, np.nonzero(a)[0][None] + np.nonzero(b)[0][None])

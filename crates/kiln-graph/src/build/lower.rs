@@ -27,17 +27,30 @@ fn tensor_type(t: &Type, what: &str) -> Result<(Vec<i64>, DataType)> {
         .ok_or_else(|| Error::value_error(format!("graph build: {what} must be a tensor, got {t}")))
 }
 
-/// A placeholder of `shape`; a dimension of -1 (known at run time) is a size variable
-/// (`<name>_d<axis>`) that the kernel binds from the tensor it is called with.
-fn make_placeholder(shape: &[i64], dtype: DataType, name: &str) -> Tensor {
+/// A placeholder of `shape`; a dimension of -1 (known at run time) is the dimension of
+/// `aligned` at the same place counted from the right, when given (the result of an
+/// elementwise function: its inputs' run-time dimensions are the result's), else a size
+/// variable of its own (`<name>_d<axis>`); the kernel binds them from the tensors it is
+/// called with.
+fn make_placeholder(
+    shape: &[i64],
+    dtype: DataType,
+    name: &str,
+    aligned: Option<&[PrimExpr]>,
+) -> Tensor {
     let dims: Vec<PrimExpr> = shape
         .iter()
         .enumerate()
         .map(|(j, &d)| {
-            if d < 0 {
-                kiln_tir::Var::size_var(&format!("{name}_d{j}"), DataType::int(32)).to_expr()
-            } else {
-                PrimExpr::i32(d)
+            if d >= 0 {
+                return PrimExpr::i32(d);
+            }
+            let at = aligned.and_then(|a| (j + a.len()).checked_sub(shape.len()).map(|k| &a[k]));
+            match at {
+                Some(e) => e.clone(),
+                None => {
+                    kiln_tir::Var::size_var(&format!("{name}_d{j}"), DataType::int(32)).to_expr()
+                }
             }
         })
         .collect();
@@ -93,10 +106,43 @@ pub struct FusedCompute {
     pub externs: Vec<&'static str>,
 }
 
+/// The result dimensions of `f` when it is elementwise (every call's pattern at most
+/// `Broadcast`) with a tensor result of dimensions known at run time: a size variable `n<j>`
+/// for each -1, the others constant.
+fn elementwise_result_dims(f: &Function) -> Option<Vec<PrimExpr>> {
+    let (shape, _) = f.body().checked_type()?.as_tensor()?;
+    if !shape.contains(&-1) {
+        return None;
+    }
+    let elementwise = crate::ir::visit::post_order(f.body())
+        .iter()
+        .all(|e| match e {
+            Expr::Call(_) => e
+                .op_name()
+                .and_then(|n| op::get(n).ok())
+                .is_some_and(|d| d.pattern <= OpPattern::Broadcast),
+            _ => true,
+        });
+    elementwise.then(|| {
+        shape
+            .iter()
+            .enumerate()
+            .map(|(j, &d)| {
+                if d >= 0 {
+                    PrimExpr::i32(d)
+                } else {
+                    kiln_tir::Var::size_var(&format!("n{j}"), DataType::int(32)).to_expr()
+                }
+            })
+            .collect()
+    })
+}
+
 /// Builds the TOPI computes of the primitive function `f` (typed) for code that runs on `cpu`.
 pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
     let mut memo: HashMap<usize, Vec<Tensor>> = HashMap::new();
     let mut inputs = Vec::new();
+    let aligned = elementwise_result_dims(f);
     for (i, p) in f.params().iter().enumerate() {
         let ty = p
             .expr()
@@ -104,7 +150,7 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
             .cloned()
             .ok_or_else(|| Error::value_error("graph build: untyped parameter"))?;
         let (shape, dtype) = tensor_type(&ty, &format!("parameter `{}`", p.name()))?;
-        let t = make_placeholder(&shape, dtype, &format!("p{i}"));
+        let t = make_placeholder(&shape, dtype, &format!("p{i}"), aligned.as_deref());
         inputs.push(t.clone());
         memo.insert(p.expr().key(), vec![t]);
     }

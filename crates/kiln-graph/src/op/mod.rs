@@ -388,7 +388,9 @@ pub fn mk(name: &str, args: Vec<Expr>, attrs: &[(&str, AttrValue)]) -> Expr {
     call(name, args, attrs).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Numpy broadcasting of two shapes; the error names both.
+/// Numpy broadcasting of two shapes; the error names both. A dimension known only at run
+/// time (-1) meets a known one as that one (it must be equal at run time), another -1 or 1 as
+/// -1.
 pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> std::result::Result<Vec<i64>, String> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
@@ -405,8 +407,10 @@ pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> std::result::Result<Vec<i64>, S
         };
         out[i] = if da == db || db == 1 {
             da
-        } else if da == 1 {
+        } else if da == 1 || da == -1 {
             db
+        } else if db == -1 {
+            da
         } else {
             return Err(format!(
                 "shapes {a:?} and {b:?} do not broadcast (dimension {i}: {da} vs {db})"

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use kiln_graph::ir::Type;
+use kiln_graph::ir::{Type, Var};
 
 use super::shaped::{Result_, ShapedKernel};
 use super::{call, CResult, ConvertFn, Ctx, Msg};
@@ -83,20 +83,21 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
         parts => parts,
     };
     let dtype = super::dtype_of(&x)?;
+    let p = Var::new("p0", x.ty()?);
+    let r = call(
+        "dyn.reduce",
+        vec![map(pre, p.expr())?],
+        &[("reducer", reducer.into())],
+    )?;
+    let body = map(post, r)?;
     Ok(Some(ShapedKernel {
         shape_fn: "reduce_shape",
         shape_args: vec![x.clone(), axes],
         shape_ints: vec![noop as i64],
         shape_ranks: vec![rank, out_rank],
         inputs: vec![x],
-        body: Box::new(move |v| {
-            let r = call(
-                "dyn.reduce",
-                vec![map(pre, v[0].clone())?],
-                &[("reducer", reducer.into())],
-            )?;
-            map(post, r)
-        }),
+        params: vec![p],
+        body,
         results: vec![Result_ {
             alloc: 0,
             view: (!keep).then_some(1),

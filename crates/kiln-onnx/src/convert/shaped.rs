@@ -5,13 +5,11 @@
 //! a result may then be viewed under another of the shapes (a reduction without `keepdims`).
 //! Each operator describes its kernel in its own converter file; [`run_time`] picks it.
 
-use kiln_graph::ir::{Expr, Type};
+use kiln_graph::ir::{visit, Expr, Type, Var};
+use kiln_graph::op::OpPattern;
 
-use super::{CResult, Ctx};
+use super::{convert_nodes, CResult, Ctx};
 use crate::Node;
-
-/// Builds a kernel's body from variables standing for its inputs.
-pub(super) type Body = Box<dyn Fn(&[Expr]) -> CResult<Expr>>;
 
 /// One result of a [`ShapedKernel`].
 pub(super) struct Result_ {
@@ -35,8 +33,10 @@ pub(super) struct ShapedKernel {
     pub shape_ranks: Vec<usize>,
     /// The kernel's inputs.
     pub inputs: Vec<Expr>,
-    /// The kernel's body over them.
-    pub body: Body,
+    /// The variables standing for them in `body`.
+    pub params: Vec<Var>,
+    /// The kernel's body (typed).
+    pub body: Expr,
     /// The node's outputs.
     pub results: Vec<Result_>,
 }
@@ -48,9 +48,102 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
         return Ok(None);
     }
     match node.op_type.as_str() {
-        op if super::reduce::REDUCTIONS.contains(&op) => super::reduce::run_time_axes(ctx, node),
-        _ => Ok(None),
+        op if super::reduce::REDUCTIONS.contains(&op) => {
+            if let Some(k) = super::reduce::run_time_axes(ctx, node)? {
+                return Ok(Some(k));
+            }
+        }
+        _ => {}
     }
+    elementwise(ctx, node)
+}
+
+/// Whether `e` has a tensor type with a dimension known only at run time.
+fn run_time_shaped(e: &Expr) -> bool {
+    e.checked_type()
+        .and_then(|t| t.as_tensor())
+        .is_some_and(|(s, _)| s.contains(&-1))
+}
+
+/// A node reading a value shaped at run time whose conversion is elementwise (numpy
+/// broadcasting included): the node converted over variables standing for its non-constant
+/// inputs is the kernel; `vm.builtin.broadcast_shape` computes its result's shape. Run-time
+/// dimensions that meet must be equal at run time (the kernel binds them to one extent; a
+/// run-time 1 does not broadcast).
+fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    let reads_run_time_shape = node
+        .inputs
+        .iter()
+        .any(|n| ctx.values.get(n).is_some_and(run_time_shaped));
+    if !reads_run_time_shape || node.outputs.len() != 1 {
+        return Ok(None);
+    }
+    let mut trial = Ctx {
+        model: ctx.model,
+        opset: ctx.opset,
+        values: ctx.values.clone(),
+    };
+    let mut inputs = Vec::new();
+    let mut params = Vec::new();
+    for name in node.inputs.iter().filter(|n| !n.is_empty()) {
+        let Some(e) = ctx.values.get(name) else {
+            return Ok(None);
+        };
+        // Scalar constants stay in the kernel; other values are its inputs.
+        let scalar = matches!(e, Expr::Constant(c) if c.data.shape().is_empty());
+        if scalar || inputs.iter().any(|i: &Expr| i.key() == e.key()) {
+            continue;
+        }
+        let Some(ty) = e.checked_type().cloned() else {
+            return Ok(None);
+        };
+        let v = Var::new(&format!("p{}", params.len()), ty);
+        trial.values.insert(name.clone(), v.expr());
+        inputs.push(e.clone());
+        params.push(v);
+    }
+    if convert_nodes(&mut trial, std::slice::from_ref(node)).is_err() {
+        return Ok(None);
+    }
+    let Some(body) = trial.values.get(&node.outputs[0]).cloned() else {
+        return Ok(None);
+    };
+    let nodes = visit::post_order(&body);
+    // Inputs read only for their type (CastLike's second) are not the kernel's.
+    let (inputs, params): (Vec<Expr>, Vec<Var>) = inputs
+        .into_iter()
+        .zip(params)
+        .filter(|(_, p)| nodes.iter().any(|e| e.key() == p.expr().key()))
+        .unzip();
+    let elementwise = nodes.iter().all(|e| match e {
+        Expr::Call(_) => e
+            .op_name()
+            .and_then(|n| kiln_graph::op::get(n).ok())
+            .is_some_and(|d| d.pattern <= OpPattern::Broadcast),
+        _ => true,
+    });
+    let Some((shape, dtype)) = body.checked_type().and_then(|t| t.as_tensor()) else {
+        return Ok(None);
+    };
+    if !elementwise {
+        return Ok(None);
+    }
+    let mut ints = vec![shape.len() as i64];
+    ints.extend_from_slice(shape);
+    Ok(Some(ShapedKernel {
+        shape_fn: "broadcast_shape",
+        shape_args: inputs.clone(),
+        shape_ints: ints,
+        shape_ranks: vec![shape.len()],
+        results: vec![Result_ {
+            alloc: 0,
+            view: None,
+            ty: Type::tensor(shape, dtype),
+        }],
+        inputs,
+        params,
+        body,
+    }))
 }
 
 /// Whether `op` may need a kernel with run-time extents (so the model may need the VM).

@@ -6,9 +6,10 @@
 //! | builtin | arguments | result |
 //! | --- | --- | --- |
 //! | `reduce_shape` | x, axes (1-D integers), noop_with_empty_axes | [x's shape with the reduced axes 1, the same without them] |
+//! | `broadcast_shape` | tensors..., rank, dims... | their numpy broadcast, which must agree with `dims` where a dim is not -1 |
 
 use crate::tensor::Tensor;
-use kiln_ffi::{register_global, Any, Array, DataType, Device, Error, Result};
+use kiln_ffi::{register_global, Any, AnyView, Array, DataType, Device, Error, Result};
 
 /// A 1-D int64 tensor holding `dims`.
 pub fn shape_tensor(dims: &[i64]) -> Result<Tensor> {
@@ -77,3 +78,67 @@ register_global!("vm.builtin.reduce_shape", |x: Tensor,
         Any::from(shape_tensor(&dropped)?),
     ]))
 });
+
+/// The numpy broadcast of `shapes`; the error names the shapes and the dimension.
+pub fn broadcast(shapes: &[&[i64]]) -> Result<Vec<i64>> {
+    let n = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1i64; n];
+    for s in shapes {
+        for (k, &d) in s.iter().enumerate() {
+            let o = &mut out[n - s.len() + k];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(Error::value_error(format!(
+                    "shapes {shapes:?} do not broadcast: dimension {} (from the right) is {} in \
+                     one and {d} in another",
+                    s.len() - k,
+                    *o
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+kiln_ffi::register_global_packed!(
+    "vm.builtin.broadcast_shape",
+    |args: &[AnyView<'_>]| -> Result<Any> {
+        // The tensors come first; then the result's rank and its dims (-1: run time).
+        let n = args
+            .iter()
+            .position(|a| a.try_as::<Tensor>().is_err())
+            .unwrap_or(args.len());
+        let tensors = args[..n]
+            .iter()
+            .map(|a| a.try_as::<Tensor>())
+            .collect::<Result<Vec<_>>>()?;
+        let ints = args[n..]
+            .iter()
+            .map(|a| a.try_as::<i64>())
+            .collect::<Result<Vec<i64>>>()?;
+        let (rank, dims) = ints
+            .split_first()
+            .filter(|(r, d)| **r as usize == d.len())
+            .ok_or_else(|| Error::value_error("vm.builtin.broadcast_shape: give rank, dims..."))?;
+        let shapes: Vec<&[i64]> = tensors.iter().map(|t| t.shape()).collect();
+        let out = broadcast(&shapes)?;
+        if out.len() != *rank as usize
+            || out
+                .iter()
+                .zip(dims)
+                .any(|(&o, &d)| d >= 0 && o != d && o != 1)
+        {
+            return Err(Error::value_error(format!(
+                "run-time shapes {shapes:?} broadcast to {out:?}, but the model was compiled \
+                 for {dims:?} (-1: any)"
+            )));
+        }
+        let out: Vec<i64> = out
+            .iter()
+            .zip(dims)
+            .map(|(&o, &d)| if d >= 0 { d } else { o })
+            .collect();
+        Ok(shape_tensor(&out)?.into())
+    }
+);

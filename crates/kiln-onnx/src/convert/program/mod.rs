@@ -300,15 +300,10 @@ impl Builder {
         });
         // The kernel: a primitive function over variables typed as its inputs.
         let mut inputs = Vec::with_capacity(k.inputs.len());
-        let mut params = Vec::with_capacity(k.inputs.len());
-        for (j, e) in k.inputs.iter().enumerate() {
+        for e in &k.inputs {
             inputs.push(self.value_reg(e, &node.name)?);
-            let ty = e.ty().map_err(|m| err(m.to_string()))?;
-            params.push(Var::new(&format!("p{j}"), ty));
         }
-        let vars: Vec<Expr> = params.iter().map(|p| p.expr()).collect();
-        let body = (k.body)(&vars).map_err(|m| node_error(node, m))?;
-        let f = kiln_graph::transform::infer_type::infer_function(&Function::new(params, body))
+        let f = kiln_graph::transform::infer_type::infer_function(&Function::new(k.params, k.body))
             .map_err(|e| err(e.to_string()))?;
         let out_types: Vec<Type> = match f.body().ty().map_err(|m| err(m.to_string()))? {
             Type::Tuple(t) => t.fields.to_vec(),
