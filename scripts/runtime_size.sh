@@ -11,7 +11,12 @@
 #                                     over that ceiling)
 #
 # Sizes with rustc 1.95 (stable), std rebuilt (below): 590328 bytes with the OpenCL runtime,
-# 550352 without (740056 with the prebuilt std, before OpenCL); with the VM as well, 682592.
+# 550352 without (740056 with the prebuilt std, before OpenCL); with the VM as well, 682592,
+# then 698984 (more builtins), and 713856 once programs call kernels with run-time extents
+# (Kernel/View instructions, memory kept per shape: about 7 KB; the shape functions
+# reduce_shape and broadcast_shape: about 7 KB). The VM's budget is Kiln's own (the static
+# runtime keeps seed 002's): 740000, room for the shape functions of the operators still
+# frozen at compile time.
 # The CI step (scripts/test.sh)
 # runs --check with std rebuilt, against the budget. Development-only parts stay out: the
 # `compiler` feature and kiln-ffi's `testing.*` globals (kiln-runtime's `testing` feature).
@@ -44,7 +49,7 @@
 #                            about 20 KB smaller, but the library then loads only with glibc
 #                            2.36 or later (musl 1.2.4), so it is not the default
 #   KILN_RUNTIME_BUDGET      budget in bytes of the static-model runtime (600000)
-#   KILN_RUNTIME_VM_BUDGET   budget in bytes of the runtime with the virtual machine (700000)
+#   KILN_RUNTIME_VM_BUDGET   budget in bytes of the runtime with the virtual machine (740000)
 #   KILN_RUNTIME_CEILING     with --check, fail only above this many bytes (unset: the budget)
 #   KILN_RUNTIME_FEATURES    kiln-runtime features of the static-model runtime (default `opencl`:
 #                            the OpenCL device API and module; empty for none); the runtime
@@ -64,7 +69,7 @@ for arg in "$@"; do
 done
 
 BUDGET="${KILN_RUNTIME_BUDGET:-600000}"
-VM_BUDGET="${KILN_RUNTIME_VM_BUDGET:-700000}"
+VM_BUDGET="${KILN_RUNTIME_VM_BUDGET:-740000}"
 FEATURES="${KILN_RUNTIME_FEATURES-opencl}"
 CEILING="${KILN_RUNTIME_CEILING:-$BUDGET}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"

@@ -16,20 +16,15 @@ pub fn shape_tensor(dims: &[i64]) -> Result<Tensor> {
     Tensor::from_slice(dims, &[dims.len() as i64])
 }
 
-/// The values of a 1-D (or scalar) integer tensor.
+/// The values of a 1-D int64 tensor (axes, sizes: ONNX gives them as int64).
 pub fn int_values(t: &Tensor, what: &str) -> Result<Vec<i64>> {
-    if t.ndim() > 1 || !matches!(t.dtype(), d if d == DataType::int(64) || d == DataType::int(32)) {
+    if t.ndim() != 1 || t.dtype() != DataType::int(64) {
         return Err(Error::type_error(format!(
-            "{what} must be a 1-D int64 or int32 tensor, it is {}",
+            "{what} must be a 1-D int64 tensor, it is {}",
             t.describe()
         )));
     }
-    let cpu = t.to_device(Device::cpu(0))?;
-    Ok(if t.dtype() == DataType::int(64) {
-        cpu.to_vec::<i64>()?
-    } else {
-        cpu.to_vec::<i32>()?.into_iter().map(i64::from).collect()
-    })
+    t.to_device(Device::cpu(0))?.to_vec::<i64>()
 }
 
 /// The reduced axes of a rank-`rank` tensor: `axes` made non-negative (each in `[-rank,
@@ -60,19 +55,13 @@ register_global!("vm.builtin.reduce_shape", |x: Tensor,
  -> Result<Array> {
     let axes = int_values(&axes, "the reduction's axes")?;
     let reduced = reduced_axes(x.ndim(), &axes, noop != 0)?;
-    let keep: Vec<i64> = x
-        .shape()
-        .iter()
-        .zip(&reduced)
-        .map(|(&d, &r)| if r { 1 } else { d })
-        .collect();
-    let dropped: Vec<i64> = x
-        .shape()
-        .iter()
-        .zip(&reduced)
-        .filter(|(_, &r)| !r)
-        .map(|(&d, _)| d)
-        .collect();
+    let (mut keep, mut dropped) = (Vec::new(), Vec::new());
+    for (&d, &r) in x.shape().iter().zip(&reduced) {
+        keep.push(if r { 1 } else { d });
+        if !r {
+            dropped.push(d);
+        }
+    }
     Ok(Array::new(vec![
         Any::from(shape_tensor(&keep)?),
         Any::from(shape_tensor(&dropped)?),

@@ -6,13 +6,19 @@
 //!   before it (that later nodes need) is one segment; each branch is converted like a graph
 //!   of its own (recursively, so branches may decide at run time too) and the VM runs only the
 //!   branch the condition takes; nodes after it form the next segment. Branch outputs must
-//!   agree in dtype and rank; dimensions that differ are known at run time (`-1`), so such
-//!   outputs may only be model outputs, since the nodes after an `If` are compiled once.
+//!   agree in dtype and rank; dimensions that differ are known at run time (`-1`): such
+//!   outputs are model outputs or read by nodes compiled as kernels with run-time extents
+//!   ([`super::shaped`]), since the nodes after an `If` are compiled once.
 //! - A `Loop` whose trip count or condition is known only at run time ([`loops`]): its body is
 //!   converted once and iterated by the VM, loop-carried values in registers, scan outputs
 //!   collected and stacked by builtins.
 //! - `NonZero`, `Unique`, `NonMaxSuppression`, `Compress` of run-time values are VM builtins whose outputs
-//!   are shaped by the data (`-1` dimensions); such values may only be model outputs so far.
+//!   are shaped by the data (`-1` dimensions); such values are model outputs or read by
+//!   kernels with run-time extents.
+//! - A node whose output shapes depend on small run-time integer inputs (a reduction's
+//!   `axes`), or that reads a value shaped at run time and is elementwise, is a kernel with
+//!   run-time extents ([`super::shaped`]): a shape function builtin, then a `Kernel`
+//!   instruction (and a `View`).
 //! - [`entry::from_onnx_dims`] converts a model for several input shapes (values of its
 //!   symbolic dimensions) into one program that picks the code for the shapes given.
 //!
@@ -419,8 +425,8 @@ impl Builder {
         };
         let (else_regs, else_types) = self.branch(ctx, node, "else_branch")?;
         // Outputs of one dtype and rank whose dimensions differ between the branches get -1
-        // there: known at run time, so they may only be model outputs (see
-        // `check_static_inputs`).
+        // there: known at run time (see `check_static_inputs` for the nodes that may read
+        // them).
         let mut outs = outs;
         for (k, (t, e)) in then_types.iter().zip(&else_types).enumerate() {
             if t == e {
@@ -519,8 +525,8 @@ enum Decision {
 }
 
 /// Refuses a node that reads a value whose shape is known only at run time (a run-time
-/// Loop's scan output, a builtin's result, an If output whose branches differ in shape): such
-/// values can only be outputs of the model so far.
+/// Loop's scan output, a builtin's result, an If output whose branches differ in shape) and
+/// that no kernel with run-time extents computes ([`shaped`] is asked first).
 fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
     for name in node.inputs.iter().filter(|n| !n.is_empty()) {
         let Some(e) = ctx.values.get(name) else {
@@ -533,8 +539,8 @@ fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
                     Msg(format!(
                         "input '{name}' has the shape {shape:?}, known only at run time (a \
                          run-time Loop's scan output, a data-dependent result or an If whose \
-                         branches differ in shape); Kiln's executors take such values as model \
-                         outputs only"
+                         branches differ in shape); Kiln takes such values as model outputs or \
+                         as inputs of elementwise nodes and reductions over run-time axes only"
                     )),
                 ));
             }
