@@ -144,3 +144,37 @@ def test_run_time_dimensions_that_meet_must_agree(tmp_path):
     b = np.array([0, 1, 1, 0, 1, 0], bool)
     got = _run(gm, {"a": a, "b": b}, 1)[0]
     np.testing.assert_array_equal(got, np.nonzero(a)[0][None] + np.nonzero(b)[0][None])
+
+
+def test_reshape_squeeze_unsqueeze_by_run_time_inputs_are_views(tmp_path):
+    # y = Unsqueeze(Squeeze(Reshape(x, shape), sq), unsq) + 1: shapes and axes given per run.
+    from onnx import numpy_helper
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Squeeze", ["r", "sq"], ["s"]),
+             helper.make_node("Unsqueeze", ["s", "unsq"], ["u"]),
+             helper.make_node("Add", ["u", "one"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3, 4]),
+                       helper.make_tensor_value_info("shape", TensorProto.INT64, [4]),
+                       helper.make_tensor_value_info("sq", TensorProto.INT64, [1]),
+                       helper.make_tensor_value_info("unsq", TensorProto.INT64, [2])],
+               [helper.make_tensor_value_info("y", F, [None] * 5)],
+               [numpy_helper.from_array(np.array(1, np.float32), "one")])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(13)
+    for shape, sq, unsq in [([0, 1, -1, 4], [1], [0, -1]), ([6, 4, 1, 1], [-1], [1, 3]),
+                            ([1, 24, 1, 1], [0], [2, 0]), ([1, 24, 1, 1], [0], [2, 0])]:
+        feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32),
+                 "shape": np.array(shape, np.int64), "sq": np.array(sq, np.int64),
+                 "unsq": np.array(unsq, np.int64)}
+        got = _run(gm, feeds, 1)[0]
+        want = sess.run(None, feeds)[0]
+        assert got.shape == want.shape, (shape, sq, unsq, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want)
+    good = {"x": np.zeros((2, 3, 4), np.float32), "shape": np.array([2, 12, 1, 1], np.int64),
+            "sq": np.array([2], np.int64), "unsq": np.array([0, 1], np.int64)}
+    with pytest.raises(ValueError, match=r"cannot reshape \[2, 3, 4\] to \[5, -1, 1, 1\]"):
+        _run(gm, dict(good, shape=np.array([5, -1, 1, 1], np.int64)), 1)
+    with pytest.raises(ValueError, match=r"Squeeze: axis 1 of \[2, 12, 1, 1\] has extent 12"):
+        _run(gm, dict(good, sq=np.array([1], np.int64)), 1)
+    assert _run(gm, good, 1)[0].shape == (1, 1, 2, 12, 1)

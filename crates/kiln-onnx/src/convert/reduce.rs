@@ -10,7 +10,7 @@ use kiln_graph::ir::Expr;
 
 use kiln_graph::ir::{Type, Var};
 
-use super::shaped::{Result_, ShapedKernel};
+use super::shaped::{Kernel, Result_, ShapedKernel, Source};
 use super::{call, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
 
@@ -95,11 +95,13 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
         shape_args: vec![x.clone(), axes],
         shape_ints: vec![noop as i64],
         shape_ranks: vec![rank, out_rank],
-        inputs: vec![x],
-        params: vec![p],
-        body,
+        kernel: Some(Kernel {
+            inputs: vec![x],
+            params: vec![p],
+            body,
+        }),
         results: vec![Result_ {
-            alloc: 0,
+            source: Source::Kernel(0),
             view: (!keep).then_some(1),
             ty: Type::tensor(&vec![-1; out_rank], dtype),
         }],

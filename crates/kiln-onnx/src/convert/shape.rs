@@ -5,9 +5,10 @@
 
 use std::collections::HashMap;
 
-use kiln_graph::ir::Expr;
+use kiln_graph::ir::{Expr, Type};
 use kiln_graph::op::broadcast_shapes;
 
+use super::shaped::{Result_, ShapedKernel, Source};
 use super::{
     call, const_i64, constant, dtype_of, graph_dtype, norm_axis, scalar, shape_of, CResult,
     ConvertFn, Ctx, Msg,
@@ -45,6 +46,53 @@ fn reshape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             ("allowzero", allowzero.into()),
         ],
     )?])
+}
+
+/// Reshape, Squeeze or Unsqueeze whose shape or axes input is known only at run time: a view
+/// of the input (no copy) under the shape `vm.builtin.reshape_shape` / `squeeze_shape` /
+/// `unsqueeze_shape` computes from it; the result's rank is the length of that input (Reshape),
+/// the input's rank less it (Squeeze, which then needs at least one axis) or more (Unsqueeze).
+pub(super) fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    let since = if node.op_type == "Reshape" { 5 } else { 13 };
+    if ctx.opset < since || node.input(1).is_none() || ctx.const_input(node, 1)?.is_some() {
+        return Ok(None);
+    }
+    let x = ctx.input(node, 0)?;
+    let arg = ctx.input(node, 1)?;
+    let rank = shape_of(&x)?.len();
+    let n = match shape_of(&arg)?.as_slice() {
+        [n] if *n >= 0 => *n as usize,
+        s => {
+            return Err(Msg(format!(
+                "input #1 must be a 1-D tensor of known length, its shape is {s:?}"
+            )))
+        }
+    };
+    let (func, ints, out_rank) = match node.op_type.as_str() {
+        "Reshape" => ("reshape_shape", vec![node.attr_i("allowzero", 0)?], n),
+        "Squeeze" if n == 0 => {
+            return Err(Msg(
+                "the axes input is empty at compile time: the result's rank would depend on \
+                 the data"
+                    .into(),
+            ))
+        }
+        "Squeeze" => ("squeeze_shape", Vec::new(), rank.saturating_sub(n)),
+        _ => ("unsqueeze_shape", Vec::new(), rank + n),
+    };
+    let dtype = dtype_of(&x)?;
+    Ok(Some(ShapedKernel {
+        shape_fn: func,
+        shape_args: vec![x.clone(), arg],
+        shape_ints: ints,
+        shape_ranks: vec![out_rank],
+        kernel: None,
+        results: vec![Result_ {
+            source: Source::Value(x),
+            view: Some(0),
+            ty: Type::tensor(&vec![-1; out_rank], dtype),
+        }],
+    }))
 }
 
 fn transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {

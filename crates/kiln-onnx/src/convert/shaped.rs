@@ -11,17 +11,36 @@ use kiln_graph::op::OpPattern;
 use super::{convert_nodes, CResult, Ctx};
 use crate::Node;
 
+/// Where a result of a [`ShapedKernel`] comes from.
+pub(super) enum Source {
+    /// The kernel's next result, allocated by this shape (an index among the shape function's
+    /// results).
+    Kernel(usize),
+    /// A value (an input of the node, viewed under another shape).
+    Value(Expr),
+}
+
 /// One result of a [`ShapedKernel`].
 pub(super) struct Result_ {
-    /// The shape (index among the shape function's results) the kernel's result is allocated by.
-    pub alloc: usize,
+    /// Where it comes from.
+    pub source: Source,
     /// The shape the node's output views it as, if another.
     pub view: Option<usize>,
     /// The node output's type (-1 where known at run time).
     pub ty: Type,
 }
 
-/// A node computed by a kernel compiled with run-time extents.
+/// The kernel of a [`ShapedKernel`]: a primitive function over its inputs.
+pub(super) struct Kernel {
+    /// The kernel's inputs.
+    pub inputs: Vec<Expr>,
+    /// The variables standing for them in `body`.
+    pub params: Vec<Var>,
+    /// The kernel's body (typed).
+    pub body: Expr,
+}
+
+/// A node computed by a kernel compiled with run-time extents (or only viewed: Reshape).
 pub(super) struct ShapedKernel {
     /// The shape function (`vm.builtin.<name>`).
     pub shape_fn: &'static str,
@@ -31,12 +50,8 @@ pub(super) struct ShapedKernel {
     pub shape_ints: Vec<i64>,
     /// The rank of each shape it returns.
     pub shape_ranks: Vec<usize>,
-    /// The kernel's inputs.
-    pub inputs: Vec<Expr>,
-    /// The variables standing for them in `body`.
-    pub params: Vec<Var>,
-    /// The kernel's body (typed).
-    pub body: Expr,
+    /// The kernel, if the node computes.
+    pub kernel: Option<Kernel>,
     /// The node's outputs.
     pub results: Vec<Result_>,
 }
@@ -47,15 +62,15 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     if !node.domain.is_empty() {
         return Ok(None);
     }
-    match node.op_type.as_str() {
-        op if super::reduce::REDUCTIONS.contains(&op) => {
-            if let Some(k) = super::reduce::run_time_axes(ctx, node)? {
-                return Ok(Some(k));
-            }
-        }
-        _ => {}
+    let own = match node.op_type.as_str() {
+        op if super::reduce::REDUCTIONS.contains(&op) => super::reduce::run_time_axes(ctx, node)?,
+        "Reshape" | "Squeeze" | "Unsqueeze" => super::shape::run_time_view(ctx, node)?,
+        _ => None,
+    };
+    match own {
+        Some(k) => Ok(Some(k)),
+        None => elementwise(ctx, node),
     }
-    elementwise(ctx, node)
 }
 
 /// Whether `e` has a tensor type with a dimension known only at run time.
@@ -136,17 +151,19 @@ fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         shape_ints: ints,
         shape_ranks: vec![shape.len()],
         results: vec![Result_ {
-            alloc: 0,
+            source: Source::Kernel(0),
             view: None,
             ty: Type::tensor(shape, dtype),
         }],
-        inputs,
-        params,
-        body,
+        kernel: Some(Kernel {
+            inputs,
+            params,
+            body,
+        }),
     }))
 }
 
 /// Whether `op` may need a kernel with run-time extents (so the model may need the VM).
 pub(super) fn may_need(op: &str) -> bool {
-    super::reduce::REDUCTIONS.contains(&op)
+    super::reduce::REDUCTIONS.contains(&op) || matches!(op, "Reshape" | "Squeeze" | "Unsqueeze")
 }

@@ -6,6 +6,9 @@
 //! | builtin | arguments | result |
 //! | --- | --- | --- |
 //! | `reduce_shape` | x, axes (1-D integers), noop_with_empty_axes | [x's shape with the reduced axes 1, the same without them] |
+//! | `reshape_shape` | x, shape (1-D int64), allowzero | ONNX Reshape's result shape (0 copies x's dim unless allowzero; one -1 inferred) |
+//! | `squeeze_shape` | x, axes | x's shape without the listed axes (each of extent 1) |
+//! | `unsqueeze_shape` | x, axes | x's shape with a 1 inserted at each listed axis of the result |
 //! | `broadcast_shape` | tensors..., rank, dims... | their numpy broadcast, which must agree with `dims` where a dim is not -1 |
 
 use crate::tensor::Tensor;
@@ -131,3 +134,87 @@ kiln_ffi::register_global_packed!(
         Ok(shape_tensor(&out)?.into())
     }
 );
+
+/// ONNX Reshape's result: `target` with each 0 the input's dim at that place (an empty axis
+/// with `allowzero`) and one -1 inferred from the element count, which must be kept.
+pub fn reshape(shape: &[i64], target: &[i64], allowzero: bool) -> Result<Vec<i64>> {
+    let bad = |why: String| {
+        Error::value_error(format!(
+            "cannot reshape {shape:?} to {target:?} (allowzero {}): {why}",
+            allowzero as i64
+        ))
+    };
+    let mut out = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (i, &d) in target.iter().enumerate() {
+        out.push(match d {
+            0 if !allowzero => *shape
+                .get(i)
+                .ok_or_else(|| bad(format!("0 at {i} copies no input dimension")))?,
+            -1 if infer.is_none() => {
+                infer = Some(i);
+                1
+            }
+            d if d < 0 => return Err(bad(format!("{d} at {i}"))),
+            d => d,
+        });
+    }
+    let total: i64 = shape.iter().product();
+    let known: i64 = out.iter().product();
+    if let Some(i) = infer {
+        if known == 0 || total % known != 0 {
+            return Err(bad(format!(
+                "{total} elements do not fill the other dimensions"
+            )));
+        }
+        out[i] = total / known;
+    } else if known != total {
+        return Err(bad(format!("{total} elements, the target holds {known}")));
+    }
+    Ok(out)
+}
+
+register_global!("vm.builtin.reshape_shape", |x: Tensor,
+                                              target: Tensor,
+                                              allowzero: i64|
+ -> Result<Tensor> {
+    let target = int_values(&target, "Reshape's shape")?;
+    shape_tensor(&reshape(x.shape(), &target, allowzero != 0)?)
+});
+
+register_global!("vm.builtin.squeeze_shape", |x: Tensor,
+                                              axes: Tensor|
+ -> Result<Tensor> {
+    let axes = int_values(&axes, "Squeeze's axes")?;
+    // No axes: every axis of extent 1.
+    let gone = match axes.is_empty() {
+        true => x.shape().iter().map(|&d| d == 1).collect(),
+        false => reduced_axes(x.ndim(), &axes, false)?,
+    };
+    let mut out = Vec::new();
+    for (a, (&d, &g)) in x.shape().iter().zip(&gone).enumerate() {
+        if g && d != 1 {
+            return Err(Error::value_error(format!(
+                "Squeeze: axis {a} of {:?} has extent {d}, not 1 (axes {axes:?})",
+                x.shape()
+            )));
+        }
+        if !g {
+            out.push(d);
+        }
+    }
+    shape_tensor(&out)
+});
+
+register_global!("vm.builtin.unsqueeze_shape", |x: Tensor,
+                                                axes: Tensor|
+ -> Result<Tensor> {
+    let axes = int_values(&axes, "Unsqueeze's axes")?;
+    let new = reduced_axes(x.ndim() + axes.len(), &axes, true)?;
+    let mut dims = x.shape().iter();
+    let out: Vec<i64> = new
+        .iter()
+        .map(|&n| if n { 1 } else { *dims.next().unwrap_or(&1) })
+        .collect();
+    shape_tensor(&out)
+});

@@ -41,7 +41,7 @@ use kiln_runtime::vm::{Instr, KernelOut};
 
 use super::control::RUN_TIME_LOOP_CONDITION;
 use super::data_dependent::{self, RunTime};
-use super::shaped::{self, ShapedKernel};
+use super::shaped::{self, ShapedKernel, Source};
 use super::{convert_nodes, node_error, to_runtime, typed, Ctx, Msg};
 use crate::attr::AttrValue;
 use crate::proto::GraphProto;
@@ -305,50 +305,75 @@ impl Builder {
             rets: shapes.clone(),
         });
         // The kernel: a primitive function over variables typed as its inputs.
-        let mut inputs = Vec::with_capacity(k.inputs.len());
-        for e in &k.inputs {
-            inputs.push(self.value_reg(e, &node.name)?);
-        }
-        let f = kiln_graph::transform::infer_type::infer_function(&Function::new(k.params, k.body))
+        let mut kernel_outs: Vec<usize> = Vec::new();
+        if let Some(kern) = k.kernel {
+            let mut inputs = Vec::with_capacity(kern.inputs.len());
+            for e in &kern.inputs {
+                inputs.push(self.value_reg(e, &node.name)?);
+            }
+            let f = kiln_graph::transform::infer_type::infer_function(&Function::new(
+                kern.params,
+                kern.body,
+            ))
             .map_err(|e| err(e.to_string()))?;
-        let out_types: Vec<Type> = match f.body().ty().map_err(|m| err(m.to_string()))? {
-            Type::Tuple(t) => t.fields.to_vec(),
-            t => vec![t],
-        };
-        let name = format!(
-            "kernel{}_{}",
-            self.kernels.len(),
-            node.op_type.to_lowercase()
-        );
-        self.kernels.push((name.clone(), f));
-        let mut outs = Vec::with_capacity(k.results.len());
-        let mut views = Vec::new();
-        for (r, ty) in k.results.into_iter().zip(out_types) {
-            let reg = self.new_reg(ty.clone());
-            outs.push(KernelOut {
-                reg,
-                dtype: ty.dtype(),
-                shape: shapes[r.alloc],
+            let out_types: Vec<Type> = match f.body().ty().map_err(|m| err(m.to_string()))? {
+                Type::Tuple(t) => t.fields.to_vec(),
+                t => vec![t],
+            };
+            let name = format!(
+                "kernel{}_{}",
+                self.kernels.len(),
+                node.op_type.to_lowercase()
+            );
+            self.kernels.push((name.clone(), f));
+            let allocs: Vec<usize> = k
+                .results
+                .iter()
+                .filter_map(|r| match r.source {
+                    Source::Kernel(s) => Some(s),
+                    Source::Value(_) => None,
+                })
+                .collect();
+            if allocs.len() != out_types.len() {
+                return Err(err(format!(
+                    "the kernel has {} results, {} allocated",
+                    out_types.len(),
+                    allocs.len()
+                )));
+            }
+            let mut outs = Vec::with_capacity(allocs.len());
+            for (s, ty) in allocs.into_iter().zip(out_types) {
+                let reg = self.new_reg(ty.clone());
+                outs.push(KernelOut {
+                    reg,
+                    dtype: ty.dtype(),
+                    shape: shapes[s],
+                });
+                kernel_outs.push(reg);
+            }
+            self.instrs.push(Instr::Kernel {
+                func: name,
+                args: inputs,
+                outs,
             });
-            views.push((reg, r));
         }
-        self.instrs.push(Instr::Kernel {
-            func: name,
-            args: inputs,
-            outs,
-        });
-        for (k, (reg, r)) in views.into_iter().enumerate() {
-            let Some(out) = node.outputs.get(k).filter(|n| !n.is_empty()) else {
+        let mut next_kernel_out = kernel_outs.into_iter();
+        for (j, r) in k.results.into_iter().enumerate() {
+            let src = match &r.source {
+                Source::Kernel(_) => next_kernel_out.next().expect("counted above"),
+                Source::Value(e) => self.value_reg(e, &node.name)?,
+            };
+            let Some(out) = node.outputs.get(j).filter(|n| !n.is_empty()) else {
                 continue;
             };
             let (dst, v) = self.reg_var(out, r.ty);
             match r.view {
                 Some(s) => self.instrs.push(Instr::View {
                     dst,
-                    src: reg,
+                    src,
                     shape: shapes[s],
                 }),
-                None => self.instrs.push(Instr::Move { dst, src: reg }),
+                None => self.instrs.push(Instr::Move { dst, src }),
             }
             ctx.values.insert(out.clone(), v);
         }
