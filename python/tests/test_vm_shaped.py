@@ -178,3 +178,53 @@ def test_reshape_squeeze_unsqueeze_by_run_time_inputs_are_views(tmp_path):
     with pytest.raises(ValueError, match=r"Squeeze: axis 1 of \[2, 12, 1, 1\] has extent 12"):
         _run(gm, dict(good, sq=np.array([1], np.int64)), 1)
     assert _run(gm, good, 1)[0].shape == (1, 1, 2, 12, 1)
+
+
+def test_slice_range_and_constant_of_shape_by_run_time_inputs(tmp_path):
+    # y = Slice(x, starts, ends, axes, steps) * 2; r = Range(start, limit, delta);
+    # c = ConstantOfShape(shape) (value 3, int32).
+    from onnx import numpy_helper
+    I64 = TensorProto.INT64
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["s"]),
+             helper.make_node("Mul", ["s", "two"], ["y"]),
+             helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
+             helper.make_node("ConstantOfShape", ["shape"], ["c"],
+                              value=numpy_helper.from_array(np.array([3], np.int32)))]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [5, 6, 7]),
+                       *[helper.make_tensor_value_info(n, I64, [2])
+                         for n in ("starts", "ends", "axes", "steps")],
+                       *[helper.make_tensor_value_info(n, F, []) for n in ("start", "limit",
+                                                                            "delta")],
+                       helper.make_tensor_value_info("shape", I64, [3])],
+               [helper.make_tensor_value_info("y", F, [None] * 3),
+                helper.make_tensor_value_info("r", F, [None]),
+                helper.make_tensor_value_info("c", TensorProto.INT32, [None] * 3)],
+               [numpy_helper.from_array(np.array(2, np.float32), "two")])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(17)
+    big = np.iinfo(np.int64).max
+    cases = [([1, 0], [4, 7], [0, 2], [1, 2], (0.0, 5.0, 1.0), [2, 3, 4]),
+             ([-1, 5], [-6, 0], [1, 0], [-2, -1], (2.5, -1.0, -0.5), [0, 2, 1]),
+             ([0, -big], [big, big], [-1, 1], [3, 1], (1.0, 1.0, 1.0), [1, 1, 1]),
+             ([9, 2], [10, 1], [0, 1], [1, 1], (-3.0, 4.0, 2.5), [4, 0, 3]),
+             ([9, 2], [10, 1], [0, 1], [1, 1], (-3.0, 4.0, 2.5), [4, 0, 3])]
+    for starts, ends, axes, steps, (a, b, d), shape in cases:
+        feeds = {"x": rng.standard_normal((5, 6, 7)).astype(np.float32),
+                 "starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64),
+                 "axes": np.array(axes, np.int64), "steps": np.array(steps, np.int64),
+                 "start": np.array(a, np.float32), "limit": np.array(b, np.float32),
+                 "delta": np.array(d, np.float32), "shape": np.array(shape, np.int64)}
+        got = _run(gm, feeds, 3)
+        want = sess.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype, (starts, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    good = {k: v for k, v in feeds.items()}
+    with pytest.raises(ValueError, match=r"Slice of \[5, 6, 7\].*the step of axis 1 is 0"):
+        _run(gm, dict(good, steps=np.array([1, 0], np.int64)), 3)
+    with pytest.raises(ValueError, match=r"Range: delta is 0"):
+        _run(gm, dict(good, delta=np.array(0, np.float32)), 3)
+    with pytest.raises(ValueError, match=r"negative dimension"):
+        _run(gm, dict(good, shape=np.array([2, -1, 1], np.int64)), 3)
+    assert _run(gm, good, 3)[2].shape == (4, 0, 3)

@@ -91,10 +91,11 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
     )?;
     let body = map(post, r)?;
     Ok(Some(ShapedKernel {
-        shape_fn: "reduce_shape",
+        shape_fn: Some("reduce_shape"),
         shape_args: vec![x.clone(), axes],
         shape_ints: vec![noop as i64],
         shape_ranks: vec![rank, out_rank],
+        shape_inputs: Vec::new(),
         kernel: Some(Kernel {
             inputs: vec![x],
             params: vec![p],

@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 
-use kiln_graph::ir::{Expr, Type};
+use kiln_graph::ir::{Expr, Type, Var};
 use kiln_graph::op::broadcast_shapes;
 
-use super::shaped::{Result_, ShapedKernel, Source};
+use super::shaped::{Kernel, Result_, ShapedKernel, Source};
 use super::{
     call, const_i64, constant, dtype_of, graph_dtype, norm_axis, scalar, shape_of, CResult,
     ConvertFn, Ctx, Msg,
@@ -48,11 +48,162 @@ fn reshape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// The length of the 1-D input `i` of `node`, known at compile time.
+fn length(ctx: &Ctx<'_>, node: &Node, i: usize) -> CResult<usize> {
+    match shape_of(&ctx.input(node, i)?)?.as_slice() {
+        [n] if *n >= 0 => Ok(*n as usize),
+        s => Err(Msg(format!(
+            "input #{i} must be a 1-D tensor of known length, its shape is {s:?}"
+        ))),
+    }
+}
+
+/// A shape operator with a run-time shape input (Reshape, Squeeze, Unsqueeze: views;
+/// ConstantOfShape, Range, Slice: kernels with run-time extents), when one is.
+pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    let run_time = |i: usize| -> CResult<bool> {
+        Ok(node.input(i).is_some() && ctx.const_input(node, i)?.is_none())
+    };
+    match node.op_type.as_str() {
+        "ConstantOfShape" if run_time(0)? => {
+            let (value, dtype) = match node.opt_tensor("value")? {
+                Some(t) => (
+                    t.to_f64_vec().first().copied().unwrap_or(0.0),
+                    graph_dtype(t.dtype()),
+                ),
+                None => (0.0, kiln_ffi::DataType::float(32)),
+            };
+            let rank = length(ctx, node, 0)?;
+            let body = call(
+                "dyn.full",
+                Vec::new(),
+                &[
+                    ("rank", (rank as i64).into()),
+                    ("value", value.into()),
+                    ("dtype", dtype.to_string().as_str().into()),
+                ],
+            )?;
+            Ok(Some(kernel(
+                None,
+                vec![ctx.input(node, 0)?],
+                vec![rank],
+                Vec::new(),
+                body,
+                &[(0, None)],
+            )?))
+        }
+        "Range" if run_time(0)? || run_time(1)? || run_time(2)? => {
+            let (start, limit, delta) = (
+                ctx.input(node, 0)?,
+                ctx.input(node, 1)?,
+                ctx.input(node, 2)?,
+            );
+            let (ps, pd) = (
+                Var::new("start", start.ty()?),
+                Var::new("delta", delta.ty()?),
+            );
+            let body = call("dyn.range", vec![ps.expr(), pd.expr()], &[])?;
+            let k = kernel(
+                Some("range_shape"),
+                vec![start.clone(), limit, delta.clone()],
+                vec![1],
+                vec![(start, ps), (delta, pd)],
+                body,
+                &[(0, None)],
+            )?;
+            Ok(Some(k))
+        }
+        "Slice"
+            if ctx.opset >= 10
+                && (1..5)
+                    .map(run_time)
+                    .collect::<CResult<Vec<_>>>()?
+                    .contains(&true) =>
+        {
+            let x = ctx.input(node, 0)?;
+            let rank = shape_of(&x)?.len();
+            let n = length(ctx, node, 1)?;
+            let axes = match ctx.opt_input(node, 3)? {
+                Some(a) => a,
+                None => const_i64(&(0..n as i64).collect::<Vec<_>>())?,
+            };
+            let steps = match ctx.opt_input(node, 4)? {
+                Some(s) => s,
+                None => const_i64(&vec![1; n])?,
+            };
+            let i64_t = kiln_ffi::DataType::int(64);
+            let px = Var::new("data", x.ty()?);
+            let pb = Var::new("begin", Type::tensor(&[rank as i64], i64_t));
+            let pt = Var::new("step", Type::tensor(&[rank as i64], i64_t));
+            let body = call(
+                "dyn.strided_slice",
+                vec![px.expr(), pb.expr(), pt.expr()],
+                &[],
+            )?;
+            // The shape function's begin and step are the kernel's inputs too: registers
+            // written by the call, read through variables of these types.
+            let mut k = kernel(
+                Some("slice_shape"),
+                vec![
+                    x.clone(),
+                    ctx.input(node, 1)?,
+                    ctx.input(node, 2)?,
+                    axes,
+                    steps,
+                ],
+                vec![rank, rank, rank],
+                vec![(x, px)],
+                body,
+                &[(0, None)],
+            )?;
+            k.shape_inputs = vec![(1, pb), (2, pt)];
+            Ok(Some(k))
+        }
+        "Reshape" | "Squeeze" | "Unsqueeze" => run_time_view(ctx, node),
+        _ => Ok(None),
+    }
+}
+
+/// A [`ShapedKernel`] of one kernel: `shape_fn` over `shape_args` (shapes of `ranks`), the
+/// kernel `body` over the variables of `inputs`, its results allocated and viewed as
+/// `results` says (shape index, view index).
+fn kernel(
+    shape_fn: Option<&'static str>,
+    shape_args: Vec<Expr>,
+    ranks: Vec<usize>,
+    inputs: Vec<(Expr, Var)>,
+    body: Expr,
+    results: &[(usize, Option<usize>)],
+) -> CResult<ShapedKernel> {
+    let ty = body.ty()?;
+    let (inputs, params) = inputs.into_iter().unzip();
+    Ok(ShapedKernel {
+        shape_fn,
+        shape_args,
+        shape_ints: Vec::new(),
+        shape_ranks: ranks,
+        shape_inputs: Vec::new(),
+        results: results
+            .iter()
+            .map(|&(alloc, view)| Result_ {
+                source: Source::Kernel(alloc),
+                view,
+                ty: ty.clone(),
+            })
+            .collect(),
+        kernel: Some(Kernel {
+            inputs,
+            params,
+            body,
+        }),
+    })
+}
+
 /// Reshape, Squeeze or Unsqueeze whose shape or axes input is known only at run time: a view
 /// of the input (no copy) under the shape `vm.builtin.reshape_shape` / `squeeze_shape` /
 /// `unsqueeze_shape` computes from it; the result's rank is the length of that input (Reshape),
 /// the input's rank less it (Squeeze, which then needs at least one axis) or more (Unsqueeze).
-pub(super) fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let since = if node.op_type == "Reshape" { 5 } else { 13 };
     if ctx.opset < since || node.input(1).is_none() || ctx.const_input(node, 1)?.is_some() {
         return Ok(None);
@@ -82,10 +233,11 @@ pub(super) fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
     };
     let dtype = dtype_of(&x)?;
     Ok(Some(ShapedKernel {
-        shape_fn: func,
+        shape_fn: Some(func),
         shape_args: vec![x.clone(), arg],
         shape_ints: ints,
         shape_ranks: vec![out_rank],
+        shape_inputs: Vec::new(),
         kernel: None,
         results: vec![Result_ {
             source: Source::Value(x),

@@ -42,14 +42,19 @@ pub(super) struct Kernel {
 
 /// A node computed by a kernel compiled with run-time extents (or only viewed: Reshape).
 pub(super) struct ShapedKernel {
-    /// The shape function (`vm.builtin.<name>`).
-    pub shape_fn: &'static str,
+    /// The shape function (`vm.builtin.<name>`); none when the shape arguments are the
+    /// shapes themselves (1-D int64 tensors: ConstantOfShape's input).
+    pub shape_fn: Option<&'static str>,
     /// Its tensor arguments.
     pub shape_args: Vec<Expr>,
     /// Its integer arguments.
     pub shape_ints: Vec<i64>,
     /// The rank of each shape it returns.
     pub shape_ranks: Vec<usize>,
+    /// Results of the shape function that the kernel reads too (a slice's begin and step), by
+    /// index, each with the variable standing for it in the kernel's body (after the
+    /// kernel's own inputs).
+    pub shape_inputs: Vec<(usize, Var)>,
     /// The kernel, if the node computes.
     pub kernel: Option<Kernel>,
     /// The node's outputs.
@@ -64,7 +69,7 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     }
     let own = match node.op_type.as_str() {
         op if super::reduce::REDUCTIONS.contains(&op) => super::reduce::run_time_axes(ctx, node)?,
-        "Reshape" | "Squeeze" | "Unsqueeze" => super::shape::run_time_view(ctx, node)?,
+        op if RUN_TIME_SHAPE_OPS.contains(&op) => super::shape::run_time_shaped(ctx, node)?,
         _ => None,
     };
     match own {
@@ -146,10 +151,11 @@ fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let mut ints = vec![shape.len() as i64];
     ints.extend_from_slice(shape);
     Ok(Some(ShapedKernel {
-        shape_fn: "broadcast_shape",
+        shape_fn: Some("broadcast_shape"),
         shape_args: inputs.clone(),
         shape_ints: ints,
         shape_ranks: vec![shape.len()],
+        shape_inputs: Vec::new(),
         results: vec![Result_ {
             source: Source::Kernel(0),
             view: None,
@@ -165,5 +171,16 @@ fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
 
 /// Whether `op` may need a kernel with run-time extents (so the model may need the VM).
 pub(super) fn may_need(op: &str) -> bool {
-    super::reduce::REDUCTIONS.contains(&op) || matches!(op, "Reshape" | "Squeeze" | "Unsqueeze")
+    super::reduce::REDUCTIONS.contains(&op) || RUN_TIME_SHAPE_OPS.contains(&op)
 }
+
+/// The shape operators with kernels (or views) for run-time shape inputs
+/// ([`super::shape::run_time_shaped`]).
+const RUN_TIME_SHAPE_OPS: [&str; 6] = [
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "ConstantOfShape",
+    "Range",
+    "Slice",
+];

@@ -9,6 +9,8 @@
 //! | `reshape_shape` | x, shape (1-D int64), allowzero | ONNX Reshape's result shape (0 copies x's dim unless allowzero; one -1 inferred) |
 //! | `squeeze_shape` | x, axes | x's shape without the listed axes (each of extent 1) |
 //! | `unsqueeze_shape` | x, axes | x's shape with a 1 inserted at each listed axis of the result |
+//! | `range_shape` | start, limit, delta (one-element tensors) | `[max(ceil((limit - start) / delta), 0)]` |
+//! | `slice_shape` | x, starts, ends, axes, steps (1-D int64) | [the result's shape, the begin and the step of every axis of x] |
 //! | `broadcast_shape` | tensors..., rank, dims... | their numpy broadcast, which must agree with `dims` where a dim is not -1 |
 
 use crate::tensor::Tensor;
@@ -217,4 +219,103 @@ register_global!("vm.builtin.unsqueeze_shape", |x: Tensor,
         .map(|&n| if n { 1 } else { *dims.next().unwrap_or(&1) })
         .collect();
     shape_tensor(&out)
+});
+
+register_global!("vm.builtin.range_shape", |start: Tensor,
+                                            limit: Tensor,
+                                            delta: Tensor|
+ -> Result<Tensor> {
+    let one = |t: &Tensor, what: &str| -> Result<f64> {
+        match t.to_device(Device::cpu(0))?.to_f64_vec()?.as_slice() {
+            [v] => Ok(*v),
+            _ => Err(Error::value_error(format!(
+                "Range's {what} must hold one element, it is {}",
+                t.describe()
+            ))),
+        }
+    };
+    let (a, b, d) = (
+        one(&start, "start")?,
+        one(&limit, "limit")?,
+        one(&delta, "delta")?,
+    );
+    // (No float in the messages: formatting one would add its code to the runtime.)
+    if d == 0.0 {
+        return Err(Error::value_error("Range: delta is 0"));
+    }
+    let n = ((b - a) / d).ceil().max(0.0);
+    if !n.is_finite() || n > (1u64 << 40) as f64 {
+        return Err(Error::value_error(
+            "Range: the number of elements is not finite or above 2^40",
+        ));
+    }
+    shape_tensor(&[n as i64])
+});
+
+/// ONNX Slice on a tensor of `shape`: the result's shape and, per axis, the first index read
+/// and the step (starts and ends clamped as the operator defines).
+pub fn slice(
+    shape: &[i64],
+    starts: &[i64],
+    ends: &[i64],
+    axes: &[i64],
+    steps: &[i64],
+) -> Result<[Vec<i64>; 3]> {
+    let bad = |why: String| {
+        Error::value_error(format!(
+            "Slice of {shape:?} (starts {starts:?}, ends {ends:?}, axes {axes:?}, steps \
+             {steps:?}): {why}"
+        ))
+    };
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err(bad("starts, ends, axes and steps differ in length".into()));
+    }
+    // Axes in range, none twice.
+    reduced_axes(shape.len(), axes, true)?;
+    let mut out = shape.to_vec();
+    let mut begin = vec![0i64; shape.len()];
+    let mut step = vec![1i64; shape.len()];
+    for k in 0..axes.len() {
+        let a = axes[k].rem_euclid(shape.len().max(1) as i64) as usize;
+        let (d, s) = (shape[a], steps[k]);
+        if s == 0 {
+            return Err(bad(format!("the step of axis {a} is 0")));
+        }
+        if d == 0 {
+            continue;
+        }
+        let at = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+        let (lo, hi) = if s > 0 { (0, d) } else { (-1, d - 1) };
+        let b = at(starts[k]).clamp(lo.max(0), hi);
+        let e = at(ends[k]).clamp(lo, hi);
+        let n = if s > 0 {
+            (e - b + s - 1) / s
+        } else {
+            (b - e - s - 1) / -s
+        };
+        out[a] = n.max(0);
+        begin[a] = b;
+        step[a] = s;
+    }
+    Ok([out, begin, step])
+}
+
+register_global!("vm.builtin.slice_shape", |x: Tensor,
+                                            starts: Tensor,
+                                            ends: Tensor,
+                                            axes: Tensor,
+                                            steps: Tensor|
+ -> Result<Array> {
+    let [out, begin, step] = slice(
+        x.shape(),
+        &int_values(&starts, "Slice's starts")?,
+        &int_values(&ends, "Slice's ends")?,
+        &int_values(&axes, "Slice's axes")?,
+        &int_values(&steps, "Slice's steps")?,
+    )?;
+    Ok(Array::new(vec![
+        Any::from(shape_tensor(&out)?),
+        Any::from(shape_tensor(&begin)?),
+        Any::from(shape_tensor(&step)?),
+    ]))
 });

@@ -17,6 +17,9 @@
 //! | [`resize2d()`] ([`ResizeMethod`], [`CoordMode`], [`NearestMode`]) | `Resize` |
 //! | [`tile()`] | `Tile` |
 //! | [`layout_transform()`] ([`Layout`]) | (packed weights, from `AlterOpLayout`) |
+//!
+//! [`run_time`] holds the operators whose extents are known only at run time (ConstantOfShape,
+//! Range and Slice by run-time inputs).
 
 mod concatenate;
 mod flatten;
@@ -24,6 +27,7 @@ pub mod layout;
 mod pad;
 mod reshape;
 mod resize;
+pub mod run_time;
 mod scatter;
 pub mod schedule;
 mod split;

@@ -7,9 +7,8 @@
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
 use crate::op::{input, one, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
-use kiln_ffi::{DataType, Result};
+use kiln_ffi::Result;
 use kiln_te::Tensor as TeTensor;
-use kiln_tir::{PrimExpr, Var};
 use kiln_topi::reduce::{reduce_to_shape, Reducer};
 
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
@@ -24,9 +23,7 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>) -> Result<Vec<TeTensor>> {
     let x = input("dyn.reduce", i, 0)?;
     let reducer = Reducer::parse(&a.str("reducer")?)?;
     // The output's extents, bound from the tensor the caller passes.
-    let out: Vec<PrimExpr> = (0..x.ndim())
-        .map(|j| Var::size_var(&format!("o{j}"), DataType::int(32)).to_expr())
-        .collect();
+    let out = kiln_topi::transform::run_time::run_time_dims(x.ndim());
     one(reduce_to_shape(x, &out, reducer))
 }
 

@@ -11,6 +11,7 @@ pub mod layout_transform;
 pub mod pad;
 pub mod reshape;
 pub mod resize2d;
+pub mod run_time;
 pub mod scatter;
 pub mod split;
 pub mod squeeze;
@@ -33,6 +34,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     pad::defs(v);
     reshape::defs(v);
     resize2d::defs(v);
+    run_time::defs(v);
     scatter::defs(v);
     split::defs(v);
     squeeze::defs(v);

@@ -293,17 +293,23 @@ impl Builder {
             args.push(self.value_reg(e, &node.name)?);
         }
         let i64_t = kiln_ffi::DataType::int(64);
-        let shapes: Vec<usize> = k
-            .shape_ranks
-            .iter()
-            .map(|&r| self.new_reg(Type::tensor(&[r as i64], i64_t)))
-            .collect();
-        self.instrs.push(Instr::Call {
-            func: k.shape_fn.into(),
-            args,
-            ints: k.shape_ints.clone(),
-            rets: shapes.clone(),
-        });
+        let shapes: Vec<usize> = match k.shape_fn {
+            None => args,
+            Some(func) => {
+                let shapes: Vec<usize> = k
+                    .shape_ranks
+                    .iter()
+                    .map(|&r| self.new_reg(Type::tensor(&[r as i64], i64_t)))
+                    .collect();
+                self.instrs.push(Instr::Call {
+                    func: func.into(),
+                    args,
+                    ints: k.shape_ints.clone(),
+                    rets: shapes.clone(),
+                });
+                shapes
+            }
+        };
         // The kernel: a primitive function over variables typed as its inputs.
         let mut kernel_outs: Vec<usize> = Vec::new();
         if let Some(kern) = k.kernel {
@@ -311,9 +317,13 @@ impl Builder {
             for e in &kern.inputs {
                 inputs.push(self.value_reg(e, &node.name)?);
             }
+            let mut params = kern.params;
+            for (s, v) in k.shape_inputs {
+                inputs.push(shapes[s]);
+                params.push(v);
+            }
             let f = kiln_graph::transform::infer_type::infer_function(&Function::new(
-                kern.params,
-                kern.body,
+                params, kern.body,
             ))
             .map_err(|e| err(e.to_string()))?;
             let out_types: Vec<Type> = match f.body().ty().map_err(|m| err(m.to_string()))? {

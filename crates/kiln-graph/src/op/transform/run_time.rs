@@ -1,0 +1,100 @@
+//! Operators whose results have extents known only at run time (every dimension -1): the VM
+//! allocates the result by a shape function's answer and the kernel binds its extents from it
+//! (see `kiln_topi::transform::run_time`).
+//!
+//! - `dyn.full(rank, value, dtype)`: a fill (ONNX ConstantOfShape with a run-time shape);
+//! - `dyn.range(start, delta)`: `start + i * delta` (ONNX Range with run-time inputs);
+//! - `dyn.strided_slice(data, begin, step)`: `data[begin + i * step]` per axis, `begin` and
+//!   `step` int64 with one value per axis (ONNX Slice with run-time inputs).
+
+use crate::ir::attrs::Attrs;
+use crate::ir::Type;
+use crate::op::tensor::cast::parse_dtype;
+use crate::op::{input, one, AttrKind, AttrSpec, OpDef, OpPattern, RelCtx};
+use kiln_ffi::{DataType, Result};
+use kiln_te::Tensor as TeTensor;
+use kiln_topi::transform::run_time as rt;
+
+fn full_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let rank = ctx.attrs.int("rank")?;
+    if !(0..=64).contains(&rank) {
+        return Err(ctx.err(format!("rank {rank} is not in [0, 64]")));
+    }
+    let dtype = parse_dtype(&ctx.attrs.str("dtype")?).map_err(|e| ctx.err(e.message()))?;
+    Ok(Type::tensor(&vec![-1; rank as usize], dtype))
+}
+
+fn full(a: &Attrs<'_>) -> Result<Vec<TeTensor>> {
+    one(rt::full_run_time(
+        a.int("rank")? as usize,
+        a.float("value")?,
+        parse_dtype(&a.str("dtype")?)?,
+    ))
+}
+
+fn range_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (_, dtype) = ctx.tensor(0)?;
+    let (_, delta) = ctx.tensor(1)?;
+    if delta != dtype {
+        return Err(ctx.err(format!("start is {dtype}, delta {delta}")));
+    }
+    Ok(Type::tensor(&[-1], dtype))
+}
+
+fn slice_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, dtype) = ctx.tensor(0)?;
+    for i in [1, 2] {
+        let (p, d) = ctx.tensor(i)?;
+        if d != DataType::int(64) || p.len() != 1 || (p[0] >= 0 && p[0] != s.len() as i64) {
+            return Err(ctx.err(format!(
+                "argument {i} must be int64 with one value per axis of the rank-{} data, it \
+                 is {d} {p:?}",
+                s.len()
+            )));
+        }
+    }
+    Ok(Type::tensor(&vec![-1; s.len()], dtype))
+}
+
+/// The definitions of this file.
+pub(crate) fn defs(v: &mut Vec<OpDef>) {
+    v.push(
+        OpDef::new("dyn.full", &[], OpPattern::Opaque, full_rel)
+            .attrs(vec![
+                AttrSpec::new("rank", AttrKind::Int, 0i64),
+                AttrSpec::new("value", AttrKind::Float, 0.0),
+                AttrSpec::new("dtype", AttrKind::Str, "float32"),
+            ])
+            .compute(|_, a, _| full(a)),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.range",
+            &["start", "delta"],
+            OpPattern::Opaque,
+            range_rel,
+        )
+        .compute(|i, _, _| {
+            one(rt::range_run_time(
+                input("dyn.range", i, 0)?,
+                input("dyn.range", i, 1)?,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.strided_slice",
+            &["data", "begin", "step"],
+            OpPattern::Opaque,
+            slice_rel,
+        )
+        .compute(|i, _, _| {
+            let op = "dyn.strided_slice";
+            one(rt::strided_slice_run_time(
+                input(op, i, 0)?,
+                input(op, i, 1)?,
+                input(op, i, 2)?,
+            ))
+        }),
+    );
+}

@@ -1,0 +1,88 @@
+//! Operators whose result's extents are known only at run time: the kernel learns them from
+//! the result tensor it is given (size variables bound when it is called), and reads the
+//! values that place its elements (a slice's begin and step, a range's start and delta) from
+//! small tensors computed by the caller's shape function.
+
+use crate::tag;
+use crate::transform::util::{compute_tagged, constant};
+use kiln_ffi::{DataType, Error, Result};
+use kiln_te::Tensor;
+use kiln_tir::{cast, PrimExpr, Var};
+
+/// `rank` extents known at run time (size variables `o0`, `o1`...), bound from the result
+/// tensor a kernel is called with.
+pub fn run_time_dims(rank: usize) -> Vec<PrimExpr> {
+    (0..rank)
+        .map(|j| Var::size_var(&format!("o{j}"), DataType::int(32)).to_expr())
+        .collect()
+}
+
+/// A tensor of `rank` run-time extents filled with `value` (ONNX ConstantOfShape).
+///
+/// # Errors
+/// As `compute`.
+pub fn full_run_time(rank: usize, value: f64, dtype: DataType) -> Result<Tensor> {
+    compute_tagged(
+        &run_time_dims(rank),
+        |_| constant(dtype, value),
+        "full",
+        tag::ELEMWISE,
+    )
+}
+
+/// `start + i * delta` for `i` in `[0, n)` with `n` known at run time; `start` and `delta`
+/// are one-element tensors of the result's dtype (ONNX Range).
+///
+/// # Errors
+/// A `ValueError` when `start` and `delta` differ in dtype.
+pub fn range_run_time(start: &Tensor, delta: &Tensor) -> Result<Tensor> {
+    let dtype = start.dtype();
+    if delta.dtype() != dtype {
+        return Err(Error::value_error(format!(
+            "range: start is {dtype}, delta {}",
+            delta.dtype()
+        )));
+    }
+    let first = |t: &Tensor| t.at(&vec![PrimExpr::i32(0); t.ndim()]);
+    compute_tagged(
+        &run_time_dims(1),
+        |i| first(start) + cast(dtype, i[0].to_expr()) * first(delta),
+        "range",
+        tag::INJECTIVE,
+    )
+}
+
+/// `x[begin[j] + i_j * step[j]]` at each point `i` of a result of run-time extents (ONNX
+/// Slice with run-time starts, ends, axes or steps): `begin` and `step` are int64 tensors of
+/// one value per axis of `x`, computed (clamped) by the caller.
+///
+/// # Errors
+/// A `ValueError` when `begin` or `step` is not a 1-D tensor of `x`'s rank.
+pub fn strided_slice_run_time(x: &Tensor, begin: &Tensor, step: &Tensor) -> Result<Tensor> {
+    let r = x.ndim() as i64;
+    for (t, what) in [(begin, "begin"), (step, "step")] {
+        if t.ndim() != 1 || t.shape()[0].as_int().is_some_and(|n| n != r) {
+            return Err(Error::value_error(format!(
+                "strided slice: {what} must hold one value per axis of the rank-{r} input"
+            )));
+        }
+    }
+    compute_tagged(
+        &run_time_dims(x.ndim()),
+        |i| {
+            let idx: Vec<PrimExpr> = i
+                .iter()
+                .enumerate()
+                .map(|(j, v)| {
+                    let j = PrimExpr::i32(j as i64);
+                    let at = begin.at(std::slice::from_ref(&j))
+                        + cast(DataType::int(64), v.to_expr()) * step.at(&[j]);
+                    cast(DataType::int(32), at)
+                })
+                .collect();
+            x.at(&idx)
+        },
+        "strided_slice",
+        tag::INJECTIVE,
+    )
+}
