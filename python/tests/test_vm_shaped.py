@@ -228,3 +228,35 @@ def test_slice_range_and_constant_of_shape_by_run_time_inputs(tmp_path):
     with pytest.raises(ValueError, match=r"negative dimension"):
         _run(gm, dict(good, shape=np.array([2, -1, 1], np.int64)), 3)
     assert _run(gm, good, 3)[2].shape == (4, 0, 3)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_and_tile_by_run_time_inputs(tmp_path, axis):
+    I64 = TensorProto.INT64
+    nodes = [helper.make_node("OneHot", ["idx", "depth", "values"], ["oh"], axis=axis),
+             helper.make_node("Tile", ["x", "reps"], ["t"])]
+    m = _model(nodes, [helper.make_tensor_value_info("idx", I64, [2, 3]),
+                       helper.make_tensor_value_info("depth", F, []),
+                       helper.make_tensor_value_info("values", F, [2]),
+                       helper.make_tensor_value_info("x", F, [2, 3]),
+                       helper.make_tensor_value_info("reps", I64, [2])],
+               [helper.make_tensor_value_info("oh", F, [None] * 3),
+                helper.make_tensor_value_info("t", F, [None] * 2)])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(19)
+    for depth, reps in [(5, [1, 2]), (3, [3, 1]), (8, [0, 4]), (8, [0, 4])]:
+        feeds = {"idx": rng.integers(-depth, depth, (2, 3)).astype(np.int64),
+                 "depth": np.array(depth, np.float32),
+                 "values": rng.standard_normal(2).astype(np.float32),
+                 "x": rng.standard_normal((2, 3)).astype(np.float32),
+                 "reps": np.array(reps, np.int64)}
+        got = _run(gm, feeds, 2)
+        want = sess.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, (depth, reps, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match=r"Tile of \[2, 3\]: repeats \[-1, 2\]"):
+        _run(gm, dict(feeds, reps=np.array([-1, 2], np.int64)), 2)
+    with pytest.raises(ValueError, match=r"OneHot's depth 0 is not positive"):
+        _run(gm, dict(feeds, depth=np.array(0, np.float32)), 2)

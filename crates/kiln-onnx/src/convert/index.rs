@@ -195,6 +195,48 @@ fn one_hot(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("where", vec![hit, pick(1)?, pick(0)?], &[])?])
 }
 
+/// OneHot whose depth is known only at run time: one kernel (`dyn.one_hot`) whose depth is
+/// its result's extent on `axis`, shaped by `vm.builtin.one_hot_shape`.
+pub(super) fn one_hot_run_time(
+    ctx: &Ctx<'_>,
+    node: &Node,
+) -> CResult<Option<super::shaped::ShapedKernel>> {
+    if ctx.const_input(node, 1)?.is_some() {
+        return Ok(None);
+    }
+    let ix = ctx.input(node, 0)?;
+    let rank = shape_of(&ix)?.len() + 1;
+    let a = norm_axis(node.attr_i("axis", -1)?, rank)?;
+    let values = ctx.input(node, 2)?;
+    if shape_of(&values)?.iter().product::<i64>() != 2 {
+        return Err("input #2 ('values') must hold two values [off, on]".into());
+    }
+    let (pi, pv) = (
+        kiln_graph::ir::Var::new("indices", ix.ty()?),
+        kiln_graph::ir::Var::new("values", values.ty()?),
+    );
+    let two = call(
+        "reshape",
+        vec![pv.expr()],
+        &[("newshape", vec![2i64].into())],
+    )?;
+    let body = call(
+        "dyn.one_hot",
+        vec![pi.expr(), two],
+        &[("axis", (a as i64).into())],
+    )?;
+    let args = vec![ix.clone(), ctx.input(node, 1)?];
+    Ok(Some(super::shape::kernel_with(
+        Some("one_hot_shape"),
+        args,
+        vec![a as i64],
+        vec![rank],
+        vec![(ix, pi), (values, pv)],
+        body,
+        &[(0, None)],
+    )?))
+}
+
 /// BitShift on unsigned integers.
 fn bit_shift(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let (x, y) = (ctx.input(node, 0)?, ctx.input(node, 1)?);

@@ -159,17 +159,53 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
             k.shape_inputs = vec![(1, pb), (2, pt)];
             Ok(Some(k))
         }
+        "Tile" if run_time(1)? => {
+            let x = ctx.input(node, 0)?;
+            let px = Var::new("data", x.ty()?);
+            let body = call("dyn.tile", vec![px.expr()], &[])?;
+            let rank = shape_of(&x)?.len();
+            let args = vec![x.clone(), ctx.input(node, 1)?];
+            Ok(Some(kernel(
+                Some("tile_shape"),
+                args,
+                vec![rank],
+                vec![(x, px)],
+                body,
+                &[(0, None)],
+            )?))
+        }
         "Reshape" | "Squeeze" | "Unsqueeze" => run_time_view(ctx, node),
         _ => Ok(None),
     }
 }
 
-/// A [`ShapedKernel`] of one kernel: `shape_fn` over `shape_args` (shapes of `ranks`), the
+/// A [`ShapedKernel`] of one kernel (see [`run_time_shaped`]): `shape_fn` over `shape_args` (shapes of `ranks`), the
 /// kernel `body` over the variables of `inputs`, its results allocated and viewed as
 /// `results` says (shape index, view index).
-fn kernel(
+pub(super) fn kernel(
     shape_fn: Option<&'static str>,
     shape_args: Vec<Expr>,
+    ranks: Vec<usize>,
+    inputs: Vec<(Expr, Var)>,
+    body: Expr,
+    results: &[(usize, Option<usize>)],
+) -> CResult<ShapedKernel> {
+    kernel_with(
+        shape_fn,
+        shape_args,
+        Vec::new(),
+        ranks,
+        inputs,
+        body,
+        results,
+    )
+}
+
+/// [`kernel`] with integer arguments for the shape function.
+pub(super) fn kernel_with(
+    shape_fn: Option<&'static str>,
+    shape_args: Vec<Expr>,
+    shape_ints: Vec<i64>,
     ranks: Vec<usize>,
     inputs: Vec<(Expr, Var)>,
     body: Expr,
@@ -180,7 +216,7 @@ fn kernel(
     Ok(ShapedKernel {
         shape_fn,
         shape_args,
-        shape_ints: Vec::new(),
+        shape_ints,
         shape_ranks: ranks,
         shape_inputs: Vec::new(),
         results: results

@@ -70,6 +70,7 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     let own = match node.op_type.as_str() {
         op if super::reduce::REDUCTIONS.contains(&op) => super::reduce::run_time_axes(ctx, node)?,
         op if RUN_TIME_SHAPE_OPS.contains(&op) => super::shape::run_time_shaped(ctx, node)?,
+        "OneHot" => super::index::one_hot_run_time(ctx, node)?,
         _ => None,
     };
     match own {
@@ -171,12 +172,13 @@ fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
 
 /// Whether `op` may need a kernel with run-time extents (so the model may need the VM).
 pub(super) fn may_need(op: &str) -> bool {
-    super::reduce::REDUCTIONS.contains(&op) || RUN_TIME_SHAPE_OPS.contains(&op)
+    super::reduce::REDUCTIONS.contains(&op) || RUN_TIME_SHAPE_OPS.contains(&op) || op == "OneHot"
 }
 
 /// The shape operators with kernels (or views) for run-time shape inputs
 /// ([`super::shape::run_time_shaped`]).
-const RUN_TIME_SHAPE_OPS: [&str; 6] = [
+const RUN_TIME_SHAPE_OPS: [&str; 7] = [
+    "Tile",
     "Reshape",
     "Squeeze",
     "Unsqueeze",

@@ -11,6 +11,8 @@
 //! | `unsqueeze_shape` | x, axes | x's shape with a 1 inserted at each listed axis of the result |
 //! | `range_shape` | start, limit, delta (one-element tensors) | `[max(ceil((limit - start) / delta), 0)]` |
 //! | `slice_shape` | x, starts, ends, axes, steps (1-D int64) | [the result's shape, the begin and the step of every axis of x] |
+//! | `one_hot_shape` | indices, depth (one element), axis | indices' shape with the depth inserted at axis |
+//! | `tile_shape` | x, repeats (1-D int64) | x's shape times the repeats |
 //! | `broadcast_shape` | tensors..., rank, dims... | their numpy broadcast, which must agree with `dims` where a dim is not -1 |
 
 use crate::tensor::Tensor;
@@ -318,4 +320,45 @@ register_global!("vm.builtin.slice_shape", |x: Tensor,
         Any::from(shape_tensor(&begin)?),
         Any::from(shape_tensor(&step)?),
     ]))
+});
+
+register_global!("vm.builtin.one_hot_shape", |indices: Tensor,
+                                              depth: Tensor,
+                                              axis: i64|
+ -> Result<Tensor> {
+    let d = match depth.to_device(Device::cpu(0))?.to_f64_vec()?.as_slice() {
+        [v] => *v as i64,
+        _ => {
+            return Err(Error::value_error(format!(
+                "OneHot's depth must hold one element, it is {}",
+                depth.describe()
+            )))
+        }
+    };
+    if d < 1 {
+        return Err(Error::value_error(format!(
+            "OneHot's depth {d} is not positive"
+        )));
+    }
+    let mut out = indices.shape().to_vec();
+    let at = usize::try_from(axis).ok().filter(|&a| a <= out.len());
+    out.insert(
+        at.ok_or_else(|| Error::value_error(format!("OneHot: axis {axis} out of range")))?,
+        d,
+    );
+    shape_tensor(&out)
+});
+
+register_global!("vm.builtin.tile_shape", |x: Tensor,
+                                           repeats: Tensor|
+ -> Result<Tensor> {
+    let reps = int_values(&repeats, "Tile's repeats")?;
+    if reps.len() != x.ndim() || reps.iter().any(|&r| r < 0) {
+        return Err(Error::value_error(format!(
+            "Tile of {:?}: repeats {reps:?} must be one non-negative count per axis",
+            x.shape()
+        )));
+    }
+    let out: Vec<i64> = x.shape().iter().zip(&reps).map(|(&d, &r)| d * r).collect();
+    shape_tensor(&out)
 });

@@ -86,3 +86,66 @@ pub fn strided_slice_run_time(x: &Tensor, begin: &Tensor, step: &Tensor) -> Resu
         tag::INJECTIVE,
     )
 }
+
+/// ONNX OneHot with a run-time depth: the result is `indices`' shape with the depth (a run-time
+/// extent) inserted at `axis`; an element is `values[1]` where the index (negative ones count
+/// from the depth) equals its place on that axis, else `values[0]`.
+///
+/// # Errors
+/// A `ValueError` when `axis` is past the result's rank or `values` is not a 2-element 1-D
+/// tensor.
+pub fn one_hot_run_time(indices: &Tensor, values: &Tensor, axis: usize) -> Result<Tensor> {
+    if axis > indices.ndim() || values.ndim() != 1 || values.shape()[0].as_int() != Some(2) {
+        return Err(Error::value_error(format!(
+            "one_hot: axis {axis} of a rank-{} result, values of shape {:?}",
+            indices.ndim() + 1,
+            values.shape()
+        )));
+    }
+    let depth = Var::size_var("depth", DataType::int(32)).to_expr();
+    let mut shape = indices.shape().to_vec();
+    shape.insert(axis, depth.clone());
+    let i64t = DataType::int(64);
+    compute_tagged(
+        &shape,
+        |i| {
+            let mut at: Vec<PrimExpr> = i.iter().map(Var::to_expr).collect();
+            let k = cast(i64t, at.remove(axis));
+            let ix = cast(i64t, indices.at(&at));
+            let depth = cast(i64t, depth.clone());
+            let ix = kiln_tir::select(
+                ix.clone().lt(PrimExpr::const_int(i64t, 0)),
+                ix.clone() + depth,
+                ix,
+            );
+            kiln_tir::select(
+                ix.equal(k),
+                values.at(&[PrimExpr::i32(1)]),
+                values.at(&[PrimExpr::i32(0)]),
+            )
+        },
+        "one_hot",
+        tag::INJECTIVE,
+    )
+}
+
+/// ONNX Tile with run-time repeats: `x[i_j mod d_j]` at each point `i` of a result of
+/// run-time extents (each a multiple of `x`'s).
+///
+/// # Errors
+/// As `compute`.
+pub fn tile_run_time(x: &Tensor) -> Result<Tensor> {
+    compute_tagged(
+        &run_time_dims(x.ndim()),
+        |i| {
+            let idx: Vec<PrimExpr> = i
+                .iter()
+                .zip(x.shape())
+                .map(|(v, d)| kiln_tir::floormod(v.to_expr(), d.clone()))
+                .collect();
+            x.at(&idx)
+        },
+        "tile",
+        tag::INJECTIVE,
+    )
+}

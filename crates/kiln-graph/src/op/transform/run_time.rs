@@ -5,7 +5,9 @@
 //! - `dyn.full(rank, value, dtype)`: a fill (ONNX ConstantOfShape with a run-time shape);
 //! - `dyn.range(start, delta)`: `start + i * delta` (ONNX Range with run-time inputs);
 //! - `dyn.strided_slice(data, begin, step)`: `data[begin + i * step]` per axis, `begin` and
-//!   `step` int64 with one value per axis (ONNX Slice with run-time inputs).
+//!   `step` int64 with one value per axis (ONNX Slice with run-time inputs);
+//! - `dyn.one_hot(indices, values, axis)`: ONNX OneHot with a run-time depth;
+//! - `dyn.tile(data)`: ONNX Tile with run-time repeats.
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
@@ -56,6 +58,26 @@ fn slice_rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&vec![-1; s.len()], dtype))
 }
 
+fn one_hot_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, _) = ctx.tensor(0)?;
+    let (v, dtype) = ctx.tensor(1)?;
+    let axis = ctx.attrs.int("axis")?;
+    if !(0..=s.len() as i64).contains(&axis) || v != [2] {
+        return Err(ctx.err(format!(
+            "axis {axis} of a rank-{} result, values of shape {v:?} (two values expected)",
+            s.len() + 1
+        )));
+    }
+    let mut out = s.to_vec();
+    out.insert(axis as usize, -1);
+    Ok(Type::tensor(&out, dtype))
+}
+
+fn tile_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, dtype) = ctx.tensor(0)?;
+    Ok(Type::tensor(&vec![-1; s.len()], dtype))
+}
+
 /// The definitions of this file.
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
@@ -96,5 +118,26 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 input(op, i, 2)?,
             ))
         }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.one_hot",
+            &["indices", "values"],
+            OpPattern::Opaque,
+            one_hot_rel,
+        )
+        .attrs(vec![AttrSpec::new("axis", AttrKind::Int, 0i64)])
+        .compute(|i, a, _| {
+            let op = "dyn.one_hot";
+            one(rt::one_hot_run_time(
+                input(op, i, 0)?,
+                input(op, i, 1)?,
+                a.int("axis")? as usize,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new("dyn.tile", &["data"], OpPattern::Opaque, tile_rel)
+            .compute(|i, _, _| one(rt::tile_run_time(input("dyn.tile", i, 0)?))),
     );
 }
