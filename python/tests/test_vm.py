@@ -224,7 +224,7 @@ def test_bad_inputs_are_named_and_the_machine_stays_usable(tmp_path):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
-def _transpose_if(read_after):
+def _transpose_if(read_after, reads=("y",)):
     then = _branch("t", [helper.make_node("Identity", ["x"], ["t_y"])], "t_y", [2, 3])
     other = _branch("e", [helper.make_node("Transpose", ["x"], ["e_y"])], "e_y", [3, 2])
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
@@ -232,7 +232,7 @@ def _transpose_if(read_after):
              helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other,
                               name="pick")]
     if read_after:
-        nodes.append(helper.make_node(read_after, ["y"], ["z"], name="after_if"))
+        nodes.append(helper.make_node(read_after, list(reads), ["z"], name="after_if"))
     return _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
                   [helper.make_tensor_value_info("z" if read_after else "y", F, [None, None])],
                   [numpy_helper.from_array(np.array(0, np.float32), "zero")])
@@ -252,24 +252,26 @@ def test_branches_of_different_shapes_give_an_output_shaped_at_run_time(tmp_path
         (want,) = sess.run(None, {"x": x})
         assert got.shape == want.shape == ((2, 3) if sign > 0 else (3, 2))
         np.testing.assert_array_equal(got, want)
-    # An elementwise node reading such an output is a kernel with run-time extents.
-    m = _transpose_if("Relu")
-    gm = _vm(m, {"x": (2, 3)}, tmp_path)
-    sess = _ort(m)
-    for sign in (-1, 1):
-        x = (rng.standard_normal((2, 3)) * sign).astype(np.float32)
-        (got,) = _run(gm, {"x": x}, 1)
-        (want,) = sess.run(None, {"x": x})
-        assert got.shape == want.shape
-        np.testing.assert_array_equal(got, want)
-    # Another node reading it is refused, naming it.
+    # A node reading such an output is a kernel with run-time extents: elementwise, or with
+    # one input shaped at run time.
+    for after in ("Relu", "Transpose"):
+        m = _transpose_if(after)
+        gm = _vm(m, {"x": (2, 3)}, tmp_path)
+        sess = _ort(m)
+        for sign in (-1, 1):
+            x = (rng.standard_normal((2, 3)) * sign).astype(np.float32)
+            (got,) = _run(gm, {"x": x}, 1)
+            (want,) = sess.run(None, {"x": x})
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+    # A product whose inner dimension is known only at run time is refused, naming the value.
     with pytest.raises(ValueError, match=r"after_if.*'y'.*known only at run time"):
-        kiln.onnx.compile(_transpose_if("Transpose"), {"x": (2, 3)}, target="llvm")
+        kiln.onnx.compile(_transpose_if("MatMul", ("y", "y")), {"x": (2, 3)}, target="llvm")
 
 
 def test_scan_output_of_a_run_time_loop_feeding_a_node_is_refused():
     m = _counting_loop()
-    m.graph.node.append(helper.make_node("Transpose", ["accs"], ["r"], name="after_loop"))
+    m.graph.node.append(helper.make_node("MatMul", ["accs", "accs"], ["r"], name="after_loop"))
     m.graph.output.append(helper.make_tensor_value_info("r", F, None))
     with pytest.raises(ValueError, match=r"after_loop.*'accs'.*known only at run time"):
         kiln.onnx.compile(m, {"x": (2, 4), "acc0": (2, 4)}, target="llvm")

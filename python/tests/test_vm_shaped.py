@@ -260,3 +260,41 @@ def test_one_hot_and_tile_by_run_time_inputs(tmp_path, axis):
         _run(gm, dict(feeds, reps=np.array([-1, 2], np.int64)), 2)
     with pytest.raises(ValueError, match=r"OneHot's depth 0 is not positive"):
         _run(gm, dict(feeds, depth=np.array(0, np.float32)), 2)
+
+
+def test_a_post_processing_chain_over_a_data_dependent_count(tmp_path):
+    # NonZero -> Transpose -> Gather (a column) -> Gather (table rows) -> MatMul -> Softmax ->
+    # Slice -> ReduceSum: every node after NonZero runs on [n, ...] values, n known per run;
+    # the kernels' result shapes come from programs derived from their computes.
+    from onnx import numpy_helper
+    rng = np.random.default_rng(23)
+    I64 = TensorProto.INT64
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["nz"]),
+             helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+             helper.make_node("Gather", ["nzt", "one_i"], ["col"], axis=1),
+             helper.make_node("Gather", ["table", "col"], ["rows"], axis=0),
+             helper.make_node("MatMul", ["rows", "w"], ["mm"]),
+             helper.make_node("Softmax", ["mm"], ["sm"], axis=-1),
+             helper.make_node("Slice", ["sm", "st", "en", "ax"], ["y"]),
+             helper.make_node("ReduceSum", ["y", "ax0"], ["tot"], keepdims=0)]
+    inits = [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one_i"),
+             numpy_helper.from_array(rng.standard_normal((5, 4)).astype(np.float32), "table"),
+             numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([0], np.int64), "st"),
+             numpy_helper.from_array(np.array([2], np.int64), "en"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax0")]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [4, 5])],
+               [helper.make_tensor_value_info("y", F, [None, 2]),
+                helper.make_tensor_value_info("tot", F, [2])], inits)
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    for shift in (0.0, 1.5, -1.5, -9.0, -9.0):
+        x = (rng.standard_normal((4, 5)) + shift).astype(np.float32)
+        got = _run(gm, {"x": x}, 2)
+        want = sess.run(None, {"x": x})
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, (shift, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

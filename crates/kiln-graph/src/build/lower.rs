@@ -296,6 +296,18 @@ fn schedule(fc: &FusedCompute, family: ScheduleFamily, cpu: &CpuDesc) -> Result<
     let out = &fc.outputs[0];
     let master = fc.master.map(op::get).transpose()?;
     let pattern = master.map(|d| d.pattern);
+    let symbolic = |t: &Tensor| t.shape().iter().any(|d| !d.is_const());
+    let injective =
+        master.is_none_or(|d| d.schedule.is_none() && d.pattern <= OpPattern::Injective);
+    if family == ScheduleFamily::X86
+        && !injective
+        && (fc.inputs.iter().any(symbolic) || symbolic(out))
+    {
+        // Extents known only at run time: one schedule for every compute (the operators'
+        // own schedules tile by static extents); injective ones keep theirs.
+        kiln_topi::schedule::schedule_run_time(&s, out)?;
+        return Ok(s);
+    }
     match (master.and_then(|d| d.schedule), pattern) {
         (Some(sched), _) if family == ScheduleFamily::X86 => sched(&s, out, cpu)?,
         (Some(_), _) => kiln_topi::schedule::generic::schedule_generic(&s, out, cpu)?,

@@ -35,6 +35,7 @@ pub mod hash;
 pub mod lower;
 pub mod program;
 pub mod scalar_output;
+pub mod shape_program;
 pub mod storage;
 
 pub use graph_codegen::{graph_codegen, graph_codegen_placed, GraphCodegenResult};

@@ -48,18 +48,23 @@ fn map(f: Option<&str>, x: Expr) -> CResult<Expr> {
     }
 }
 
-/// A reduction whose `axes` input is known only at run time: one kernel for every axes value
+/// A reduction whose `axes` input is known only at run time, or whose input is shaped at run
+/// time: one kernel for every axes value
 /// (`dyn.reduce` reads the reduced axes from its result's shape), the shapes from
 /// `vm.builtin.reduce_shape`, a view without the reduced axes unless `keepdims`.
 pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
-    if ctx.opset < axes_input_since(&node.op_type)
-        || node.input(1).is_none()
-        || ctx.const_input(node, 1)?.is_some()
-    {
+    let x = ctx.input(node, 0)?;
+    let by_input = ctx.opset >= axes_input_since(&node.op_type);
+    let run_time_axes = by_input && node.input(1).is_some() && ctx.const_input(node, 1)?.is_none();
+    if !run_time_axes && !super::shaped::run_time_shaped(&x) {
         return Ok(None);
     }
-    let x = ctx.input(node, 0)?;
-    let axes = ctx.input(node, 1)?;
+    // Constant axes (of an input shaped at run time) go to the shape function as a tensor.
+    let axes = match (by_input, node.input(1).is_some()) {
+        (true, true) => ctx.input(node, 1)?,
+        (true, false) => super::const_i64(&[])?,
+        (false, _) => super::const_i64(&node.opt_ints("axes")?.unwrap_or_default())?,
+    };
     let rank = super::shape_of(&x)?.len();
     let axes_shape = super::shape_of(&axes)?;
     let n_axes = match axes_shape.as_slice() {
@@ -95,6 +100,7 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
         shape_args: vec![x.clone(), axes],
         shape_ints: vec![noop as i64],
         shape_ranks: vec![rank, out_rank],
+        shape_code: None,
         shape_inputs: Vec::new(),
         kernel: Some(Kernel {
             inputs: vec![x],

@@ -115,10 +115,11 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
         }
         "Slice"
             if ctx.opset >= 10
-                && (1..5)
-                    .map(run_time)
-                    .collect::<CResult<Vec<_>>>()?
-                    .contains(&true) =>
+                && (super::shaped::run_time_shaped(&ctx.input(node, 0)?)
+                    || (1..5)
+                        .map(run_time)
+                        .collect::<CResult<Vec<_>>>()?
+                        .contains(&true)) =>
         {
             let x = ctx.input(node, 0)?;
             let rank = shape_of(&x)?.len();
@@ -218,6 +219,7 @@ pub(super) fn kernel_with(
         shape_args,
         shape_ints,
         shape_ranks: ranks,
+        shape_code: None,
         shape_inputs: Vec::new(),
         results: results
             .iter()
@@ -241,7 +243,11 @@ pub(super) fn kernel_with(
 /// the input's rank less it (Squeeze, which then needs at least one axis) or more (Unsqueeze).
 fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let since = if node.op_type == "Reshape" { 5 } else { 13 };
-    if ctx.opset < since || node.input(1).is_none() || ctx.const_input(node, 1)?.is_some() {
+    let data_run_time = super::shaped::run_time_shaped(&ctx.input(node, 0)?);
+    if ctx.opset < since
+        || node.input(1).is_none()
+        || (ctx.const_input(node, 1)?.is_some() && !data_run_time)
+    {
         return Ok(None);
     }
     let x = ctx.input(node, 0)?;
@@ -273,6 +279,7 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         shape_args: vec![x.clone(), arg],
         shape_ints: ints,
         shape_ranks: vec![out_rank],
+        shape_code: None,
         shape_inputs: Vec::new(),
         kernel: None,
         results: vec![Result_ {

@@ -5,7 +5,7 @@
 //! a result may then be viewed under another of the shapes (a reduction without `keepdims`).
 //! Each operator describes its kernel in its own converter file; [`run_time`] picks it.
 
-use kiln_graph::ir::{visit, Expr, Type, Var};
+use kiln_graph::ir::{visit, Expr, Function, Type, Var};
 use kiln_graph::op::OpPattern;
 
 use super::{convert_nodes, CResult, Ctx};
@@ -51,6 +51,9 @@ pub(super) struct ShapedKernel {
     pub shape_ints: Vec<i64>,
     /// The rank of each shape it returns.
     pub shape_ranks: Vec<usize>,
+    /// Instead of a shape function: the program computing the one shape from the dimensions
+    /// of `shape_args` (`kiln_runtime::vm::shape_expr`).
+    pub shape_code: Option<Vec<i64>>,
     /// Results of the shape function that the kernel reads too (a slice's begin and step), by
     /// index, each with the variable standing for it in the kernel's body (after the
     /// kernel's own inputs).
@@ -75,23 +78,26 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     };
     match own {
         Some(k) => Ok(Some(k)),
-        None => elementwise(ctx, node),
+        None => generic(ctx, node),
     }
 }
 
 /// Whether `e` has a tensor type with a dimension known only at run time.
-fn run_time_shaped(e: &Expr) -> bool {
+pub(super) fn run_time_shaped(e: &Expr) -> bool {
     e.checked_type()
         .and_then(|t| t.as_tensor())
         .is_some_and(|(s, _)| s.contains(&-1))
 }
 
-/// A node reading a value shaped at run time whose conversion is elementwise (numpy
-/// broadcasting included): the node converted over variables standing for its non-constant
-/// inputs is the kernel; `vm.builtin.broadcast_shape` computes its result's shape. Run-time
-/// dimensions that meet must be equal at run time (the kernel binds them to one extent; a
-/// run-time 1 does not broadcast).
-fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+/// A node reading a value shaped at run time: the node converted over variables standing for
+/// its non-scalar inputs is the kernel. Elementwise (numpy broadcasting included), its
+/// result's shape comes from `vm.builtin.broadcast_shape`, and run-time dimensions that meet
+/// must be equal at run time (the kernel binds them to one extent; a run-time 1 does not
+/// broadcast). Otherwise one input at most may be shaped at run time (nothing then relates
+/// run-time extents of different inputs), and the result's shape is the program the compute
+/// gives (`kiln_graph::build::shape_program`); a node whose compute needs static shapes, or
+/// whose result's shape depends on values, is not taken.
+fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let reads_run_time_shape = node
         .inputs
         .iter()
@@ -147,7 +153,38 @@ fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         return Ok(None);
     };
     if !elementwise {
-        return Ok(None);
+        let run_time_params = params
+            .iter()
+            .filter(|p| p.ty().is_some_and(|t| t.shape().contains(&-1)))
+            .count();
+        if run_time_params > 1 {
+            return Ok(None);
+        }
+        let f = Function::new(params.clone(), body.clone());
+        let code = match kiln_graph::transform::infer_type::infer_function(&f)
+            .and_then(|f| kiln_graph::build::shape_program::result_shape_program(&f))
+        {
+            Ok(Some(code)) => code,
+            _ => return Ok(None),
+        };
+        return Ok(Some(ShapedKernel {
+            shape_fn: None,
+            shape_args: inputs.clone(),
+            shape_ints: Vec::new(),
+            shape_ranks: vec![shape.len()],
+            shape_code: Some(code),
+            shape_inputs: Vec::new(),
+            results: vec![Result_ {
+                source: Source::Kernel(0),
+                view: None,
+                ty: Type::tensor(shape, dtype),
+            }],
+            kernel: Some(Kernel {
+                inputs,
+                params,
+                body,
+            }),
+        }));
     }
     let mut ints = vec![shape.len() as i64];
     ints.extend_from_slice(shape);
@@ -156,6 +193,7 @@ fn elementwise(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         shape_args: inputs.clone(),
         shape_ints: ints,
         shape_ranks: vec![shape.len()],
+        shape_code: None,
         shape_inputs: Vec::new(),
         results: vec![Result_ {
             source: Source::Kernel(0),

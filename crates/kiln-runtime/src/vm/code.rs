@@ -83,6 +83,16 @@ pub enum Instr {
         /// The results the call writes.
         outs: Vec<KernelOut>,
     },
+    /// Makes `dst` hold a 1-D int64 tensor: the shape that the program `code` (see
+    /// [`super::shape_expr`]) computes from the dimensions of the tensors of `args`.
+    Shape {
+        /// The register written.
+        dst: Reg,
+        /// The registers whose dimensions the program reads.
+        args: Vec<Reg>,
+        /// The program.
+        code: Vec<i64>,
+    },
     /// Makes `dst` hold the tensor of `src` under the shape in the 1-D int64 tensor of
     /// `shape` (the same elements, no copy).
     View {
@@ -145,6 +155,7 @@ const OP_MOVE: u64 = 4;
 const OP_FAIL: u64 = 5;
 const OP_KERNEL: u64 = 6;
 const OP_VIEW: u64 = 7;
+const OP_SHAPE: u64 = 8;
 
 impl Code {
     /// Checks what does not depend on the segments: registers in range, jump targets inside
@@ -208,6 +219,12 @@ impl Code {
                 }
                 Instr::View { dst, src, shape } => {
                     for r in [*dst, *src, *shape] {
+                        reg(r, &what)?;
+                    }
+                }
+                Instr::Shape { dst, args, .. } => {
+                    reg(*dst, &what)?;
+                    for &r in args {
                         reg(r, &what)?;
                     }
                 }
@@ -276,6 +293,16 @@ impl Code {
                                     shape: read_index(&mut r, "shape register")?,
                                 })
                             })
+                            .collect::<Result<_>>()?
+                    },
+                },
+                OP_SHAPE => Instr::Shape {
+                    dst: read_index(&mut r, "destination register")?,
+                    args: read_list(&mut r, "arguments")?,
+                    code: {
+                        let k = r.count("shape program length", 8)?;
+                        (0..k)
+                            .map(|_| r.i64("shape program word"))
                             .collect::<Result<_>>()?
                     },
                 },
@@ -382,6 +409,15 @@ impl Code {
                         put_u64(&mut out, o.shape as u64);
                     }
                 }
+                Instr::Shape { dst, args, code } => {
+                    put_u64(&mut out, OP_SHAPE);
+                    put_u64(&mut out, *dst as u64);
+                    list(&mut out, args);
+                    put_u64(&mut out, code.len() as u64);
+                    for &w in code {
+                        put_u64(&mut out, w as u64);
+                    }
+                }
                 Instr::View { dst, src, shape } => {
                     put_u64(&mut out, OP_VIEW);
                     for r in [dst, src, shape] {
@@ -453,6 +489,9 @@ impl std::fmt::Display for Code {
                 }
                 Instr::View { dst, src, shape } => {
                     writeln!(f, "r{dst} = view r{src} as shape r{shape}")?
+                }
+                Instr::Shape { dst, args, code } => {
+                    writeln!(f, "r{dst} = shape of ({}) by {code:?}", regs(args))?
                 }
             }
         }
@@ -561,6 +600,11 @@ mod tests {
                     dst: 3,
                     src: 2,
                     shape: 1,
+                },
+                Instr::Shape {
+                    dst: 1,
+                    args: vec![0],
+                    code: vec![1, 0, 1, 0, 2, 4, 12],
                 },
             ],
         }

@@ -394,6 +394,15 @@ impl VirtualMachine {
                     self.regs[r] = Some(t.into());
                 }
             }
+            Instr::Shape { dst, args, code } => {
+                let ts = args
+                    .iter()
+                    .map(|&r| self.tensor_reg(r, pc))
+                    .collect::<Result<Vec<_>>>()?;
+                let dims = super::shape_expr::eval(code, &ts)
+                    .map_err(|e| e.context(format!("VirtualMachine: instruction {pc}")))?;
+                self.regs[*dst] = Some(super::shape_fns::shape_tensor(&dims)?.into());
+            }
             Instr::View { dst, src, shape } => {
                 let t = self.tensor_reg(*src, pc)?;
                 let shape = self.shape_reg(*shape, pc)?;

@@ -15,6 +15,7 @@ pub mod factory;
 mod globals;
 pub mod machine;
 pub mod module;
+pub mod shape_expr;
 pub mod shape_fns;
 
 pub use code::{Code, Instr, KernelOut, Slot};

@@ -1,6 +1,6 @@
 //! Matrix product with optional transposes and numpy batch broadcasting.
 
-use super::{compute_tagged, consts, invalid, product_dtype_of, read_as};
+use super::{compute_tagged, invalid, product_dtype_of, read_as};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
@@ -24,6 +24,16 @@ pub(crate) fn logical(r: i64, c: i64, transposed: bool) -> (i64, i64) {
     }
 }
 
+/// `(rows, cols)` of an operand of dimensions `r`, `c` (expressions), swapped when
+/// `transposed`.
+fn logical_expr(r: &PrimExpr, c: &PrimExpr, transposed: bool) -> (PrimExpr, PrimExpr) {
+    if transposed {
+        (c.clone(), r.clone())
+    } else {
+        (r.clone(), c.clone())
+    }
+}
+
 /// The indices of logical element `(r, c)` of an operand, swapped when `transposed`.
 pub(crate) fn index(r: PrimExpr, c: PrimExpr, transposed: bool) -> [PrimExpr; 2] {
     if transposed {
@@ -39,36 +49,59 @@ pub(crate) fn index(r: PrimExpr, c: PrimExpr, transposed: bool) -> [PrimExpr; 2]
 /// in numpy; an integer `b` under float `a` is converted on each read
 /// ([`super::product_dtype`]). Tagged [`tag::MATMUL`] for 2-D outputs, [`tag::BATCH_MATMUL`] otherwise.
 pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
-    let sa = super::const_shape(a, "matmul")?;
-    let sb = super::const_shape(b, "matmul")?;
+    let (sa, sb) = (a.shape(), b.shape());
+    let show = |s: &[PrimExpr]| {
+        s.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if sa.len() < 2 || sb.len() < 2 {
         return Err(invalid(
             "matmul",
-            format!("operands need rank 2 or more, got {sa:?} and {sb:?}"),
+            format!(
+                "operands need rank 2 or more, got [{}] and [{}]",
+                show(sa),
+                show(sb)
+            ),
         ));
     }
     let (ra, rb) = (sa.len(), sb.len());
-    let (m, k) = logical(sa[ra - 2], sa[ra - 1], attrs.transpose_a);
-    let (k2, n) = logical(sb[rb - 2], sb[rb - 1], attrs.transpose_b);
-    if k != k2 {
-        return Err(invalid(
-            "matmul",
-            format!("inner dimensions differ: {k} and {k2}"),
-        ));
-    }
-    let (ba, bb) = (&sa[..ra - 2], &sb[..rb - 2]);
-    let nb = ba.len().max(bb.len());
-    let mut batch = Vec::with_capacity(nb);
-    for d in 0..nb {
-        let da = (d + ba.len()).checked_sub(nb).map_or(1, |i| ba[i]);
-        let db = (d + bb.len()).checked_sub(nb).map_or(1, |i| bb[i]);
-        if da != db && da != 1 && db != 1 {
+    let (m, k) = logical_expr(&sa[ra - 2], &sa[ra - 1], attrs.transpose_a);
+    let (k2, n) = logical_expr(&sb[rb - 2], &sb[rb - 1], attrs.transpose_b);
+    // Extents known at run time (size variables) may be M, N and batch dimensions that meet
+    // a 1 or nothing; the inner dimension is static.
+    let k = match (k.as_int(), k2.as_int()) {
+        (Some(k), Some(k2)) if k == k2 => k,
+        _ => {
             return Err(invalid(
                 "matmul",
-                format!("batch dimensions {ba:?} and {bb:?} do not broadcast"),
-            ));
+                format!("inner dimensions differ or are not static: {k} and {k2}"),
+            ))
         }
-        batch.push(da.max(db));
+    };
+    let (ba, bb) = (&sa[..ra - 2], &sb[..rb - 2]);
+    let nb = ba.len().max(bb.len());
+    let mut batch: Vec<PrimExpr> = Vec::with_capacity(nb);
+    for d in 0..nb {
+        let da = (d + ba.len()).checked_sub(nb).map(|i| &ba[i]);
+        let db = (d + bb.len()).checked_sub(nb).map(|i| &bb[i]);
+        let one = |e: Option<&PrimExpr>| e.is_none_or(|e| e.is_const_int(1));
+        batch.push(match (da, db) {
+            (Some(x), _) if one(db) => x.clone(),
+            (_, Some(y)) if one(da) => y.clone(),
+            (Some(x), Some(y)) if x.as_int().is_some() && x.as_int() == y.as_int() => x.clone(),
+            _ => {
+                return Err(invalid(
+                    "matmul",
+                    format!(
+                        "batch dimensions [{}] and [{}] do not broadcast (or meet at run time)",
+                        show(ba),
+                        show(bb)
+                    ),
+                ))
+            }
+        });
     }
     let mut out = batch.clone();
     out.extend([m, n]);
@@ -77,12 +110,12 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
     let (a, b) = (a.clone(), b.clone());
     let attrs = *attrs;
     // The batch indices of an operand with batch dims `own`: broadcast ones read index 0.
-    let batch_index = |own: &[i64], i: &[kiln_tir::Var]| -> Vec<PrimExpr> {
+    let batch_index = |own: &[PrimExpr], i: &[kiln_tir::Var]| -> Vec<PrimExpr> {
         let off = nb - own.len();
         own.iter()
             .enumerate()
-            .map(|(d, &e)| {
-                if e == 1 && batch[off + d] != 1 {
+            .map(|(d, e)| {
+                if e.is_const_int(1) && !batch[off + d].is_const_int(1) {
                     PrimExpr::i32(0)
                 } else {
                     i[off + d].to_expr()
@@ -96,7 +129,7 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
         ("batch_matmul", tag::BATCH_MATMUL)
     };
     compute_tagged(
-        &consts(&out),
+        &out,
         |i| {
             let mut ia = batch_index(ba, i);
             ia.extend(index(i[nb].to_expr(), rk.expr(), attrs.transpose_a));

@@ -38,12 +38,12 @@ pub(crate) fn drop_at(vars: &[Var], axis: usize) -> Vec<PrimExpr> {
 /// The stages both softmaxes share: the maximum along `axis` (`{name}_maxelem`) and the sum
 /// of `exp(x - max)` (`{name}_expsum`), both of the input's shape without `axis`.
 pub(crate) fn max_and_expsum(x: &Tensor, axis: usize, name: &str) -> Result<(Tensor, Tensor)> {
-    let shape = const_shape(x, name)?;
+    let shape = x.shape().to_vec();
     let mut reduced = shape.clone();
     reduced.remove(axis);
-    let k1: IterVar = reduce_axis_n(shape[axis], "k1");
+    let k1: IterVar = reduce_axis_n(shape[axis].clone(), "k1");
     let mx = compute_tagged(
-        &consts(&reduced),
+        &reduced,
         |i| {
             max(
                 x.at(&insert_at(i, axis, k1.expr())),
@@ -53,9 +53,9 @@ pub(crate) fn max_and_expsum(x: &Tensor, axis: usize, name: &str) -> Result<(Ten
         &format!("{name}_maxelem"),
         tag::COMM_REDUCE,
     )?;
-    let k2: IterVar = reduce_axis_n(shape[axis], "k2");
+    let k2: IterVar = reduce_axis_n(shape[axis].clone(), "k2");
     let es = compute_tagged(
-        &consts(&reduced),
+        &reduced,
         |i| {
             let v = x.at(&insert_at(i, axis, k2.expr())) - mx.at_vars(i);
             sum(kiln_tir::op::exp(v), std::slice::from_ref(&k2))
@@ -67,7 +67,7 @@ pub(crate) fn max_and_expsum(x: &Tensor, axis: usize, name: &str) -> Result<(Ten
 }
 
 /// Softmax of `x` along `axis` (negative counts from the end): [`softmax_in_lanes`] with
-/// scalar row reductions.
+/// scalar row reductions. Extents known only at run time are allowed (plain reductions).
 pub fn softmax(x: &Tensor, axis: i64) -> Result<Tensor> {
     softmax_in_lanes(x, axis, 1)
 }
@@ -81,6 +81,20 @@ pub fn softmax(x: &Tensor, axis: i64) -> Result<Tensor> {
 /// to lane `j % lanes`), so that schedules accumulate them in vectors; the lanes and the last
 /// `n % lanes` elements are then reduced to one value.
 pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
+    if x.shape().iter().any(|d| !d.is_const()) {
+        // Extents known at run time: the maximum and the sum as plain reductions.
+        let axis = normalize_axis(axis, x.ndim(), "softmax")?;
+        let (mx, es) = max_and_expsum(x, axis, "softmax")?;
+        return compute_tagged(
+            x.shape(),
+            |i| {
+                let rest = drop_at(i, axis);
+                kiln_tir::op::exp(x.at_vars(i) - mx.at(&rest)) / es.at(&rest)
+            },
+            "softmax",
+            tag::SOFTMAX_OUTPUT,
+        );
+    }
     let shape = const_shape(x, "softmax")?;
     let axis = normalize_axis(axis, shape.len(), "softmax")?;
     let n = shape[axis];

@@ -20,5 +20,5 @@ pub use arg::{arg_extreme, argmax, argmin};
 pub use common::{max, mean, min, prod, reduce_axes, reduce_with, sum};
 pub use cumsum::cumsum;
 pub use schedule::schedule_reduce;
-pub use to_shape::{reduce_to_shape, schedule_reduce_to_shape, Reducer};
+pub use to_shape::{reduce_to_shape, Reducer};
 pub use topk::topk;

@@ -7,7 +7,7 @@
 use crate::tag;
 use crate::transform::util::compute_tagged;
 use kiln_ffi::{Error, Result};
-use kiln_te::{reduce_axis_n, IterVar, Schedule, Tensor};
+use kiln_te::{reduce_axis_n, IterVar, Tensor};
 use kiln_tir::{select, DataTypeExt, PrimExpr, Var};
 
 /// What a reduction to a run-time shape computes per output element.
@@ -153,40 +153,4 @@ pub fn reduce_to_shape(x: &Tensor, out: &[PrimExpr], reducer: Reducer) -> Result
             )
         }
     }
-}
-
-/// Schedules [`reduce_to_shape`]'s result `out` (or an elementwise map of it) in `s`: the
-/// stages before the reduction that are not reductions are inlined; reduction stages are
-/// computed inside the output's innermost loop (each output element's own accumulator, so no
-/// buffer of a run-time size is allocated); the outermost output loop runs in parallel.
-pub fn schedule_reduce_to_shape(s: &Schedule, out: &Tensor) -> Result<()> {
-    let Some(c) = out.op().as_compute() else {
-        return Ok(());
-    };
-    let st = s.stage(out);
-    let axes: Vec<IterVar> = c.axis.to_vec();
-    let mut seen: Vec<kiln_te::Operation> = Vec::new();
-    let mut todo: Vec<Tensor> = out.op().input_tensors();
-    while let Some(t) = todo.pop() {
-        let op = t.op().clone();
-        let Some(tc) = op.as_compute() else {
-            continue;
-        };
-        if seen.iter().any(|o| o.same_as(&op)) {
-            continue;
-        }
-        seen.push(op.clone());
-        if !tc.reduce_axis.is_empty() {
-            if let Some(inner) = axes.last() {
-                s.stage(&t).compute_at(&st, inner)?;
-            }
-        } else {
-            s.stage(&t).compute_inline()?;
-        }
-        todo.extend(op.input_tensors());
-    }
-    if let Some(outer) = axes.first() {
-        st.parallel(outer)?;
-    }
-    Ok(())
 }

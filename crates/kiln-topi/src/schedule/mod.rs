@@ -12,9 +12,11 @@
 
 pub mod generic;
 pub mod gpu;
+pub mod run_time;
 pub mod x86;
 
 pub use generic::{schedule_generic, schedule_injective, schedule_reduce_stages};
+pub use run_time::schedule_run_time;
 
 use kiln_ffi::Result;
 use kiln_te::{IterVar, OpKind, Operation, Schedule, Stage, Tensor};

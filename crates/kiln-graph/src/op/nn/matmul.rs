@@ -73,7 +73,11 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> 
     let attrs = topi_attrs(a)?;
     let (xa, xb) = (x(0)?, x(1)?);
     // Two runtime matrices: B packed at run time for the packed matrix kernel.
-    if xa.ndim() == 2
+    let static_shapes = [xa, xb]
+        .iter()
+        .all(|t| t.shape().iter().all(|d| d.is_const()));
+    if static_shapes
+        && xa.ndim() == 2
         && xb.ndim() == 2
         && !attrs.transpose_a
         && xb.dtype() == kiln_ffi::DataType::float(32)

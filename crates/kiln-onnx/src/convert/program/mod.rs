@@ -293,9 +293,14 @@ impl Builder {
             args.push(self.value_reg(e, &node.name)?);
         }
         let i64_t = kiln_ffi::DataType::int(64);
-        let shapes: Vec<usize> = match k.shape_fn {
-            None => args,
-            Some(func) => {
+        let shapes: Vec<usize> = match (k.shape_fn, k.shape_code) {
+            (_, Some(code)) => {
+                let dst = self.new_reg(Type::tensor(&[k.shape_ranks[0] as i64], i64_t));
+                self.instrs.push(Instr::Shape { dst, args, code });
+                vec![dst]
+            }
+            (None, None) => args,
+            (Some(func), None) => {
                 let shapes: Vec<usize> = k
                     .shape_ranks
                     .iter()
@@ -414,6 +419,8 @@ impl Builder {
             args: Vec::new(),
             rets: vec![reg],
         });
+        // Read again (a kernel's weight is its shape program's argument too): one segment.
+        self.reg_of.insert(e.key(), reg);
         Ok(reg)
     }
 
@@ -574,8 +581,9 @@ fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
                     Msg(format!(
                         "input '{name}' has the shape {shape:?}, known only at run time (a \
                          run-time Loop's scan output, a data-dependent result or an If whose \
-                         branches differ in shape); Kiln takes such values as model outputs or \
-                         as inputs of elementwise nodes and reductions over run-time axes only"
+                         branches differ in shape), and this node has no kernel with run-time \
+                         extents (those are elementwise nodes, reductions, shape operators and \
+                         nodes with one input shaped at run time whose compute allows it)"
                     )),
                 ));
             }

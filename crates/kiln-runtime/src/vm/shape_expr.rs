@@ -1,0 +1,119 @@
+//! Shape expressions: the result shapes of kernels compiled with run-time extents, computed
+//! from the dimensions of their arguments by a small stack program (the compiler derives it
+//! from the kernel's own compute, so the shape rule is written once, in the operator). Words
+//! (i64), each instruction an opcode and its operands:
+//!
+//! | opcode | operands | effect |
+//! | --- | --- | --- |
+//! | 0 | k | push k |
+//! | 1 | a, j | push dimension j of argument a |
+//! | 2..=8 | | pop b, a; push a+b, a-b, a*b, floordiv(a, b), floormod(a, b) (b > 0), min, max |
+//! | 9, 10 | | pop b, a; push a == b, a < b (1 or 0) |
+//! | 11 | | pop f, t, c; push c != 0 ? t : f |
+//! | 12 | | pop a: the next dimension of the result |
+//!
+//! Arithmetic is checked: an overflow, a division by zero or a negative result dimension is an
+//! error naming the program, never a panic.
+
+use crate::tensor::Tensor;
+use kiln_ffi::{Error, Result};
+
+/// Evaluates `code` over the dimensions of `args`: the result's dimensions.
+pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
+    let bad = |why: &str| Error::value_error(format!("shape expression {code:?}: {why}"));
+    let mut stack: Vec<i64> = Vec::with_capacity(8);
+    let mut out = Vec::new();
+    let mut pc = 0;
+    let word = |pc: usize| code.get(pc).copied().ok_or_else(|| bad("cut short"));
+    while pc < code.len() {
+        let op = code[pc];
+        pc += 1;
+        match op {
+            0 => {
+                stack.push(word(pc)?);
+                pc += 1;
+            }
+            1 => {
+                let (a, j) = (word(pc)?, word(pc + 1)?);
+                pc += 2;
+                let d = usize::try_from(a)
+                    .ok()
+                    .and_then(|a| args.get(a))
+                    .and_then(|t| usize::try_from(j).ok().and_then(|j| t.shape().get(j)))
+                    .ok_or_else(|| bad("reads a dimension its arguments do not have"))?;
+                stack.push(*d);
+            }
+            2..=11 => {
+                let b = stack.pop().ok_or_else(|| bad("stack underflow"))?;
+                let a = stack.pop().ok_or_else(|| bad("stack underflow"))?;
+                let v = match op {
+                    2 => a.checked_add(b),
+                    3 => a.checked_sub(b),
+                    4 => a.checked_mul(b),
+                    5 => (b > 0).then(|| a.div_euclid(b)),
+                    6 => (b > 0).then(|| a.rem_euclid(b)),
+                    7 => Some(a.min(b)),
+                    8 => Some(a.max(b)),
+                    9 => Some((a == b) as i64),
+                    10 => Some((a < b) as i64),
+                    _ => {
+                        let c = stack.pop().ok_or_else(|| bad("stack underflow"))?;
+                        Some(if c != 0 { a } else { b })
+                    }
+                };
+                stack.push(v.ok_or_else(|| bad("overflow or division by zero"))?);
+            }
+            12 => {
+                let d = stack.pop().ok_or_else(|| bad("stack underflow"))?;
+                if d < 0 {
+                    return Err(bad(&format!("dimension {} comes out {d}", out.len())));
+                }
+                out.push(d);
+            }
+            _ => return Err(bad(&format!("unknown opcode {op}"))),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ffi::{DataType, Device};
+
+    fn t(shape: &[i64]) -> Tensor {
+        Tensor::empty(shape, DataType::float(32), Device::cpu(0)).unwrap()
+    }
+
+    #[test]
+    fn programs_compute_dimensions_from_arguments() {
+        // [a.0 * a.1, floordiv(b.0 - 1, 2) + 1, select(a.0 == 3, 7, 8), min(b.0, 4)]
+        let code = [
+            1, 0, 0, 1, 0, 1, 4, 12, // a.0 * a.1
+            1, 1, 0, 0, 1, 3, 0, 2, 5, 0, 1, 2, 12, // (b.0 - 1) // 2 + 1
+            1, 0, 0, 0, 3, 9, 0, 7, 0, 8, 11, 12, // select
+            1, 1, 0, 0, 4, 7, 12, // min
+        ];
+        let args = [t(&[3, 5]), t(&[10])];
+        assert_eq!(eval(&code, &args).unwrap(), vec![15, 5, 7, 4]);
+        let other = [t(&[2, 5]), t(&[1])];
+        assert_eq!(eval(&code, &other).unwrap(), vec![10, 1, 8, 1]);
+    }
+
+    #[test]
+    fn bad_programs_and_results_are_errors() {
+        let args = [t(&[3])];
+        for (code, why) in [
+            (vec![1, 0, 1, 12], "do not have"),
+            (vec![2], "underflow"),
+            (vec![0, 4, 0, 0, 5, 12], "division by zero"),
+            (vec![0, i64::MAX, 0, 2, 4, 12], "overflow"),
+            (vec![0, 1, 0, 3, 3, 12], "comes out -2"),
+            (vec![0], "cut short"),
+            (vec![99], "unknown opcode 99"),
+        ] {
+            let e = eval(&code, &args).unwrap_err().to_string();
+            assert!(e.contains(why), "{code:?}: {e}");
+        }
+    }
+}
