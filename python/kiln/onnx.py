@@ -62,13 +62,16 @@ def _shape_map(shape_dict: Mapping[str, Sequence[int]] | None) -> dict[str, list
     return out
 
 
-def _dims_map(dims: Mapping[str, Sequence[int]] | None) -> dict[str, list[int]] | None:
+def _dims_map(dims: Mapping[str, Sequence[int] | str] | None) -> dict[str, list[int]] | None:
     if dims is None:
         return None
     out = {}
     for name, values in dims.items():
         if not isinstance(name, str):
             raise TypeError(f"dims keys must be dimension names (str), got {type(name).__name__}")
+        if isinstance(values, str) and values == "any":
+            out[name] = []  # known only at run time
+            continue
         try:
             out[name] = [int(v) for v in values]
         except (TypeError, ValueError) as exc:
@@ -118,7 +121,7 @@ def compile(
     shape_dict: Mapping[str, Sequence[int]] | None = None,
     target: str | Sequence[str] = "llvm -mcpu=native",
     frozen_inputs: Mapping[str, Any] | None = None,
-    dims: Mapping[str, Sequence[int]] | None = None,
+    dims: Mapping[str, Sequence[int] | str] | None = None,
 ) -> Module:
     """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a factory
     :class:`kiln.Module`: a ``GraphExecutorFactory`` (what :func:`kiln.graph.build` returns)
@@ -126,7 +129,9 @@ def compile(
     (an ``If`` on a run-time input), whose executor is Kiln's virtual machine. ``dims`` maps
     symbolic dimensions of the inputs to the values to compile for (``{"seq": [16, 64]}``):
     ONE library holds code for every combination, and its VM picks the code for the input
-    shapes given at run time. Either way
+    shapes given at run time; ``"any"`` instead of values (``{"seq": "any"}``) leaves the
+    dimension to run time: the nodes reading it are kernels compiled with run-time extents
+    (a node that has none is refused, naming it). Either way
     ``lib["default"](dev)`` makes an executor with the same functions (``set_input``, ``run``,
     ``get_output``...), which :class:`kiln.graph_executor.GraphModule` wraps. ``target`` may be
     a list (one library with code for each CPU), or ``"opencl"`` for kernels on an OpenCL

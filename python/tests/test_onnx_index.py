@@ -151,10 +151,10 @@ def test_nonzero_and_compress_fold_constants():
 
 def test_runtime_shape_inputs_are_named():
     x = rand(3, 2)
-    reps = np.array([2, 1], np.int64)
-    m = one_node("Tile", {"x": x, "repeats": reps}, opset=13)
-    with pytest.raises(Exception, match=r"'repeats'\) is a run-time input of the graph"):
-        kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "repeats": reps.shape},
+    shape = np.array([3, 2], np.int64)
+    m = one_node("Expand", {"x": x, "shape": shape}, opset=13)
+    with pytest.raises(Exception, match=r"'shape'\) is a run-time input of the graph"):
+        kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "shape": shape.shape},
                           target=TARGET)
     m = one_node("TopK", {"x": x, "k": np.array([1], "int64")}, opset=11, n_out=2)
     with pytest.raises(Exception, match=r"'k'\) is a run-time input of the graph"):

@@ -298,3 +298,44 @@ def test_a_post_processing_chain_over_a_data_dependent_count(tmp_path):
         for g, w in zip(got, want):
             assert g.shape == w.shape, (shift, g.shape, w.shape)
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_dimension_left_to_run_time_runs_every_value_from_one_library(tmp_path):
+    # A token classifier head over [1, n, 8] tokens, n symbolic ("any"): MatMul, Add, Relu,
+    # Softmax, ReduceMean over the tokens; the library is compiled once and run at n = 1, 5,
+    # 33 and 5 again.
+    from onnx import numpy_helper
+    rng = np.random.default_rng(29)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]),
+             helper.make_node("Softmax", ["r"], ["p"], axis=-1),
+             helper.make_node("ReduceMean", ["p", "tok_axis"], ["y"], keepdims=0)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [1, "n", 8])],
+               [helper.make_tensor_value_info("p", F, [1, "n", 6]),
+                helper.make_tensor_value_info("y", F, [1, 6])],
+               [numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "w"),
+                numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),
+                numpy_helper.from_array(np.array([1], np.int64), "tok_axis")])
+    gm = _vm(m, None, tmp_path, dims={"n": "any"})
+    assert gm.get_input_info()[0]["x"] == (1, -1, 8)
+    sess = _ort(m)
+    for n in (1, 5, 33, 5):
+        feeds = {"x": rng.standard_normal((1, n, 8)).astype(np.float32)}
+        got = _run(gm, feeds, 2)
+        want = sess.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, (n, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r'"x".*dimension 2 must be 8'):
+        gm.set_input("x", np.zeros((1, 3, 7), np.float32))
+
+
+def test_a_node_without_a_run_time_kernel_is_named(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="stem")]
+    from onnx import numpy_helper
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, "h", 8])],
+               [helper.make_tensor_value_info("y", F, [1, 4, None, 6])],
+               [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")])
+    with pytest.raises(ValueError, match=r"stem.*'x'.*known only at run time"):
+        kiln.onnx.compile(m, target="llvm", dims={"h": "any"})

@@ -53,7 +53,8 @@ enum Command {
         input_shape: Vec<String>,
         /// Values of a symbolic dimension of the inputs, `seq=16,64,128` (repeatable): one
         /// library with code for every combination, run on the virtual machine, which picks
-        /// the code for the shapes given at run time.
+        /// the code for the shapes given at run time; `seq=any` leaves it to run time
+        /// (kernels compiled with run-time extents).
         #[arg(long = "dim")]
         dim: Vec<String>,
         /// Optimization level, 0 to 3.

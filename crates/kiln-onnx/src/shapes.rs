@@ -68,11 +68,16 @@ where
 }
 
 /// Values of symbolic dimensions to compile for, dimension name to values: one library holds
-/// code for every combination (see [`Graph::specializations`]).
+/// code for every combination (see [`Graph::specializations`]). No values (`NAME=any`): any
+/// value, known only at run time (kernels compiled with run-time extents).
 pub type DimValues = BTreeMap<String, Vec<usize>>;
 
-/// Parses repeated `--dim NAME=V1,V2,...` flags (`seq=7,16,64`); a name given twice or without
-/// values is an error.
+/// The value a dimension known only at run time is bound to while checking input shapes (the
+/// converted graph carries -1 there instead).
+pub const ANY_DIM_PROBE: usize = 1;
+
+/// Parses repeated `--dim NAME=V1,V2,...` flags (`seq=7,16,64`, or `seq=any`: known only at
+/// run time); a name given twice or without values is an error.
 pub fn parse_dim_flags<I, S>(flags: I) -> Result<DimValues>
 where
     I: IntoIterator<Item = S>,
@@ -87,10 +92,20 @@ where
             ))
         })?;
         let name = name.trim();
-        let values = parse_sizes(values, &format!("dimension '{name}'"), "a size")?;
-        if name.is_empty() || values.is_empty() {
+        let values = if values.trim() == "any" {
+            Vec::new()
+        } else {
+            let v = parse_sizes(values, &format!("dimension '{name}'"), "a size")?;
+            if v.is_empty() {
+                return Err(OnnxError::InputShape(format!(
+                    "'{item}' needs a dimension name and at least one value (or 'any')"
+                )));
+            }
+            v
+        };
+        if name.is_empty() {
             return Err(OnnxError::InputShape(format!(
-                "'{item}' needs a dimension name and at least one value"
+                "'{item}' needs a dimension name and at least one value (or 'any')"
             )));
         }
         if out.insert(name.to_string(), values).is_some() {
@@ -275,6 +290,12 @@ impl Graph {
         }
         let mut combos: Vec<BTreeMap<&str, usize>> = vec![BTreeMap::new()];
         for (name, values) in dims {
+            // Known only at run time: bound to a probe value (the graph gets -1 there).
+            let values: &[usize] = if values.is_empty() {
+                &[ANY_DIM_PROBE]
+            } else {
+                values
+            };
             combos = combos
                 .into_iter()
                 .flat_map(|c| {

@@ -10,7 +10,7 @@
 //! | `add_one` | i (int64 scalar) | `i + 1` |
 //! | `list_new` | | an empty list |
 //! | `list_append` | list, x | the list with a copy of `x` appended |
-//! | `shape_is` | tensors..., then per tensor its rank and dims | bool scalar: every tensor has its shape |
+//! | `shape_is` | tensors..., then per tensor its rank and dims | bool scalar: every tensor has its shape (a dim of -1 matches any) |
 //! | `list_stack` | list, dtype code, bits, lanes, dims... | the items stacked on a new first axis (`[0, dims...]` for none) |
 
 use crate::tensor::Tensor;
@@ -147,7 +147,7 @@ kiln_ffi::register_global_packed!(
             let dims = ints
                 .get(at + 1..at + 1 + rank)
                 .ok_or_else(|| Error::value_error("vm.builtin.shape_is: a shape is cut short"))?;
-            all &= t.shape() == dims;
+            all &= t.ndim() == rank && t.shape().iter().zip(dims).all(|(&d, &w)| w == -1 || d == w);
             at += 1 + rank;
         }
         Ok(bool_scalar(all)?.into())

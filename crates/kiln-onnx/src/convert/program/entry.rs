@@ -24,7 +24,7 @@ pub fn from_onnx_program(
     if !may_run_time(&model.graph.nodes) {
         return Ok(None);
     }
-    let (program, split) = convert_program(model, std::slice::from_ref(shapes), frozen, "")?;
+    let (program, split) = convert_program(model, std::slice::from_ref(shapes), frozen, "", &[])?;
     Ok(split.then_some(program))
 }
 
@@ -53,17 +53,37 @@ pub fn from_onnx_dims(
          values with --dim NAME=V1,V2,... when compiling)",
         compiled.join(", ")
     );
-    Ok(convert_program(model, &sets, frozen, &unmatched)?.0)
+    let any: Vec<&str> = dims
+        .iter()
+        .filter(|(_, v)| v.is_empty())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    Ok(convert_program(model, &sets, frozen, &unmatched, &any)?.0)
+}
+
+/// Whether dimension `d` of input `name` is one of the symbolic dimensions `any` (known only
+/// at run time).
+fn is_any(model: &Model, name: &str, d: usize, any: &[&str]) -> bool {
+    model
+        .graph
+        .inputs
+        .iter()
+        .find(|v| v.name == name)
+        .and_then(|v| v.dims.as_ref())
+        .and_then(|ds| ds.get(d))
+        .is_some_and(|dim| matches!(dim, crate::Dim::Symbolic(s) if any.contains(&s.as_str())))
 }
 
 /// The program of `model` with code for each input shape set of `sets` (tested in order, the
 /// first match runs; none: a failure saying `unmatched`), and whether it needed the VM beyond
-/// one static graph.
+/// one static graph. Input dimensions of the symbolic dimensions `any` are -1 (known only at
+/// run time) in every set.
 fn convert_program(
     model: &Model,
     sets: &[InputShapes],
     frozen: &FrozenInputs,
     unmatched: &str,
+    any: &[&str],
 ) -> Result<(Program, bool)> {
     model.check_supported_ops(converters().keys().copied())?;
     let bounds = sets
@@ -78,7 +98,7 @@ fn convert_program(
         reg_types: Vec::new(),
         segments: Vec::new(),
         reg_of: HashMap::new(),
-        split: sets.len() > 1,
+        split: sets.len() > 1 || !any.is_empty(),
         kernels: Vec::new(),
     };
     // One register per run-time input, its shape -1 where the sets differ.
@@ -90,9 +110,10 @@ fn convert_program(
         let shape: Vec<i64> = (0..inp.shape.len())
             .map(|d| {
                 let n = inp.shape[d];
-                if bounds
-                    .iter()
-                    .all(|bd| bd.inputs[i].shape.get(d) == Some(&n))
+                if !is_any(model, &inp.name, d, any)
+                    && bounds
+                        .iter()
+                        .all(|bd| bd.inputs[i].shape.get(d) == Some(&n))
                 {
                     n as i64
                 } else {
@@ -129,10 +150,17 @@ fn convert_program(
             let mut ints = Vec::new();
             for (i, slot) in &inputs {
                 if slot.shape.contains(&-1) {
+                    // A dimension known only at run time matches any value (-1).
                     let shape = &bound.inputs[*i].shape;
                     args.push(slot.reg);
                     ints.push(shape.len() as i64);
-                    ints.extend(shape.iter().map(|&d| d as i64));
+                    ints.extend(shape.iter().enumerate().map(|(d, &n)| {
+                        if is_any(model, &slot.name, d, any) {
+                            -1
+                        } else {
+                            n as i64
+                        }
+                    }));
                 }
             }
             let cond = b.new_reg(Type::tensor(&[], kiln_ffi::DataType::bool()));
@@ -162,6 +190,23 @@ fn convert_program(
                 ctx.values.insert(inp.name.clone(), e);
                 continue;
             }
+            let ty = match ty.as_tensor() {
+                Some((shape, dtype)) if !any.is_empty() => {
+                    let shape: Vec<i64> = shape
+                        .iter()
+                        .enumerate()
+                        .map(|(d, &n)| {
+                            if is_any(model, &inp.name, d, any) {
+                                -1
+                            } else {
+                                n
+                            }
+                        })
+                        .collect();
+                    Type::tensor(&shape, dtype)
+                }
+                _ => ty,
+            };
             let reg = inputs
                 .iter()
                 .find(|(_, s)| s.name == inp.name)
