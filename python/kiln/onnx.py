@@ -65,7 +65,7 @@ def _shape_map(shape_dict: Mapping[str, Sequence[int]] | None) -> dict[str, list
 def _dims_map(dims: Mapping[str, Sequence[int] | str] | None) -> dict[str, list[int]] | None:
     if dims is None:
         return None
-    out = {}
+    out: dict[str, list[int]] = {}
     for name, values in dims.items():
         if not isinstance(name, str):
             raise TypeError(f"dims keys must be dimension names (str), got {type(name).__name__}")
