@@ -300,10 +300,12 @@ def test_a_post_processing_chain_over_a_data_dependent_count(tmp_path):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_a_dimension_left_to_run_time_runs_every_value_from_one_library(tmp_path):
+@pytest.mark.parametrize("classes", [6, 48])
+def test_a_dimension_left_to_run_time_runs_every_value_from_one_library(tmp_path, classes):
     # A token classifier head over [1, n, 8] tokens, n symbolic ("any"): MatMul, Add, Relu,
     # Softmax, ReduceMean over the tokens; the library is compiled once and run at n = 1, 5,
-    # 33 and 5 again.
+    # 33 and 5 again. 6 classes (a product in scalars) and 48 (in whole vectors of any CPU's
+    # lanes).
     from onnx import numpy_helper
     rng = np.random.default_rng(29)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
@@ -312,10 +314,10 @@ def test_a_dimension_left_to_run_time_runs_every_value_from_one_library(tmp_path
              helper.make_node("Softmax", ["r"], ["p"], axis=-1),
              helper.make_node("ReduceMean", ["p", "tok_axis"], ["y"], keepdims=0)]
     m = _model(nodes, [helper.make_tensor_value_info("x", F, [1, "n", 8])],
-               [helper.make_tensor_value_info("p", F, [1, "n", 6]),
-                helper.make_tensor_value_info("y", F, [1, 6])],
-               [numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "w"),
-                numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),
+               [helper.make_tensor_value_info("p", F, [1, "n", classes]),
+                helper.make_tensor_value_info("y", F, [1, classes])],
+               [numpy_helper.from_array(rng.standard_normal((8, classes)).astype(np.float32), "w"),
+                numpy_helper.from_array(rng.standard_normal(classes).astype(np.float32), "b"),
                 numpy_helper.from_array(np.array([1], np.int64), "tok_axis")])
     gm = _vm(m, None, tmp_path, dims={"n": "any"})
     assert gm.get_input_info()[0]["x"] == (1, -1, 8)

@@ -33,6 +33,8 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
         OpDef::new("dyn.reduce", &["data"], OpPattern::Opaque, rel)
             .attrs(vec![AttrSpec::new("reducer", AttrKind::Str, "sum")])
             .compute(|i, a, _| lower(i, a))
-            .schedule(|s, out, _| kiln_topi::schedule::schedule_run_time(s, out)),
+            .schedule(|s, out, cpu| {
+                kiln_topi::schedule::schedule_run_time(s, out, cpu.lanes(out.dtype()))
+            }),
     );
 }
