@@ -341,3 +341,27 @@ def test_a_node_without_a_run_time_kernel_is_named(tmp_path):
                [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")])
     with pytest.raises(ValueError, match=r"stem.*'x'.*known only at run time"):
         kiln.onnx.compile(m, target="llvm", dims={"h": "any"})
+
+
+def test_split_by_run_time_sizes(tmp_path):
+    I64 = TensorProto.INT64
+    nodes = [helper.make_node("Split", ["x", "sizes"], ["a", "b", "c"], axis=1),
+             helper.make_node("Neg", ["b"], ["nb"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 7, 3]),
+                       helper.make_tensor_value_info("sizes", I64, [3])],
+               [helper.make_tensor_value_info("a", F, [2, None, 3]),
+                helper.make_tensor_value_info("nb", F, [2, None, 3]),
+                helper.make_tensor_value_info("c", F, [2, None, 3])])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(31)
+    for sizes in ([2, 3, 2], [0, 7, 0], [7, 0, 0], [1, 1, 5], [1, 1, 5]):
+        feeds = {"x": rng.standard_normal((2, 7, 3)).astype(np.float32),
+                 "sizes": np.array(sizes, np.int64)}
+        got = _run(gm, feeds, 3)
+        want = sess.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, (sizes, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match=r"sizes \[2, 2, 2\] must be non-negative and add up to 7"):
+        _run(gm, dict(feeds, sizes=np.array([2, 2, 2], np.int64)), 3)

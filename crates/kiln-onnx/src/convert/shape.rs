@@ -175,6 +175,58 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
                 &[(0, None)],
             )?))
         }
+        "Split" if ctx.opset >= 13 && run_time(1)? => {
+            // One kernel, a slice per piece: begin and step of each from the shape function.
+            let x = ctx.input(node, 0)?;
+            let rank = shape_of(&x)?.len();
+            let axis = norm_axis(node.attr_i("axis", 0)?, rank)?;
+            let pieces = node.outputs.len();
+            if length(ctx, node, 1)? != pieces {
+                return Err(Msg(format!(
+                    "input #1 (split) holds {} sizes for {pieces} outputs",
+                    length(ctx, node, 1)?
+                )));
+            }
+            let i64_t = kiln_ffi::DataType::int(64);
+            let px = Var::new("data", x.ty()?);
+            let mut shape_inputs = Vec::new();
+            let mut slices = Vec::new();
+            for k in 0..pieces {
+                let pb = Var::new(&format!("begin{k}"), Type::tensor(&[rank as i64], i64_t));
+                let pt = Var::new(&format!("step{k}"), Type::tensor(&[rank as i64], i64_t));
+                slices.push(call(
+                    "dyn.strided_slice",
+                    vec![px.expr(), pb.expr(), pt.expr()],
+                    &[],
+                )?);
+                shape_inputs.push((3 * k + 1, pb));
+                shape_inputs.push((3 * k + 2, pt));
+            }
+            let body = if pieces == 1 {
+                slices.remove(0)
+            } else {
+                super::typed(Expr::tuple(slices))?
+            };
+            let results: Vec<(usize, Option<usize>)> = (0..pieces).map(|k| (3 * k, None)).collect();
+            let mut k = kernel_with(
+                Some("split_shapes"),
+                vec![x.clone(), ctx.input(node, 1)?],
+                vec![axis as i64],
+                vec![rank; 3 * pieces],
+                vec![(x, px)],
+                body,
+                &results,
+            )?;
+            let ty = Type::tensor(
+                &vec![-1; rank],
+                dtype_of(&k.kernel.as_ref().expect("a kernel").inputs[0])?,
+            );
+            for r in &mut k.results {
+                r.ty = ty.clone();
+            }
+            k.shape_inputs = shape_inputs;
+            Ok(Some(k))
+        }
         "Reshape" | "Squeeze" | "Unsqueeze" => run_time_view(ctx, node),
         _ => Ok(None),
     }

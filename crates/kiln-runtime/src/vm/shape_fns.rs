@@ -13,6 +13,7 @@
 //! | `slice_shape` | x, starts, ends, axes, steps (1-D int64) | [the result's shape, the begin and the step of every axis of x] |
 //! | `one_hot_shape` | indices, depth (one element), axis | indices' shape with the depth inserted at axis |
 //! | `tile_shape` | x, repeats (1-D int64) | x's shape times the repeats |
+//! | `split_shapes` | x, split (1-D int64), axis | per piece: its shape, its begin and its step on every axis |
 //! | `broadcast_shape` | tensors..., rank, dims... | their numpy broadcast, which must agree with `dims` where a dim is not -1 |
 
 use crate::tensor::Tensor;
@@ -361,4 +362,36 @@ register_global!("vm.builtin.tile_shape", |x: Tensor,
     }
     let out: Vec<i64> = x.shape().iter().zip(&reps).map(|(&d, &r)| d * r).collect();
     shape_tensor(&out)
+});
+
+register_global!("vm.builtin.split_shapes", |x: Tensor,
+                                             split: Tensor,
+                                             axis: i64|
+ -> Result<Array> {
+    let sizes = int_values(&split, "Split's split")?;
+    let a = usize::try_from(axis)
+        .ok()
+        .filter(|&a| a < x.ndim())
+        .ok_or_else(|| Error::value_error(format!("Split: axis {axis} out of range")))?;
+    let total: i64 = sizes.iter().sum();
+    if sizes.iter().any(|&n| n < 0) || total != x.shape()[a] {
+        return Err(Error::value_error(format!(
+            "Split of {:?} on axis {a}: sizes {sizes:?} must be non-negative and add up to {}",
+            x.shape(),
+            x.shape()[a]
+        )));
+    }
+    let mut out = Vec::with_capacity(3 * sizes.len());
+    let mut at = 0;
+    for &n in &sizes {
+        let mut shape = x.shape().to_vec();
+        shape[a] = n;
+        let mut begin = vec![0i64; x.ndim()];
+        begin[a] = at;
+        at += n;
+        for v in [shape, begin, vec![1i64; x.ndim()]] {
+            out.push(Any::from(shape_tensor(&v)?));
+        }
+    }
+    Ok(Array::new(out))
 });
