@@ -106,6 +106,17 @@ pub struct FusedCompute {
     pub externs: Vec<&'static str>,
 }
 
+/// Whether every operator call in `body` is elementwise (pattern at most `Broadcast`).
+pub fn is_elementwise(body: &Expr) -> bool {
+    crate::ir::visit::post_order(body).iter().all(|e| match e {
+        Expr::Call(_) => e
+            .op_name()
+            .and_then(|n| op::get(n).ok())
+            .is_some_and(|d| d.pattern <= OpPattern::Broadcast),
+        _ => true,
+    })
+}
+
 /// The result dimensions of `f` when it is elementwise (every call's pattern at most
 /// `Broadcast`) with a tensor result of dimensions known at run time: a size variable `n<j>`
 /// for each -1, the others constant.
@@ -114,16 +125,7 @@ fn elementwise_result_dims(f: &Function) -> Option<Vec<PrimExpr>> {
     if !shape.contains(&-1) {
         return None;
     }
-    let elementwise = crate::ir::visit::post_order(f.body())
-        .iter()
-        .all(|e| match e {
-            Expr::Call(_) => e
-                .op_name()
-                .and_then(|n| op::get(n).ok())
-                .is_some_and(|d| d.pattern <= OpPattern::Broadcast),
-            _ => true,
-        });
-    elementwise.then(|| {
+    is_elementwise(f.body()).then(|| {
         shape
             .iter()
             .enumerate()

@@ -11,7 +11,7 @@ use kiln_graph::ir::Expr;
 use kiln_graph::ir::{Type, Var};
 
 use super::shaped::{Kernel, Result_, ShapedKernel, Source};
-use super::{call, CResult, ConvertFn, Ctx, Msg};
+use super::{call, CResult, ConvertFn, Ctx};
 use crate::Node;
 
 /// The graph reduction, a map applied before it and one applied after, of an ONNX reduction.
@@ -66,15 +66,7 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
         (false, _) => super::const_i64(&node.opt_ints("axes")?.unwrap_or_default())?,
     };
     let rank = super::shape_of(&x)?.len();
-    let axes_shape = super::shape_of(&axes)?;
-    let n_axes = match axes_shape.as_slice() {
-        [n] if *n >= 0 => *n as usize,
-        _ => {
-            return Err(Msg(format!(
-                "input #1 (axes) must be a 1-D tensor of known length, its shape is {axes_shape:?}"
-            )))
-        }
-    };
+    let n_axes = super::shaped::length(&axes, "input #1 (axes)")?;
     let noop = node.attr_i("noop_with_empty_axes", 0)? != 0;
     let keep = node.attr_i("keepdims", 1)? != 0;
     let out_rank = match (keep, n_axes, noop) {

@@ -50,12 +50,7 @@ fn reshape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
 /// The length of the 1-D input `i` of `node`, known at compile time.
 fn length(ctx: &Ctx<'_>, node: &Node, i: usize) -> CResult<usize> {
-    match shape_of(&ctx.input(node, i)?)?.as_slice() {
-        [n] if *n >= 0 => Ok(*n as usize),
-        s => Err(Msg(format!(
-            "input #{i} must be a 1-D tensor of known length, its shape is {s:?}"
-        ))),
-    }
+    super::shaped::length(&ctx.input(node, i)?, &format!("input #{i}"))
 }
 
 /// A shape operator with a run-time shape input (Reshape, Squeeze, Unsqueeze: views;
@@ -305,14 +300,7 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let x = ctx.input(node, 0)?;
     let arg = ctx.input(node, 1)?;
     let rank = shape_of(&x)?.len();
-    let n = match shape_of(&arg)?.as_slice() {
-        [n] if *n >= 0 => *n as usize,
-        s => {
-            return Err(Msg(format!(
-                "input #1 must be a 1-D tensor of known length, its shape is {s:?}"
-            )))
-        }
-    };
+    let n = super::shaped::length(&arg, "input #1")?;
     let (func, ints, out_rank) = match node.op_type.as_str() {
         "Reshape" => ("reshape_shape", vec![node.attr_i("allowzero", 0)?], n),
         "Squeeze" if n == 0 => {

@@ -6,7 +6,6 @@
 //! Each operator describes its kernel in its own converter file; [`run_time`] picks it.
 
 use kiln_graph::ir::{visit, Expr, Function, Type, Var};
-use kiln_graph::op::OpPattern;
 
 use super::{convert_nodes, CResult, Ctx};
 use crate::Node;
@@ -82,6 +81,17 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     }
 }
 
+/// The length of `e`, a 1-D tensor whose length is known at compile time (`what` names it in
+/// the error).
+pub(super) fn length(e: &Expr, what: &str) -> CResult<usize> {
+    match super::shape_of(e)?.as_slice() {
+        [n] if *n >= 0 => Ok(*n as usize),
+        s => Err(super::Msg(format!(
+            "{what} must be a 1-D tensor of known length, its shape is {s:?}"
+        ))),
+    }
+}
+
 /// Whether `e` has a tensor type with a dimension known only at run time.
 pub(super) fn run_time_shaped(e: &Expr) -> bool {
     e.checked_type()
@@ -142,17 +152,17 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         .zip(params)
         .filter(|(_, p)| nodes.iter().any(|e| e.key() == p.expr().key()))
         .unzip();
-    let elementwise = nodes.iter().all(|e| match e {
-        Expr::Call(_) => e
-            .op_name()
-            .and_then(|n| kiln_graph::op::get(n).ok())
-            .is_some_and(|d| d.pattern <= OpPattern::Broadcast),
-        _ => true,
-    });
+    let elementwise = kiln_graph::build::lower::is_elementwise(&body);
     let Some((shape, dtype)) = body.checked_type().and_then(|t| t.as_tensor()) else {
         return Ok(None);
     };
-    if !elementwise {
+    // Elementwise: numpy broadcasting at run time; otherwise one input shaped at run time
+    // and the shape program of the compute.
+    let (shape_fn, shape_ints, shape_code) = if elementwise {
+        let mut ints = vec![shape.len() as i64];
+        ints.extend_from_slice(shape);
+        (Some("broadcast_shape"), ints, None)
+    } else {
         let run_time_params = params
             .iter()
             .filter(|p| p.ty().is_some_and(|t| t.shape().contains(&-1)))
@@ -161,39 +171,19 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
             return Ok(None);
         }
         let f = Function::new(params.clone(), body.clone());
-        let code = match kiln_graph::transform::infer_type::infer_function(&f)
+        match kiln_graph::transform::infer_type::infer_function(&f)
             .and_then(|f| kiln_graph::build::shape_program::result_shape_program(&f))
         {
-            Ok(Some(code)) => code,
+            Ok(Some(code)) => (None, Vec::new(), Some(code)),
             _ => return Ok(None),
-        };
-        return Ok(Some(ShapedKernel {
-            shape_fn: None,
-            shape_args: inputs.clone(),
-            shape_ints: Vec::new(),
-            shape_ranks: vec![shape.len()],
-            shape_code: Some(code),
-            shape_inputs: Vec::new(),
-            results: vec![Result_ {
-                source: Source::Kernel(0),
-                view: None,
-                ty: Type::tensor(shape, dtype),
-            }],
-            kernel: Some(Kernel {
-                inputs,
-                params,
-                body,
-            }),
-        }));
-    }
-    let mut ints = vec![shape.len() as i64];
-    ints.extend_from_slice(shape);
+        }
+    };
     Ok(Some(ShapedKernel {
-        shape_fn: Some("broadcast_shape"),
+        shape_fn,
         shape_args: inputs.clone(),
-        shape_ints: ints,
+        shape_ints,
         shape_ranks: vec![shape.len()],
-        shape_code: None,
+        shape_code,
         shape_inputs: Vec::new(),
         results: vec![Result_ {
             source: Source::Kernel(0),
