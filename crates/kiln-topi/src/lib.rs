@@ -9,6 +9,7 @@
 
 pub mod broadcast;
 pub mod elemwise;
+pub mod extent;
 pub mod linalg;
 pub mod ml;
 pub mod nn;

@@ -27,18 +27,13 @@ fn tensor_type(t: &Type, what: &str) -> Result<(Vec<i64>, DataType)> {
         .ok_or_else(|| Error::value_error(format!("graph build: {what} must be a tensor, got {t}")))
 }
 
-/// A placeholder of `shape`; a dimension of -1 (known at run time) is the dimension of
-/// `aligned` at the same place counted from the right, when given (the result of an
-/// elementwise function: its inputs' run-time dimensions are the result's), else a size
+/// The dimensions of a placeholder of `shape`; a dimension of -1 (known at run time) is the
+/// dimension of `aligned` at the same place counted from the right, when given (the result of
+/// an elementwise function: its inputs' run-time dimensions are the result's), else a size
 /// variable of its own (`<name>_d<axis>`); the kernel binds them from the tensors it is
 /// called with.
-fn make_placeholder(
-    shape: &[i64],
-    dtype: DataType,
-    name: &str,
-    aligned: Option<&[PrimExpr]>,
-) -> Tensor {
-    let dims: Vec<PrimExpr> = shape
+fn placeholder_dims(shape: &[i64], name: &str, aligned: Option<&[PrimExpr]>) -> Vec<PrimExpr> {
+    shape
         .iter()
         .enumerate()
         .map(|(j, &d)| {
@@ -53,8 +48,7 @@ fn make_placeholder(
                 }
             }
         })
-        .collect();
-    placeholder(&dims, dtype, name)
+        .collect()
 }
 
 /// The value of a scalar constant as `f64` (any numeric or bool dtype).
@@ -141,10 +135,14 @@ fn elementwise_result_dims(f: &Function) -> Option<Vec<PrimExpr>> {
 }
 
 /// Builds the TOPI computes of the primitive function `f` (typed) for code that runs on `cpu`.
+///
+/// Parameters' dimensions known at run time start as size variables of their own; where a
+/// compute needs two of them (or one and a constant) equal, it meets them
+/// ([`kiln_topi::extent`]) and the compute is built again with the variable replaced, until no
+/// new meeting is recorded: the kernel then checks the tensors it is called with agree.
 pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
-    let mut memo: HashMap<usize, Vec<Tensor>> = HashMap::new();
-    let mut inputs = Vec::new();
     let aligned = elementwise_result_dims(f);
+    let mut params = Vec::new();
     for (i, p) in f.params().iter().enumerate() {
         let ty = p
             .expr()
@@ -152,7 +150,40 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
             .cloned()
             .ok_or_else(|| Error::value_error("graph build: untyped parameter"))?;
         let (shape, dtype) = tensor_type(&ty, &format!("parameter `{}`", p.name()))?;
-        let t = make_placeholder(&shape, dtype, &format!("p{i}"), aligned.as_deref());
+        let name = format!("p{i}");
+        params.push((
+            placeholder_dims(&shape, &name, aligned.as_deref()),
+            dtype,
+            name,
+        ));
+    }
+    // Each round replaces at least one variable; a parameter has finitely many.
+    let rounds = params.iter().map(|p| p.0.len()).sum::<usize>() + 1;
+    for _ in 0..rounds {
+        let (fc, met) = kiln_topi::extent::collecting(|| fused_compute_over(f, cpu, &params));
+        if met.is_empty() {
+            return fc;
+        }
+        let map: HashMap<kiln_tir::Var, PrimExpr> = met.into_iter().collect();
+        for d in params.iter_mut().flat_map(|p| p.0.iter_mut()) {
+            *d = kiln_tir::mutator::substitute(d, &map);
+        }
+    }
+    Err(Error::value_error(
+        "graph build: the run-time extents of a fused function do not settle",
+    ))
+}
+
+/// [`fused_compute`] over placeholders of the given dimensions, dtypes and names.
+fn fused_compute_over(
+    f: &Function,
+    cpu: &CpuDesc,
+    params: &[(Vec<PrimExpr>, DataType, String)],
+) -> Result<FusedCompute> {
+    let mut memo: HashMap<usize, Vec<Tensor>> = HashMap::new();
+    let mut inputs = Vec::new();
+    for (p, (dims, dtype, name)) in f.params().iter().zip(params) {
+        let t = placeholder(dims, *dtype, name);
         inputs.push(t.clone());
         memo.insert(p.expr().key(), vec![t]);
     }

@@ -314,6 +314,15 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         _ => ("unsqueeze_shape", Vec::new(), rank + n),
     };
     let dtype = dtype_of(&x)?;
+    let known = match ctx.const_ints(node, 1)? {
+        Some(arg) => view_dims(
+            &node.op_type,
+            &shape_of(&x)?,
+            &arg,
+            ints.first() == Some(&1),
+        ),
+        None => vec![-1; out_rank],
+    };
     Ok(Some(ShapedKernel {
         shape_fn: Some(func),
         shape_args: vec![x.clone(), arg],
@@ -325,9 +334,56 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         results: vec![Result_ {
             source: Source::Value(x),
             view: Some(0),
-            ty: Type::tensor(&vec![-1; out_rank], dtype),
+            ty: Type::tensor(&known, dtype),
         }],
     }))
+}
+
+/// The dimensions of a view of `x` (dimensions -1 where known at run time) known at compile
+/// time from a constant shape or axes `arg` (-1 where the run-time shape function decides;
+/// that function checks the input against `arg`): Reshape's positive entries and the copies
+/// of its zeros (without `allowzero`), Squeeze's kept dimensions, Unsqueeze's new ones and
+/// the input's.
+fn view_dims(op: &str, x: &[i64], arg: &[i64], allowzero: bool) -> Vec<i64> {
+    let rank = x.len() as i64;
+    match op {
+        "Reshape" => arg
+            .iter()
+            .enumerate()
+            .map(|(j, &d)| match d {
+                0 if !allowzero => x.get(j).copied().unwrap_or(-1),
+                d if d >= 0 => d,
+                _ => -1,
+            })
+            .collect(),
+        "Squeeze" => {
+            let axes: Vec<i64> = arg
+                .iter()
+                .map(|&a| if a < 0 { a + rank } else { a })
+                .collect();
+            (0..rank)
+                .filter(|j| !axes.contains(j))
+                .map(|j| x[j as usize])
+                .collect()
+        }
+        _ => {
+            let out = rank + arg.len() as i64;
+            let axes: Vec<i64> = arg
+                .iter()
+                .map(|&a| if a < 0 { a + out } else { a })
+                .collect();
+            let mut rest = x.iter();
+            (0..out)
+                .map(|j| {
+                    if axes.contains(&j) {
+                        1
+                    } else {
+                        rest.next().copied().unwrap_or(-1)
+                    }
+                })
+                .collect()
+        }
+    }
 }
 
 fn transpose(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
@@ -587,22 +643,56 @@ fn expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
-fn shape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let xs = shape_of(&ctx.input(node, 0)?)?;
+/// The dimensions of `xs` that Shape (with its `start` and `end`) gives, as a range.
+fn shape_range(node: &Node, xs: &[i64]) -> CResult<std::ops::Range<usize>> {
     let r = xs.len() as i64;
     let norm = |v: i64| if v < 0 { (v + r).max(0) } else { v.min(r) } as usize;
     let start = norm(node.attr_i("start", 0)?);
     let end = norm(node.attr_i("end", r)?);
-    let v = if start < end {
-        &xs[start..end]
-    } else {
-        &[][..]
-    };
-    Ok(vec![const_i64(v)?])
+    Ok(start..end.max(start))
+}
+
+fn shape(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let xs = shape_of(&ctx.input(node, 0)?)?;
+    Ok(vec![const_i64(&xs[shape_range(node, &xs)?])?])
+}
+
+/// Shape of a value with dimensions known only at run time: a shape program reading them
+/// (the program's result is the node's output).
+pub(super) fn shape_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    if !xs.contains(&-1) {
+        return Ok(None);
+    }
+    let range = shape_range(node, &xs)?;
+    let n = range.len();
+    // `dim 0 j; emit` per dimension (`kiln_runtime::vm::shape_expr`).
+    let code: Vec<i64> = range.flat_map(|j| [1, 0, j as i64, 12]).collect();
+    Ok(Some(ShapedKernel {
+        shape_fn: None,
+        shape_args: vec![x],
+        shape_ints: Vec::new(),
+        shape_ranks: vec![n],
+        shape_code: Some(code),
+        shape_inputs: Vec::new(),
+        kernel: None,
+        results: vec![Result_ {
+            source: Source::Shape(0),
+            view: None,
+            ty: Type::tensor(&[n as i64], kiln_ffi::DataType::int(64)),
+        }],
+    }))
 }
 
 fn size(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let n: i64 = shape_of(&ctx.input(node, 0)?)?.iter().product();
+    let xs = shape_of(&ctx.input(node, 0)?)?;
+    if xs.contains(&-1) {
+        return Err(Msg(format!(
+            "the input's shape {xs:?} is known only at run time"
+        )));
+    }
+    let n: i64 = xs.iter().product();
     Ok(vec![constant(
         &[n as f64],
         &[],

@@ -17,6 +17,8 @@ pub(super) enum Source {
     Kernel(usize),
     /// A value (an input of the node, viewed under another shape).
     Value(Expr),
+    /// A shape itself (a 1-D int64 tensor), by index (Shape of a value shaped at run time).
+    Shape(usize),
 }
 
 /// One result of a [`ShapedKernel`].
@@ -72,6 +74,7 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     let own = match node.op_type.as_str() {
         op if super::reduce::REDUCTIONS.contains(&op) => super::reduce::run_time_axes(ctx, node)?,
         op if RUN_TIME_SHAPE_OPS.contains(&op) => super::shape::run_time_shaped(ctx, node)?,
+        "Shape" => super::shape::shape_run_time(ctx, node)?,
         "OneHot" => super::index::one_hot_run_time(ctx, node)?,
         _ => None,
     };
@@ -103,10 +106,11 @@ pub(super) fn run_time_shaped(e: &Expr) -> bool {
 /// its non-scalar inputs is the kernel. Elementwise (numpy broadcasting included), its
 /// result's shape comes from `vm.builtin.broadcast_shape`, and run-time dimensions that meet
 /// must be equal at run time (the kernel binds them to one extent; a run-time 1 does not
-/// broadcast). Otherwise one input at most may be shaped at run time (nothing then relates
-/// run-time extents of different inputs), and the result's shape is the program the compute
-/// gives (`kiln_graph::build::shape_program`); a node whose compute needs static shapes, or
-/// whose result's shape depends on values, is not taken.
+/// broadcast). Otherwise the result's shape is the program the compute gives
+/// (`kiln_graph::build::shape_program`); run-time extents the compute needs equal (a
+/// product's inner dimensions) meet (`kiln_topi::extent`) and are checked when the kernel is
+/// called; a node whose compute needs static shapes, or whose result's shape depends on
+/// values, is not taken.
 fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let reads_run_time_shape = node
         .inputs
@@ -156,20 +160,13 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let Some((shape, dtype)) = body.checked_type().and_then(|t| t.as_tensor()) else {
         return Ok(None);
     };
-    // Elementwise: numpy broadcasting at run time; otherwise one input shaped at run time
-    // and the shape program of the compute.
+    // Elementwise: numpy broadcasting at run time; otherwise the shape program of the
+    // compute (whose extents that must agree meet, checked when the kernel is called).
     let (shape_fn, shape_ints, shape_code) = if elementwise {
         let mut ints = vec![shape.len() as i64];
         ints.extend_from_slice(shape);
         (Some("broadcast_shape"), ints, None)
     } else {
-        let run_time_params = params
-            .iter()
-            .filter(|p| p.ty().is_some_and(|t| t.shape().contains(&-1)))
-            .count();
-        if run_time_params > 1 {
-            return Ok(None);
-        }
         let f = Function::new(params.clone(), body.clone());
         match kiln_graph::transform::infer_type::infer_function(&f)
             .and_then(|f| kiln_graph::build::shape_program::result_shape_program(&f))

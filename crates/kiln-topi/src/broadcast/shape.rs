@@ -2,7 +2,7 @@
 
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
-use kiln_tir::{structural_equal, PrimExpr, Var};
+use kiln_tir::{PrimExpr, Var};
 
 fn show(shape: &[PrimExpr]) -> String {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
@@ -10,7 +10,7 @@ fn show(shape: &[PrimExpr]) -> String {
 }
 
 /// The broadcast of two shapes (numpy rules). Symbolic dimensions broadcast when they are
-/// the same expression or the other side is 1.
+/// the same expression or the other side is 1, or meet ([`crate::extent::meet`]).
 ///
 /// # Errors
 /// A `ValueError` naming the first incompatible dimension (counted from the right as numpy
@@ -27,14 +27,10 @@ pub fn broadcast_shape(a: &[PrimExpr], b: &[PrimExpr]) -> Result<Vec<PrimExpr>> 
             (Some(x), Some(y)) => {
                 if x.is_const_int(1) {
                     y.clone()
-                } else if y.is_const_int(1) || structural_equal(x, y) {
+                } else if y.is_const_int(1) {
                     x.clone()
-                } else if let (Some(u), Some(v)) = (x.as_int(), y.as_int()) {
-                    if u == v {
-                        x.clone()
-                    } else {
-                        return Err(incompatible(a, b, k, n));
-                    }
+                } else if let Some(d) = crate::extent::meet(x, y) {
+                    d
                 } else {
                     return Err(incompatible(a, b, k, n));
                 }

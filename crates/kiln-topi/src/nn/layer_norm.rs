@@ -2,7 +2,7 @@
 
 use super::row_reduce::reduce_row;
 use super::softmax::normalize_axis;
-use super::{compute_tagged, const_shape, consts, invalid};
+use super::{compute_tagged, const_shape, invalid};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, IterVar, Tensor};
@@ -67,7 +67,7 @@ pub fn layer_norm_in_lanes(
     lanes: i64,
 ) -> Result<Tensor> {
     const W: &str = "layer_norm";
-    let shape = const_shape(x, W)?;
+    let shape: Vec<PrimExpr> = x.shape().to_vec();
     let ndim = shape.len();
     let mut axes = attrs
         .axes
@@ -79,7 +79,28 @@ pub fn layer_norm_in_lanes(
     if axes.is_empty() {
         return Err(invalid(W, "no axes"));
     }
-    let norm_shape: Vec<i64> = axes.iter().map(|&a| shape[a]).collect();
+    // The normalized extents are static; the others may be known only at run time (then the
+    // mean and variance are plain reductions, which the run-time schedule computes once per
+    // row).
+    let norm_shape: Vec<i64> = axes
+        .iter()
+        .map(|&a| {
+            shape[a].as_int().ok_or_else(|| {
+                invalid(
+                    W,
+                    format!(
+                        "normalized axis {a} has extent {}, known only at run time",
+                        shape[a]
+                    ),
+                )
+            })
+        })
+        .collect::<Result<_>>()?;
+    let lanes = if shape.iter().all(|d| d.is_const()) {
+        lanes
+    } else {
+        1
+    };
     for t in [gamma, beta].into_iter().flatten() {
         let s = const_shape(t, W)?;
         if s != norm_shape {
@@ -89,9 +110,9 @@ pub fn layer_norm_in_lanes(
             ));
         }
     }
-    let kept: Vec<i64> = (0..ndim)
+    let kept: Vec<PrimExpr> = (0..ndim)
         .filter(|d| !axes.contains(d))
-        .map(|d| shape[d])
+        .map(|d| shape[d].clone())
         .collect();
     let count: i64 = norm_shape.iter().product();
     let inv_n = PrimExpr::const_float(x.dtype(), 1.0 / count as f64);
@@ -103,7 +124,7 @@ pub fn layer_norm_in_lanes(
             .collect()
     };
     let (mean, var) = if axes == [ndim - 1] {
-        let n = shape[ndim - 1];
+        let n = norm_shape[0];
         let row = |rest: &[Var], j: PrimExpr| {
             let mut idx: Vec<PrimExpr> = rest.iter().map(|v| v.to_expr()).collect();
             idx.push(j);
@@ -133,14 +154,14 @@ pub fn layer_norm_in_lanes(
     } else {
         let r1 = red("k");
         let mean = compute_tagged(
-            &consts(&kept),
+            &kept,
             |i| sum(x.at(&merge(ndim, &axes, i, &r1)) * inv_n.clone(), &r1),
             "layer_norm_mean",
             tag::COMM_REDUCE,
         )?;
         let r2 = red("v");
         let var = compute_tagged(
-            &consts(&kept),
+            &kept,
             |i| {
                 let d = x.at(&merge(ndim, &axes, i, &r2)) - mean.at_vars(i);
                 sum(d.clone() * d * inv_n.clone(), &r2)
@@ -152,7 +173,7 @@ pub fn layer_norm_in_lanes(
     };
     let eps = PrimExpr::const_float(x.dtype(), attrs.epsilon);
     compute_tagged(
-        &consts(&shape),
+        &shape,
         |i| {
             let keep: Vec<PrimExpr> = (0..ndim)
                 .filter(|d| !axes.contains(d))

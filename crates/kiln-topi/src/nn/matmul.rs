@@ -69,16 +69,13 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
     let (ra, rb) = (sa.len(), sb.len());
     let (m, k) = logical_expr(&sa[ra - 2], &sa[ra - 1], attrs.transpose_a);
     let (k2, n) = logical_expr(&sb[rb - 2], &sb[rb - 1], attrs.transpose_b);
-    // Extents known at run time (size variables) may be M, N and batch dimensions that meet
-    // a 1 or nothing; the inner dimension is static.
-    let k = match (k.as_int(), k2.as_int()) {
-        (Some(k), Some(k2)) if k == k2 => k,
-        _ => {
-            return Err(invalid(
-                "matmul",
-                format!("inner dimensions differ or are not static: {k} and {k2}"),
-            ))
-        }
+    // Extents known at run time (size variables) meet ([`crate::extent::meet`]): the inner
+    // dimensions, and batch dimensions unless one is 1.
+    let Some(k) = crate::extent::meet(&k, &k2) else {
+        return Err(invalid(
+            "matmul",
+            format!("inner dimensions differ: {k} and {k2}"),
+        ));
     };
     let (ba, bb) = (&sa[..ra - 2], &sb[..rb - 2]);
     let nb = ba.len().max(bb.len());
@@ -87,21 +84,23 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &MatmulAttrs) -> Result<Tensor> {
         let da = (d + ba.len()).checked_sub(nb).map(|i| &ba[i]);
         let db = (d + bb.len()).checked_sub(nb).map(|i| &bb[i]);
         let one = |e: Option<&PrimExpr>| e.is_none_or(|e| e.is_const_int(1));
-        batch.push(match (da, db) {
-            (Some(x), _) if one(db) => x.clone(),
-            (_, Some(y)) if one(da) => y.clone(),
-            (Some(x), Some(y)) if x.as_int().is_some() && x.as_int() == y.as_int() => x.clone(),
-            _ => {
-                return Err(invalid(
-                    "matmul",
-                    format!(
-                        "batch dimensions [{}] and [{}] do not broadcast (or meet at run time)",
-                        show(ba),
-                        show(bb)
-                    ),
-                ))
-            }
-        });
+        let met = match (da, db) {
+            (Some(x), _) if one(db) => Some(x.clone()),
+            (_, Some(y)) if one(da) => Some(y.clone()),
+            (Some(x), Some(y)) => crate::extent::meet(x, y),
+            _ => None,
+        };
+        let Some(d) = met else {
+            return Err(invalid(
+                "matmul",
+                format!(
+                    "batch dimensions [{}] and [{}] do not broadcast (or meet at run time)",
+                    show(ba),
+                    show(bb)
+                ),
+            ));
+        };
+        batch.push(d);
     }
     let mut out = batch.clone();
     out.extend([m, n]);

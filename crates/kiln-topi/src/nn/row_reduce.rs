@@ -5,7 +5,7 @@
 //! `n % lanes` elements then reduce to one value. Softmax's maximum and sum and layer norm's
 //! mean and variance use it.
 
-use super::{compute_tagged, consts};
+use super::compute_tagged;
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, IterVar, Tensor};
@@ -15,13 +15,13 @@ use kiln_tir::{PrimExpr, Var};
 pub type Combiner = fn(PrimExpr, &[IterVar]) -> PrimExpr;
 
 /// The reduction `combine(f(rest, j))` over `j` in `0..n` for every index `rest` of shape
-/// `reduced`, named `name` (tagged [`tag::COMM_REDUCE`]): when `lanes > 1` and the row holds
+/// `reduced` (extents known at run time allowed), named `name` (tagged [`tag::COMM_REDUCE`]): when `lanes > 1` and the row holds
 /// at least two vectors, through a partial stage `{name}_lanes` of shape `reduced + [lanes]`
 /// (see the module docs); else directly. (Partials of two or four vectors were measured
 /// slower on AMD Zen 4: softmax rows of 640 1.19x, layer norm rows of 64 1.5x; the final
 /// step's scalar reduction of the partials grows with them.)
 pub fn reduce_row(
-    reduced: &[i64],
+    reduced: &[PrimExpr],
     n: i64,
     lanes: i64,
     f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
@@ -31,7 +31,7 @@ pub fn reduce_row(
     if lanes <= 1 || n < 2 * lanes {
         let k = reduce_axis_n(n, "k");
         return compute_tagged(
-            &consts(reduced),
+            reduced,
             |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
             name,
             tag::COMM_REDUCE,
@@ -42,9 +42,9 @@ pub fn reduce_row(
     let tail = n % lanes;
     let jo = reduce_axis_n(full, "jo");
     let mut part_shape = reduced.to_vec();
-    part_shape.push(lanes);
+    part_shape.push(PrimExpr::i32(lanes));
     let part = compute_tagged(
-        &consts(&part_shape),
+        &part_shape,
         |i| {
             let (rest, l) = i.split_at(i.len() - 1);
             let j = jo.expr() * lanes + l[0].to_expr();
@@ -55,7 +55,7 @@ pub fn reduce_row(
     )?;
     let r = reduce_axis_n(lanes + tail, "r");
     compute_tagged(
-        &consts(reduced),
+        reduced,
         |i| {
             let mut idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
             idx.push(kiln_tir::min(r.expr(), lanes - 1));

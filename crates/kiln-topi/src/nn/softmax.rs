@@ -103,7 +103,7 @@ pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
     // Lane partials only along the last axis (they interleave the row's elements).
     let lanes = if axis + 1 == shape.len() { lanes } else { 1 };
     let along_axis = |f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr, combine: Combiner, name: &str| {
-        reduce_row(&reduced, n, lanes, f, combine, name)
+        reduce_row(&consts(&reduced), n, lanes, f, combine, name)
     };
     let xr = x.clone();
     let mx = along_axis(

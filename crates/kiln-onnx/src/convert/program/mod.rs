@@ -346,7 +346,7 @@ impl Builder {
                 .iter()
                 .filter_map(|r| match r.source {
                     Source::Kernel(s) => Some(s),
-                    Source::Value(_) => None,
+                    Source::Value(_) | Source::Shape(_) => None,
                 })
                 .collect();
             if allocs.len() != out_types.len() {
@@ -377,6 +377,7 @@ impl Builder {
             let src = match &r.source {
                 Source::Kernel(_) => next_kernel_out.next().expect("counted above"),
                 Source::Value(e) => self.value_reg(e, &node.name)?,
+                Source::Shape(s) => shapes[*s],
             };
             let Some(out) = node.outputs.get(j).filter(|n| !n.is_empty()) else {
                 continue;
