@@ -334,11 +334,11 @@ def test_a_dimension_left_to_run_time_runs_every_value_from_one_library(tmp_path
 
 
 def test_a_node_without_a_run_time_kernel_is_named(tmp_path):
-    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="stem")]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="stem")]
     from onnx import numpy_helper
     m = _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, "h", 8])],
-               [helper.make_tensor_value_info("y", F, [1, 4, None, 6])],
-               [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")])
+               [helper.make_tensor_value_info("y", F, [1, 4, None, 10])],
+               [numpy_helper.from_array(np.ones((3, 4, 3, 3), np.float32), "w")])
     with pytest.raises(ValueError, match=r"stem.*'x'.*known only at run time"):
         kiln.onnx.compile(m, target="llvm", dims={"h": "any"})
 

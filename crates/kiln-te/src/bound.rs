@@ -488,9 +488,11 @@ impl Bounds {
         )
     }
 
-    /// A constant upper bound of `e` (for allocation sizes), if the analyzer finds one.
+    /// A constant upper bound of `e` (for allocation sizes), if the analyzer finds one below
+    /// the int32 limit (a size known only at run time is bounded by that limit alone, and is
+    /// no size to allocate).
     pub(crate) fn const_upper(&self, e: &PrimExpr) -> Option<i64> {
         let b: ConstIntBound = self.analyzer.const_int_bound(e);
-        (b.max < kiln_tir::arith::POS_INF).then_some(b.max)
+        (b.max < i64::from(i32::MAX)).then_some(b.max)
     }
 }

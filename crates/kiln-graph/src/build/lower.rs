@@ -338,7 +338,7 @@ fn schedule(fc: &FusedCompute, family: ScheduleFamily, cpu: &CpuDesc) -> Result<
     {
         // Extents known only at run time: one schedule for every compute (the operators'
         // own schedules tile by static extents); injective ones keep theirs.
-        kiln_topi::schedule::schedule_run_time(&s, out, cpu.lanes(out.dtype()))?;
+        kiln_topi::schedule::schedule_run_time(&s, out, cpu)?;
         return Ok(s);
     }
     match (master.and_then(|d| d.schedule), pattern) {

@@ -176,10 +176,19 @@ fn convert(ctx: &mut Ctx<'_>, node: &Node, kind: Kind) -> CResult<Vec<Expr>> {
         }
     }
     let bias = ctx.opt_input(node, 3)?;
+    if b < 0 || i < 0 {
+        return Err(Msg(format!(
+            "input X has the shape {xs:?}: its batch and input sizes must be known at compile \
+             time (the sequence length may be known only at run time)"
+        )));
+    }
+    // Without `sequence_lens` every row runs the whole sequence: a length the layer clamps
+    // to the sequence's (known at run time or not).
+    let full = if t < 0 { i32::MAX as i64 } else { t };
     let lens = match ctx.opt_input(node, 4)? {
         Some(l) => call("cast", vec![l], &[("dtype", "int32".into())])?,
         None => constant(
-            &vec![t as f64; b as usize],
+            &vec![full as f64; b as usize],
             &[b],
             kiln_ffi::DataType::int(32),
         )?,
@@ -213,13 +222,31 @@ fn convert(ctx: &mut Ctx<'_>, node: &Node, kind: Kind) -> CResult<Vec<Expr>> {
     let clip = node.opt_f("clip")?;
     let lbr = kind == Kind::Gru && node.attr_i("linear_before_reset", 0)? != 0;
 
-    let x2 = reshape(x, vec![t * b, i])?;
+    // The input projection of the whole sequence: one product of the [T*B, I] rows (or of
+    // [T, B, I] by the transposed weights when T is known only at run time).
+    let x2 = if t < 0 {
+        x.clone()
+    } else {
+        reshape(x.clone(), vec![t * b, i])?
+    };
+    let project = |wd: Expr| -> CResult<Expr> {
+        if t < 0 {
+            // W^T folded at compile time, so the product reads it by rows.
+            call(
+                "nn.matmul",
+                vec![x2.clone(), transpose(wd, vec![1i64, 0])?],
+                &[],
+            )
+        } else {
+            call("nn.dense", vec![x2.clone(), wd], &[])
+        }
+    };
     let mut ys = Vec::new();
     let mut yhs = Vec::new();
     let mut ycs = Vec::new();
     for (d, dir_acts) in acts.iter().enumerate() {
         let di = d as i64;
-        let mut xw = call("nn.dense", vec![x2.clone(), direction(&w, di)?], &[])?;
+        let mut xw = project(direction(&w, di)?)?;
         let mut rb = None;
         if let Some(bias) = &bias {
             let bd = direction(bias, di)?;
@@ -237,7 +264,9 @@ fn convert(ctx: &mut Ctx<'_>, node: &Node, kind: Kind) -> CResult<Vec<Expr>> {
             };
             xw = call("add", vec![xw, total], &[])?;
         }
-        let xw = reshape(xw, vec![t, b, g * h])?;
+        if t >= 0 {
+            xw = reshape(xw, vec![t, b, g * h])?;
+        }
         let rt = transpose(direction(&r, di)?, vec![1i64, 0])?;
         let h0d = match &h0 {
             Some(s) => direction(s, di)?,

@@ -314,13 +314,16 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         _ => ("unsqueeze_shape", Vec::new(), rank + n),
     };
     let dtype = dtype_of(&x)?;
-    let known = match ctx.const_ints(node, 1)? {
-        Some(arg) => view_dims(
-            &node.op_type,
-            &shape_of(&x)?,
-            &arg,
-            ints.first() == Some(&1),
-        ),
+    let known = match ctx.const_input(node, 1)? {
+        Some(arg) => {
+            let arg: Vec<i64> = arg.to_f64_vec()?.into_iter().map(|v| v as i64).collect();
+            view_dims(
+                &node.op_type,
+                &shape_of(&x)?,
+                &arg,
+                ints.first() == Some(&1),
+            )
+        }
         None => vec![-1; out_rank],
     };
     Ok(Some(ShapedKernel {

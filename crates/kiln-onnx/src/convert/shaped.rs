@@ -130,9 +130,10 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         let Some(e) = ctx.values.get(name) else {
             return Ok(None);
         };
-        // Scalar constants stay in the kernel; other values are its inputs.
-        let scalar = matches!(e, Expr::Constant(c) if c.data.shape().is_empty());
-        if scalar || inputs.iter().any(|i: &Expr| i.key() == e.key()) {
+        // Constants stay in the conversion (folded with what else is constant, then lifted
+        // below); other values are the kernel's inputs.
+        let constant = matches!(e, Expr::Constant(_));
+        if constant || inputs.iter().any(|i: &Expr| i.key() == e.key()) {
             continue;
         }
         let Some(ty) = e.checked_type().cloned() else {
@@ -149,6 +150,38 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let Some(body) = trial.values.get(&node.outputs[0]).cloned() else {
         return Ok(None);
     };
+    // Computations over constants alone are folded (a transposed weight); tensor constants
+    // (those, and a recurrent layer's zero states) are the kernel's inputs too (a kernel holds
+    // scalar constants only).
+    let folded = visit::rewrite_post(&body, |e| {
+        Ok(kiln_graph::transform::fold_constant::try_fold(e)?.unwrap_or_else(|| e.clone()))
+    });
+    let Ok(body) = folded else {
+        return Ok(None);
+    };
+    let mut lifted: Vec<(Expr, Var)> = Vec::new();
+    let body = visit::rewrite_post(&body, |e| match e {
+        Expr::Constant(c) if !c.data.shape().is_empty() => {
+            let ty = Type::tensor(c.data.shape(), c.data.dtype());
+            let v = Var::new(&format!("c{}", lifted.len()), ty);
+            lifted.push((e.clone(), v.clone()));
+            Ok(v.expr())
+        }
+        _ => Ok(e.clone()),
+    });
+    let Ok(body) = body else {
+        return Ok(None);
+    };
+    for (e, v) in lifted {
+        inputs.push(e);
+        params.push(v);
+    }
+    let typed =
+        kiln_graph::transform::infer_type::infer_function(&Function::new(params.clone(), body));
+    let Ok(typed) = typed else {
+        return Ok(None);
+    };
+    let body = typed.body().clone();
     let nodes = visit::post_order(&body);
     // Inputs read only for their type (CastLike's second) are not the kernel's.
     let (inputs, params): (Vec<Expr>, Vec<Var>) = inputs

@@ -2,11 +2,14 @@
 //! 4-sided padding and dilation.
 
 use super::pad::{pad_nchw, Padding2d};
-use super::{compute_tagged, consts, invalid, shape_nd, window_out};
+use super::{
+    c, compute_tagged, consts, invalid, is_static, nchw_or_blocks_dims, shape_nd, window_out,
+    window_out_expr,
+};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
-use kiln_tir::floordiv;
+use kiln_tir::{floordiv, PrimExpr};
 
 /// Attributes of [`conv2d`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +74,50 @@ pub fn conv2d_out_shape(data: &[i64], weight: &[i64], a: &Conv2dAttrs) -> Result
     Ok([n, o, oh, ow])
 }
 
+/// [`conv2d_out_shape`] for `data` whose batch and spatial dimensions may be known only at run
+/// time (the channels are static): the output's dimensions, expressions where so.
+pub fn conv2d_out_dims(data: &Tensor, weight: &[i64], a: &Conv2dAttrs) -> Result<Vec<PrimExpr>> {
+    const W: &str = "conv2d";
+    let ds = nchw_or_blocks_dims(data, W)?;
+    if ds.len() != 4 {
+        return Err(invalid(W, format!("`{}` must have rank 4", data.name())));
+    }
+    let ch = ds[1]
+        .as_int()
+        .ok_or_else(|| invalid(W, "the input channels must be known at compile time"))?;
+    // The static rules on stand-in spatial extents (the window itself), then the run-time
+    // extents as expressions.
+    let span = |k: i64, d: i64| d * (k - 1) + 1;
+    let stand_in = [
+        1,
+        ch,
+        span(weight[2], a.dilation.0),
+        span(weight[3], a.dilation.1),
+    ];
+    conv2d_out_shape(&stand_in, weight, a)?;
+    let p = a.padding;
+    Ok(vec![
+        ds[0].clone(),
+        c(weight[0]),
+        window_out_expr(
+            &ds[2],
+            p.top + p.bottom,
+            weight[2],
+            a.strides.0,
+            a.dilation.0,
+            W,
+        )?,
+        window_out_expr(
+            &ds[3],
+            p.left + p.right,
+            weight[3],
+            a.strides.1,
+            a.dilation.1,
+            W,
+        )?,
+    ])
+}
+
 /// Whether a convolution of `channels` input channels with these attributes is depthwise
 /// (one input channel per group).
 pub fn is_depthwise(channels: i64, a: &Conv2dAttrs) -> bool {
@@ -82,23 +129,26 @@ pub fn is_depthwise(channels: i64, a: &Conv2dAttrs) -> bool {
 /// output is tagged [`tag::CONV2D_NCHW`], or [`tag::DEPTHWISE_CONV2D_NCHW`] when depthwise
 /// (then there is no channel reduction).
 pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
-    let ds = shape_nd(data, 4, "conv2d")?;
     let ws = shape_nd(weight, 4, "conv2d")?;
-    let out = conv2d_out_shape(&ds, &ws, attrs)?;
+    let out = conv2d_out_dims(data, &ws, attrs)?;
     let (cpg, kh, kw) = (ws[1], ws[2], ws[3]);
-    let opg = out[1] / attrs.groups;
+    let opg = ws[0] / attrs.groups;
     let (sh, sw) = attrs.strides;
     let (dh, dw) = attrs.dilation;
     let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
     let weight = weight.clone();
-    if is_depthwise(ds[1], attrs) && sw == 2 && dw == 1 {
+    let depthwise = is_depthwise(cpg * attrs.groups, attrs);
+    if depthwise && sw == 2 && dw == 1 && is_static(data) {
+        let ds = shape_nd(data, 4, "conv2d")?;
+        let out: Vec<i64> = out.iter().filter_map(|d| d.as_int()).collect();
+        let out: [i64; 4] = out.try_into().expect("static dimensions");
         return depthwise_stride2(data, &weight, attrs, &ds, &out);
     }
-    if is_depthwise(ds[1], attrs) {
+    if depthwise {
         return compute_tagged(
-            &consts(&out),
+            &out,
             |i| {
                 let (n, o, y, x) = (
                     i[0].to_expr(),
@@ -119,7 +169,7 @@ pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Ten
     }
     let rc = reduce_axis_n(cpg, "rc");
     compute_tagged(
-        &consts(&out),
+        &out,
         |i| {
             let (n, o, y, x) = (
                 i[0].to_expr(),

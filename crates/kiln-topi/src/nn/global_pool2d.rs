@@ -1,27 +1,29 @@
 //! Global max and average pooling over H and W, NCHW (output `[N, C, 1, 1]`) or channel
 //! blocks (`[N, C/b, H, W, b]` -> `[N, C/b, 1, 1, b]`).
 
-use super::{compute_tagged, consts, nchw_or_blocks_shape};
+use super::{compute_tagged, nchw_or_blocks_dims};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{max, reduce_axis_n, sum, Tensor};
 use kiln_tir::PrimExpr;
 
-/// The shape of the data (4-D, or 5-D channel blocks) and of the pooled output.
-fn shapes(data: &Tensor, name: &str) -> Result<(Vec<i64>, Vec<i64>)> {
-    let ds = nchw_or_blocks_shape(data, name)?;
-    let mut out = vec![ds[0], ds[1], 1, 1];
+/// The dimensions of the data (4-D, or 5-D channel blocks; any may be known only at run
+/// time) and of the pooled output.
+fn shapes(data: &Tensor, name: &str) -> Result<(Vec<PrimExpr>, Vec<PrimExpr>)> {
+    let ds = nchw_or_blocks_dims(data, name)?;
+    let one = PrimExpr::i32(1);
+    let mut out = vec![ds[0].clone(), ds[1].clone(), one.clone(), one];
     out.extend_from_slice(&ds[4..]);
     Ok((ds, out))
 }
 
 fn reduce_hw(data: &Tensor, is_max: bool, name: &str) -> Result<Tensor> {
     let (ds, out) = shapes(data, name)?;
-    let ry = reduce_axis_n(ds[2], "ry");
-    let rx = reduce_axis_n(ds[3], "rx");
+    let ry = reduce_axis_n(ds[2].clone(), "ry");
+    let rx = reduce_axis_n(ds[3].clone(), "rx");
     let d = data.clone();
     compute_tagged(
-        &consts(&out),
+        &out,
         |i| {
             let mut idx = vec![i[0].to_expr(), i[1].to_expr(), ry.expr(), rx.expr()];
             idx.extend(i.get(4).map(|v| v.to_expr()));
@@ -48,10 +50,16 @@ pub fn global_max_pool2d(data: &Tensor) -> Result<Tensor> {
 pub fn global_avg_pool2d(data: &Tensor) -> Result<Tensor> {
     let (ds, out) = shapes(data, "global_avg_pool2d")?;
     let total = reduce_hw(data, false, "global_avg_pool2d_sum")?;
-    let scale = PrimExpr::const_float(data.dtype(), 1.0 / (ds[2] * ds[3]) as f64);
+    let scale = match (ds[2].as_int(), ds[3].as_int()) {
+        (Some(h), Some(w)) => PrimExpr::const_float(data.dtype(), 1.0 / (h * w) as f64),
+        _ => {
+            let one = PrimExpr::const_float(data.dtype(), 1.0);
+            one / kiln_tir::cast(data.dtype(), ds[2].clone() * ds[3].clone())
+        }
+    };
     compute_tagged(
-        &consts(&out),
-        |i| total.at_vars(i) * scale,
+        &out,
+        |i| total.at_vars(i) * scale.clone(),
         "global_avg_pool2d",
         tag::ELEMWISE,
     )

@@ -83,6 +83,51 @@ pub fn nchw_or_blocks_shape(t: &Tensor, what: &str) -> Result<Vec<i64>> {
     shape_nd(t, if t.ndim() == 5 { 5 } else { 4 }, what)
 }
 
+/// The dimensions of `t`, `NCHW` or `NCHW{b}c` (rank 4 or 5), any of them possibly known only
+/// at run time.
+pub fn nchw_or_blocks_dims(t: &Tensor, what: &str) -> Result<Vec<PrimExpr>> {
+    if t.ndim() != 4 && t.ndim() != 5 {
+        return Err(invalid(
+            what,
+            format!("`{}` must have rank 4 or 5, got {}", t.name(), t.ndim()),
+        ));
+    }
+    Ok(t.shape().to_vec())
+}
+
+/// `d + n`, folded when `d` is a constant.
+pub fn plus(d: &PrimExpr, n: i64) -> PrimExpr {
+    match d.as_int() {
+        Some(v) => PrimExpr::i32(v + n),
+        None => d.clone() + n,
+    }
+}
+
+/// Whether every dimension of `t` is static.
+pub fn is_static(t: &Tensor) -> bool {
+    t.shape().iter().all(|d| d.is_const())
+}
+
+/// [`window_out`] over an input extent that may be known only at run time (then the output's
+/// extent is an expression; a window longer than the padded input gives a negative extent,
+/// which the shape's computation refuses at run time).
+pub fn window_out_expr(
+    input: &PrimExpr,
+    pad_sum: i64,
+    k: i64,
+    stride: i64,
+    dilation: i64,
+    what: &str,
+) -> Result<PrimExpr> {
+    if let Some(n) = input.as_int() {
+        return window_out(n, pad_sum, k, stride, dilation, what).map(c);
+    }
+    // The checks of the attributes, on a size that always fits.
+    window_out(dilation * (k - 1) + 1, 0, k, stride, dilation, what)?;
+    let span = dilation * (k - 1) + 1;
+    Ok(kiln_tir::floordiv(input.clone() + (pad_sum - span), stride) + 1)
+}
+
 /// An int32 constant.
 pub fn c(v: i64) -> PrimExpr {
     PrimExpr::i32(v)

@@ -1,7 +1,7 @@
 //! Spatial padding of NCHW (and channel-blocked NCHW[x]c) tensors (the padding stage convolutions read through; schedules
 //! inline it).
 
-use super::{compute_tagged, consts, nchw_or_blocks_shape};
+use super::{compute_tagged, nchw_or_blocks_dims, plus};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::Tensor;
@@ -55,24 +55,24 @@ impl Padding2d {
 /// `data` (N, C, H, W, or channel blocks N, C/b, H, W, b) padded on H and W with `value`
 /// (returns `data` itself when `pad` is zero). The op is tagged injective and named `name`.
 pub fn pad_nchw(data: &Tensor, pad: Padding2d, value: f64, name: &str) -> Result<Tensor> {
-    let mut shape = nchw_or_blocks_shape(data, "pad")?;
+    let mut shape = nchw_or_blocks_dims(data, "pad")?;
     if pad.is_zero() {
         return Ok(data.clone());
     }
-    let (h, w) = (shape[2], shape[3]);
-    shape[2] += pad.top + pad.bottom;
-    shape[3] += pad.left + pad.right;
+    let (h, w) = (shape[2].clone(), shape[3].clone());
+    shape[2] = plus(&h, pad.top + pad.bottom);
+    shape[3] = plus(&w, pad.left + pad.right);
     let data = data.clone();
     compute_tagged(
-        &consts(&shape),
+        &shape,
         |i| {
             let y = i[2].to_expr() - pad.top;
             let x = i[3].to_expr() - pad.left;
             let inside = y
                 .ge(0)
-                .logical_and(y.lt(h))
+                .logical_and(y.lt(h.clone()))
                 .logical_and(x.ge(0))
-                .logical_and(x.lt(w));
+                .logical_and(x.lt(w.clone()));
             let mut idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
             idx[2] = y;
             idx[3] = x;

@@ -2,7 +2,10 @@
 //! and `count_include_pad`.
 
 use super::pad::{pad_nchw, Padding2d};
-use super::{compute_tagged, consts, invalid, nchw_or_blocks_shape, window_out};
+use super::{
+    compute_tagged, consts, invalid, is_static, nchw_or_blocks_dims, nchw_or_blocks_shape, plus,
+    window_out,
+};
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{max, min_value, reduce_axis_n, sum, Tensor};
@@ -65,6 +68,31 @@ fn pool_out(
     Ok(out.max(floor))
 }
 
+/// [`pool_out`] over an input extent that may be known only at run time (an expression then).
+fn pool_out_expr(
+    input: &PrimExpr,
+    pad_lo: i64,
+    pad_hi: i64,
+    k: i64,
+    s: i64,
+    d: i64,
+    ceil: bool,
+) -> Result<PrimExpr> {
+    if let Some(n) = input.as_int() {
+        return pool_out(n, pad_lo, pad_hi, k, s, d, ceil).map(PrimExpr::i32);
+    }
+    let floor = super::window_out_expr(input, pad_lo + pad_hi, k, s, d, "pool2d")?;
+    if !ceil {
+        return Ok(floor);
+    }
+    let span = d * (k - 1) + 1;
+    let up = floordiv(input.clone() + (pad_lo + pad_hi - span + s - 1), s) + 1;
+    // The last window must start inside the input or its leading padding.
+    let starts_inside = ((up.clone() - 1) * s).lt(input.clone() + pad_lo);
+    let up = kiln_tir::select(starts_inside, up.clone(), up - 1);
+    Ok(kiln_tir::max(up, floor))
+}
+
 /// The output shape `[N, C, OH, OW]` of a pooling of `data` `[N, C, H, W]`.
 pub fn pool2d_out_shape(data: &[i64], a: &Pool2dAttrs) -> Result<[i64; 4]> {
     if a.padding.is_negative() {
@@ -101,7 +129,7 @@ fn ceildiv(a: PrimExpr, d: i64) -> PrimExpr {
 }
 
 /// How many of `start + r*d` (`r < k`) lie in `[lo, hi)`.
-fn count_in(start: &PrimExpr, k: i64, d: i64, lo: i64, hi: i64) -> PrimExpr {
+fn count_in(start: &PrimExpr, k: i64, d: i64, lo: i64, hi: PrimExpr) -> PrimExpr {
     let first = kiln_tir::max(ceildiv(lo - start.clone(), d), 0);
     let last = kiln_tir::min(ceildiv(hi - start.clone(), d), k);
     kiln_tir::max(last - first, 0)
@@ -131,10 +159,20 @@ impl Window {
     }
 }
 
-/// The output shape of a pooling of data of shape `ds` (4-D or blocked 5-D).
-fn pool_out_full(ds: &[i64], a: &Pool2dAttrs) -> Result<Vec<i64>> {
-    let mut out = pool2d_out_shape(ds, a)?.to_vec();
-    out.extend_from_slice(&ds[4..]);
+/// The output shape of a pooling of data of dimensions `ds` (4-D or blocked 5-D; the
+/// spatial ones and the batch may be known only at run time).
+fn pool_out_full(ds: &[PrimExpr], a: &Pool2dAttrs) -> Result<Vec<PrimExpr>> {
+    if a.padding.is_negative() {
+        return Err(invalid(
+            "pool2d",
+            format!("negative padding {:?}", a.padding),
+        ));
+    }
+    let p = a.padding;
+    let (k, s, d) = (a.pool_size, a.strides, a.dilation);
+    let mut out = ds.to_vec();
+    out[2] = pool_out_expr(&ds[2], p.top, p.bottom, k.0, s.0, d.0, a.ceil_mode)?;
+    out[3] = pool_out_expr(&ds[3], p.left, p.right, k.1, s.1, d.1, a.ceil_mode)?;
     Ok(out)
 }
 
@@ -143,16 +181,16 @@ fn window(
     a: &Pool2dAttrs,
     ry: &PrimExpr,
     rx: &PrimExpr,
-    h: i64,
-    w: i64,
+    h: &PrimExpr,
+    w: &PrimExpr,
 ) -> Window {
     let y = i[2].to_expr() * a.strides.0 - a.padding.top + ry.clone() * a.dilation.0;
     let x = i[3].to_expr() * a.strides.1 - a.padding.left + rx.clone() * a.dilation.1;
     let valid = y
         .ge(0)
-        .logical_and(y.lt(h))
+        .logical_and(y.lt(h.clone()))
         .logical_and(x.ge(0))
-        .logical_and(x.lt(w));
+        .logical_and(x.lt(w.clone()));
     Window {
         n: i[0].to_expr(),
         ch: i[1].to_expr(),
@@ -168,12 +206,14 @@ fn window(
 /// `pad_data`, also covering windows that hang over the end in ceil mode), so the window reads
 /// need no bounds test and rows vectorize.
 pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
-    let ds = nchw_or_blocks_shape(data, "max_pool2d")?;
-    let out = pool_out_full(&ds, attrs)?;
+    let dims = nchw_or_blocks_dims(data, "max_pool2d")?;
+    let out = pool_out_full(&dims, attrs)?;
     let ry = reduce_axis_n(attrs.pool_size.0, "ry");
     let rx = reduce_axis_n(attrs.pool_size.1, "rx");
     let dt = data.dtype();
-    if dt.is_floating() {
+    if dt.is_floating() && is_static(data) {
+        let ds = nchw_or_blocks_shape(data, "max_pool2d")?;
+        let out: Vec<i64> = out.iter().filter_map(|d| d.as_int()).collect();
         let (s, d, k, p) = (
             attrs.strides,
             attrs.dilation,
@@ -201,11 +241,12 @@ pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
             tag::POOL2D,
         );
     }
+    // Bounds tested per read (integers, or extents known only at run time).
     let d = data.clone();
     compute_tagged(
-        &consts(&out),
+        &out,
         |i| {
-            let wd = window(i, attrs, &ry.expr(), &rx.expr(), ds[2], ds[3]);
+            let wd = window(i, attrs, &ry.expr(), &rx.expr(), &dims[2], &dims[3]);
             let v = kiln_te::if_then_else(wd.valid.clone(), d.at(&wd.index()), min_value(dt));
             max(v, &[ry.clone(), rx.clone()])
         },
@@ -218,7 +259,7 @@ pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
 /// The sum is a stage named `avg_pool2d_sum` (tagged [`tag::POOL2D`]); the output divides
 /// it (tagged [`tag::ELEMWISE`]).
 pub fn avg_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
-    let ds = nchw_or_blocks_shape(data, "avg_pool2d")?;
+    let ds = nchw_or_blocks_dims(data, "avg_pool2d")?;
     let out = pool_out_full(&ds, attrs)?;
     let (kh, kw) = attrs.pool_size;
     let ry = reduce_axis_n(kh, "ry");
@@ -226,9 +267,9 @@ pub fn avg_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
     let dt = data.dtype();
     let d = data.clone();
     let total = compute_tagged(
-        &consts(&out),
+        &out,
         |i| {
-            let wd = window(i, attrs, &ry.expr(), &rx.expr(), ds[2], ds[3]);
+            let wd = window(i, attrs, &ry.expr(), &rx.expr(), &ds[2], &ds[3]);
             let v = kiln_te::if_then_else(
                 wd.valid.clone(),
                 d.at(&wd.index()),
@@ -242,14 +283,19 @@ pub fn avg_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
     let a = *attrs;
     let p = a.padding;
     compute_tagged(
-        &consts(&out),
+        &out,
         |i| {
             let y0 = i[2].to_expr() * a.strides.0 - p.top;
             let x0 = i[3].to_expr() * a.strides.1 - p.left;
             let (lo_h, hi_h, lo_w, hi_w) = if a.count_include_pad {
-                (-p.top, ds[2] + p.bottom, -p.left, ds[3] + p.right)
+                (
+                    -p.top,
+                    plus(&ds[2], p.bottom),
+                    -p.left,
+                    plus(&ds[3], p.right),
+                )
             } else {
-                (0, ds[2], 0, ds[3])
+                (0, ds[2].clone(), 0, ds[3].clone())
             };
             let count = count_in(&y0, kh, a.dilation.0, lo_h, hi_h)
                 * count_in(&x0, kw, a.dilation.1, lo_w, hi_w);

@@ -13,7 +13,7 @@
 //! own last step down to 0 (ONNX's semantics). Gate pre-activations are clipped to
 //! `[-clip, clip]` when `clip` is set.
 
-use crate::transform::util::{constant, for_kind, for_n, index_dtype, value_error};
+use crate::transform::util::{constant, for_extent, for_kind, for_n, index_dtype, value_error};
 use kiln_ffi::{DataType, Result};
 use kiln_te::{extern_op, ExternOutput, Tensor};
 use kiln_tir::{cast, max, min, op, select, Buffer, CpuDesc, ForKind, PrimExpr, Stmt, Var};
@@ -220,12 +220,26 @@ pub fn recurrent(
     let name = "recurrent";
     crate::transform::util::require_float(inp.xw, name)?;
     let dims = |t: &Tensor| crate::transform::util::const_shape(t, name);
-    let xs = dims(inp.xw)?;
     let rs = dims(inp.rt)?;
-    if xs.len() != 3 || rs.len() != 2 {
+    if inp.xw.ndim() != 3 || rs.len() != 2 {
         return Err(value_error(name, "xw must be [T, B, G*H] and rt [H, G*H]"));
     }
-    let (t_len, batch, h) = (xs[0], xs[1], rs[0]);
+    // The sequence length may be known only at run time; the rest is static.
+    let t_dim = inp.xw.shape()[0].clone();
+    let xs: Vec<i64> = match inp.xw.shape()[1..]
+        .iter()
+        .map(|d| d.as_int())
+        .collect::<Option<Vec<i64>>>()
+    {
+        Some(rest) => [vec![t_dim.as_int().unwrap_or(-1)], rest].concat(),
+        None => {
+            return Err(value_error(
+                name,
+                "xw's batch and gate dimensions must be known at compile time",
+            ))
+        }
+    };
+    let (batch, h) = (xs[1], rs[0]);
     let g = cell.gates();
     if xs[2] != g * h || rs[1] != g * h {
         return Err(value_error(
@@ -261,6 +275,7 @@ pub fn recurrent(
     };
     let dt = inp.xw.dtype();
     let it = index_dtype(inp.xw);
+    let t_len = kiln_tir::cast(it, t_dim);
     let lanes = cpu.lanes(dt).max(1);
     // The weights packed by vector columns, `[ceil(GH / lanes), H, lanes]` (zeros past GH).
     let blocks = (g * h + lanes - 1) / lanes;
@@ -283,7 +298,7 @@ pub fn recurrent(
     ins.extend(c0.iter().chain(p.iter()).chain(rb.iter()).cloned());
     ins.push(rtp);
     let mut outs = vec![
-        ExternOutput::new(vec![ci(it, t_len), ci(it, batch), ci(it, h)], dt),
+        ExternOutput::new(vec![t_len.clone(), ci(it, batch), ci(it, h)], dt),
         ExternOutput::new(vec![ci(it, batch), ci(it, h)], dt),
     ];
     if c0.is_some() {
@@ -325,7 +340,8 @@ struct Layer {
     cell: Cell,
     reverse: bool,
     clip: Option<f64>,
-    t_len: i64,
+    /// The sequence length (an expression when known only at run time).
+    t_len: PrimExpr,
     batch: i64,
     h: i64,
     dt: DataType,
@@ -479,9 +495,9 @@ impl Layer {
         });
         let len_of = |b: PrimExpr| {
             let raw = cast(it, lens.load(vec![b]));
-            max(min(raw, self.i(self.t_len)), self.i(0))
+            max(min(raw, self.t_len.clone()), self.i(0))
         };
-        let steps = for_n("t", it, self.t_len, |t| {
+        let steps = for_extent("t", it, self.t_len.clone(), ForKind::Serial, |t| {
             // The step each row reads: its own for reverse layers (clamped for rows already
             // past their length, whose products are computed but not used).
             let tt = |b: PrimExpr| {
@@ -491,7 +507,7 @@ impl Layer {
                     t.clone()
                 }
             };
-            let tt_read = |b: PrimExpr| max(min(tt(b), self.i(self.t_len - 1)), self.i(0));
+            let tt_read = |b: PrimExpr| max(min(tt(b), self.t_len.clone() - self.i(1)), self.i(0));
             let products = self.products(ins, &hs, &gates, &reset_h, &tt_read);
             let cells = for_n("b", it, self.batch, |b| {
                 let cell = self.cell_row(ins, y, &hs, &cs, &gates, &b, &tt(b.clone()));

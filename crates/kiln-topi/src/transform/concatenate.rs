@@ -1,15 +1,14 @@
 //! `concatenate` along an axis (ONNX `Concat`).
 
-use super::util::{
-    compute_tagged, const_shape, index_dtype, normalize_axis, shape_exprs, value_error,
-};
+use super::util::{compute_tagged, index_dtype, normalize_axis, value_error};
 use crate::tag;
 use kiln_ffi::{Error, Result};
 use kiln_te::Tensor;
-use kiln_tir::{PrimExpr, Var};
+use kiln_tir::{cast, PrimExpr, Var};
 
 /// The tensors `xs` joined along `axis` (negative counts from the end); all must have one
-/// rank, one dtype and equal sizes on the other axes.
+/// rank, one dtype and equal sizes on the other axes (extents known only at run time
+/// allowed).
 ///
 /// # Errors
 /// A `ValueError` for no inputs, an axis out of range, or mismatched shapes; a `TypeError`
@@ -18,12 +17,21 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
     let first = xs
         .first()
         .ok_or_else(|| value_error("concatenate", "no input tensors"))?;
-    let s0 = const_shape(first, "concatenate")?;
+    let s0 = first.shape();
     let a = normalize_axis(axis, s0.len(), "concatenate")?;
+    let dt = index_dtype(first);
+    // Extents may be known only at run time: the other axes then meet
+    // ([`crate::extent::meet`]), and the offsets along `axis` are expressions.
+    let add = |x: &PrimExpr, y: &PrimExpr| match (x.as_int(), y.as_int()) {
+        (Some(u), Some(v)) => PrimExpr::const_int(dt, u + v),
+        _ => x.clone() + y.clone(),
+    };
+    let mut out: Vec<PrimExpr> = s0.to_vec();
     let mut offsets = Vec::with_capacity(xs.len());
-    let mut total = 0i64;
+    let mut lens = Vec::with_capacity(xs.len());
+    let mut total = PrimExpr::const_int(dt, 0);
     for (k, x) in xs.iter().enumerate() {
-        let s = const_shape(x, "concatenate")?;
+        let s = x.shape();
         if x.dtype() != first.dtype() {
             return Err(Error::type_error(format!(
                 "concatenate: input {k} (`{}`) is {}, input 0 is {}",
@@ -32,31 +40,33 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
                 first.dtype()
             )));
         }
-        let mismatch = s.len() != s0.len()
-            || s.iter()
-                .zip(&s0)
-                .enumerate()
-                .any(|(d, (u, v))| d != a && u != v);
-        if mismatch {
-            return Err(value_error(
+        let show = |s: &[PrimExpr]| {
+            let d: Vec<String> = s.iter().map(|e| e.to_string()).collect();
+            format!("[{}]", d.join(", "))
+        };
+        let mismatch = || {
+            value_error(
                 "concatenate",
                 format!(
-                    "input {k} has shape {s:?}, incompatible with input 0's {s0:?} along axis {a}"
+                    "input {k} has shape {}, incompatible with input 0's {} along axis {a}",
+                    show(s),
+                    show(s0)
                 ),
-            ));
+            )
+        };
+        if s.len() != s0.len() {
+            return Err(mismatch());
         }
-        offsets.push(total);
-        total += s[a];
+        for d in (0..s.len()).filter(|&d| d != a) {
+            out[d] = crate::extent::meet(&out[d], &s[d]).ok_or_else(mismatch)?;
+        }
+        offsets.push(total.clone());
+        lens.push(s[a].clone());
+        total = add(&total, &s[a]);
     }
-    let mut out = s0.clone();
     out[a] = total;
-    let dt = index_dtype(first);
-    let lens: Vec<i64> = xs
-        .iter()
-        .map(|x| const_shape(x, "concatenate").map(|s| s[a]))
-        .collect::<Result<_>>()?;
     compute_tagged(
-        &shape_exprs(&out, dt),
+        &out,
         |i: &[Var]| {
             // Input k's index along the axis, clamped into its range: every read is in
             // bounds, so the choice is a branch-free select that vectorizes (a branch per
@@ -67,10 +77,10 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
                     .map(|(d, v)| {
                         if d == a {
                             let t = v.dtype();
-                            let local = v.to_expr() - PrimExpr::const_int(t, offsets[k]);
+                            let local = v.to_expr() - cast(t, offsets[k].clone());
                             kiln_tir::min(
                                 kiln_tir::max(local, PrimExpr::const_int(t, 0)),
-                                PrimExpr::const_int(t, lens[k] - 1),
+                                cast(t, lens[k].clone()) - PrimExpr::const_int(t, 1),
                             )
                         } else {
                             v.to_expr()
@@ -86,7 +96,7 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
             let last = xs.len() - 1;
             let mut e = xs[last].at(&idx_of(last));
             for k in (0..last).rev() {
-                let bound = PrimExpr::const_int(i[a].dtype(), offsets[k + 1]);
+                let bound = cast(i[a].dtype(), offsets[k + 1].clone());
                 let cond = i[a].to_expr().lt(bound);
                 let x = xs[k].at(&idx_of(k));
                 e = if outer {

@@ -1,9 +1,10 @@
 //! `squeeze`, `unsqueeze` and `expand_dims`: removing or inserting size-1 axes.
 
 use super::reshape::reshape_to;
-use super::util::{const_shape, normalize_axis, value_error};
+use super::util::{compute_tagged, const_shape, normalize_axis, value_error};
 use kiln_ffi::Result;
 use kiln_te::Tensor;
+use kiln_tir::{PrimExpr, Var};
 
 /// `x` without the size-1 axes `axes` (negative entries count from the end); `None` removes
 /// every size-1 axis.
@@ -74,6 +75,28 @@ pub fn unsqueeze(x: &Tensor, axes: &[i64]) -> Result<Tensor> {
 /// # Errors
 /// A `ValueError` for an axis out of range.
 pub fn expand_dims(x: &Tensor, axis: i64, num_newaxis: usize) -> Result<Tensor> {
+    if x.shape().iter().any(|d| !d.is_const()) {
+        // Extents known only at run time: the new axes dropped from each index.
+        let a = normalize_axis(axis, x.ndim() + 1, "expand_dims")?;
+        let mut out: Vec<PrimExpr> = x.shape().to_vec();
+        for _ in 0..num_newaxis {
+            out.insert(a, PrimExpr::i32(1));
+        }
+        return compute_tagged(
+            &out,
+            |i: &[Var]| {
+                let idx: Vec<PrimExpr> = i
+                    .iter()
+                    .enumerate()
+                    .filter(|(d, _)| *d < a || *d >= a + num_newaxis)
+                    .map(|(_, v)| v.to_expr())
+                    .collect();
+                x.at(&idx)
+            },
+            "expand_dims",
+            crate::tag::INJECTIVE,
+        );
+    }
     let shape = const_shape(x, "expand_dims")?;
     let a = normalize_axis(axis, shape.len() + 1, "expand_dims")?;
     let mut out = shape.clone();

@@ -106,10 +106,21 @@ pub fn for_kind(
     kind: kiln_tir::ForKind,
     body: impl FnOnce(PrimExpr) -> kiln_tir::Stmt,
 ) -> kiln_tir::Stmt {
+    for_extent(name, it, PrimExpr::const_int(it, extent), kind, body)
+}
+
+/// [`for_kind`] over an extent that may be known only at run time (of type `it`).
+pub fn for_extent(
+    name: &str,
+    it: DataType,
+    extent: PrimExpr,
+    kind: kiln_tir::ForKind,
+    body: impl FnOnce(PrimExpr) -> kiln_tir::Stmt,
+) -> kiln_tir::Stmt {
     let v = Var::new(name, it);
     let b = body(v.to_expr());
     let zero = PrimExpr::const_int(it, 0);
-    kiln_tir::Stmt::for_loop(&v, zero, PrimExpr::const_int(it, extent), kind, b)
+    kiln_tir::Stmt::for_loop(&v, zero, extent, kind, b)
 }
 
 /// [`for_kind`] for a serial loop.

@@ -46,7 +46,8 @@ fn out_block(a: &Attrs<'_>) -> Result<Option<i64>> {
     })
 }
 
-/// The output extent of a convolution window along one axis (or an error when empty).
+/// The output extent of a convolution window along one axis (or an error when empty); -1
+/// (known only at run time) when `size` is.
 pub(crate) fn conv_out(
     ctx: &RelCtx<'_>,
     axis: &str,
@@ -56,6 +57,10 @@ pub(crate) fn conv_out(
     dil: i64,
     s: i64,
 ) -> Result<i64> {
+    if size < 0 {
+        // Known only at run time: so is the output's extent.
+        return Ok(-1);
+    }
     let eff = dil * (k - 1) + 1;
     let n = size + pad - eff;
     if n < 0 {
@@ -227,6 +232,10 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
             out_blocked: out_block(attrs)?.is_some(),
         };
         return one(nn::conv2d_packed_in(data, weight, &a, layouts));
+    }
+    if !nn::is_static(data) {
+        // Extents known only at run time: the direct compute over them.
+        return one(nn::conv2d(data, weight, &a));
     }
     let ds = nn::const_shape(data, "nn.conv2d")?;
     let ws = nn::const_shape(weight, "nn.conv2d")?;

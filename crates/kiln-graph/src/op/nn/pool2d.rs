@@ -23,6 +23,11 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let ceil = ctx.attrs.bool("ceil_mode")?;
     let mut out = [0i64; 2];
     for i in 0..2 {
+        if d[2 + i] < 0 {
+            // Known only at run time: so is the output's extent.
+            out[i] = -1;
+            continue;
+        }
         let eff = dil[i] * (k[i] - 1) + 1;
         let n = d[2 + i] + p[i] + p[i + 2] - eff;
         if n < 0 {

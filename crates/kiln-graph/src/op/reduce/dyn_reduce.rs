@@ -33,8 +33,6 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
         OpDef::new("dyn.reduce", &["data"], OpPattern::Opaque, rel)
             .attrs(vec![AttrSpec::new("reducer", AttrKind::Str, "sum")])
             .compute(|i, a, _| lower(i, a))
-            .schedule(|s, out, cpu| {
-                kiln_topi::schedule::schedule_run_time(s, out, cpu.lanes(out.dtype()))
-            }),
+            .schedule(kiln_topi::schedule::schedule_run_time),
     );
 }

@@ -581,10 +581,11 @@ fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
                     node,
                     Msg(format!(
                         "input '{name}' has the shape {shape:?}, known only at run time (a \
-                         run-time Loop's scan output, a data-dependent result or an If whose \
-                         branches differ in shape), and this node has no kernel with run-time \
-                         extents (those are elementwise nodes, reductions, shape operators and \
-                         nodes with one input shaped at run time whose compute allows it)"
+                         dimension left to run time, a run-time Loop's scan output, a \
+                         data-dependent result or an If whose branches differ in shape), and \
+                         this node has no kernel with run-time extents (its compute needs \
+                         static shapes there; give the dimension's values at compile time \
+                         instead)"
                     )),
                 ));
             }
