@@ -71,17 +71,21 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     if !node.domain.is_empty() {
         return Ok(None);
     }
-    let own = match node.op_type.as_str() {
+    match own(ctx, node)? {
+        Some(k) => Ok(Some(k)),
+        None => generic(ctx, node),
+    }
+}
+
+/// The kernel an operator describes in its own converter file, for its run-time inputs.
+fn own(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    Ok(match node.op_type.as_str() {
         op if super::reduce::REDUCTIONS.contains(&op) => super::reduce::run_time_axes(ctx, node)?,
         op if RUN_TIME_SHAPE_OPS.contains(&op) => super::shape::run_time_shaped(ctx, node)?,
         "Shape" => super::shape::shape_run_time(ctx, node)?,
         "OneHot" => super::index::one_hot_run_time(ctx, node)?,
         _ => None,
-    };
-    match own {
-        Some(k) => Ok(Some(k)),
-        None => generic(ctx, node),
-    }
+    })
 }
 
 /// The length of `e`, a 1-D tensor whose length is known at compile time (`what` names it in
@@ -112,11 +116,21 @@ pub(super) fn run_time_shaped(e: &Expr) -> bool {
 /// called; a node whose compute needs static shapes, or whose result's shape depends on
 /// values, is not taken.
 fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    generic_over(ctx, std::slice::from_ref(node))
+}
+
+/// [`generic`] over a group of nodes computed by one kernel (see [`fused_group`]): the
+/// first reads a value shaped at run time; the kernel's result is the last one's output.
+fn generic_over(ctx: &Ctx<'_>, nodes: &[Node]) -> CResult<Option<ShapedKernel>> {
+    let Some(node) = nodes.first() else {
+        return Ok(None);
+    };
+    let last = &nodes[nodes.len() - 1];
     let reads_run_time_shape = node
         .inputs
         .iter()
         .any(|n| ctx.values.get(n).is_some_and(run_time_shaped));
-    if !reads_run_time_shape || node.outputs.len() != 1 {
+    if !reads_run_time_shape || nodes.iter().any(|n| n.outputs.len() != 1) {
         return Ok(None);
     }
     let mut trial = Ctx {
@@ -126,7 +140,13 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     };
     let mut inputs = Vec::new();
     let mut params = Vec::new();
-    for name in node.inputs.iter().filter(|n| !n.is_empty()) {
+    // The values the group reads from outside it.
+    let produced: Vec<&String> = nodes.iter().flat_map(|n| n.outputs.iter()).collect();
+    let external = nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter())
+        .filter(|n| !n.is_empty() && !produced.contains(n));
+    for name in external {
         let Some(e) = ctx.values.get(name) else {
             return Ok(None);
         };
@@ -144,10 +164,10 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         inputs.push(e.clone());
         params.push(v);
     }
-    if convert_nodes(&mut trial, std::slice::from_ref(node)).is_err() {
+    if convert_nodes(&mut trial, nodes).is_err() {
         return Ok(None);
     }
-    let Some(body) = trial.values.get(&node.outputs[0]).cloned() else {
+    let Some(body) = trial.values.get(&last.outputs[0]).cloned() else {
         return Ok(None);
     };
     // Computations over constants alone are folded (a transposed weight); tensor constants
@@ -226,6 +246,84 @@ fn generic(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
             body,
         }),
     }))
+}
+
+/// The group of `nodes` (from the first) that one kernel computes: the first, a node
+/// [`generic`] takes, then the nodes after it that read the group's results and convert to
+/// elementwise computes (a product's bias and activation, a chain of arithmetic), ending
+/// where no value inside the group is read after it (`read_after(j, name)`: whether a node
+/// after `nodes[j]`, or an output, reads `name`). The group's kernel and its length (2 or
+/// more), or `None`.
+pub(super) fn fused_group(
+    ctx: &Ctx<'_>,
+    nodes: &[Node],
+    read_after: &dyn Fn(usize, &str) -> bool,
+) -> CResult<Option<(ShapedKernel, usize)>> {
+    let Some(first) = nodes.first() else {
+        return Ok(None);
+    };
+    if !first.domain.is_empty() || first.outputs.len() != 1 || own(ctx, first)?.is_some() {
+        return Ok(None);
+    }
+    let mut trial = Ctx {
+        model: ctx.model,
+        opset: ctx.opset,
+        values: ctx.values.clone(),
+    };
+    if convert_nodes(&mut trial, &nodes[..1]).is_err() {
+        return Ok(None);
+    }
+    let mut produced: Vec<&str> = vec![first.outputs[0].as_str()];
+    let mut len = 1;
+    for (j, n) in nodes.iter().enumerate().skip(1) {
+        let chained = n.inputs.iter().any(|x| produced.contains(&x.as_str()));
+        if !n.domain.is_empty() || n.outputs.len() != 1 || !chained {
+            break;
+        }
+        if !elementwise(&trial, n) || convert_nodes(&mut trial, std::slice::from_ref(n)).is_err() {
+            break;
+        }
+        produced.push(n.outputs[0].as_str());
+        let inner = &produced[..produced.len() - 1];
+        if inner.iter().all(|v| !read_after(j, v)) {
+            len = j + 1;
+        }
+    }
+    if len < 2 {
+        return Ok(None);
+    }
+    Ok(generic_over(ctx, &nodes[..len])?.map(|k| (k, len)))
+}
+
+/// Whether `node` converts to elementwise computes over its inputs' values in `ctx`.
+fn elementwise(ctx: &Ctx<'_>, node: &Node) -> bool {
+    let mut probe = Ctx {
+        model: ctx.model,
+        opset: ctx.opset,
+        values: ctx.values.clone(),
+    };
+    let mut params = Vec::new();
+    for name in node.inputs.iter().filter(|n| !n.is_empty()) {
+        match ctx.values.get(name) {
+            Some(Expr::Constant(_)) => {}
+            Some(e) => {
+                let Some(ty) = e.checked_type().cloned() else {
+                    return false;
+                };
+                let v = Var::new(name, ty);
+                probe.values.insert(name.clone(), v.expr());
+                params.push(v);
+            }
+            None => return false,
+        }
+    }
+    if convert_nodes(&mut probe, std::slice::from_ref(node)).is_err() {
+        return false;
+    }
+    probe
+        .values
+        .get(&node.outputs[0])
+        .is_some_and(kiln_graph::build::lower::is_elementwise)
 }
 
 /// Whether `op` may need a kernel with run-time extents (so the model may need the VM).

@@ -79,9 +79,7 @@ pub fn layer_norm_in_lanes(
     if axes.is_empty() {
         return Err(invalid(W, "no axes"));
     }
-    // The normalized extents are static; the others may be known only at run time (then the
-    // mean and variance are plain reductions, which the run-time schedule computes once per
-    // row).
+    // The normalized extents are static; the others may be known only at run time.
     let norm_shape: Vec<i64> = axes
         .iter()
         .map(|&a| {
@@ -96,11 +94,6 @@ pub fn layer_norm_in_lanes(
             })
         })
         .collect::<Result<_>>()?;
-    let lanes = if shape.iter().all(|d| d.is_const()) {
-        lanes
-    } else {
-        1
-    };
     for t in [gamma, beta].into_iter().flatten() {
         let s = const_shape(t, W)?;
         if s != norm_shape {
@@ -133,7 +126,7 @@ pub fn layer_norm_in_lanes(
         let scale = inv_n.clone();
         let mean = reduce_row(
             &kept,
-            n,
+            &PrimExpr::i32(n),
             lanes,
             &|rest, j| x.at(&row(rest, j)) * scale.clone(),
             sum,
@@ -141,7 +134,7 @@ pub fn layer_norm_in_lanes(
         )?;
         let var = reduce_row(
             &kept,
-            n,
+            &PrimExpr::i32(n),
             lanes,
             &|rest, j| {
                 let d = x.at(&row(rest, j)) - mean.at_vars(rest);

@@ -11,7 +11,7 @@ use kiln_te::Tensor;
 /// at run time.
 pub fn log_softmax(x: &Tensor, axis: i64) -> Result<Tensor> {
     let axis = normalize_axis(axis, x.ndim(), "log_softmax")?;
-    let (mx, es) = max_and_expsum(x, axis, "log_softmax")?;
+    let (mx, es) = max_and_expsum(x, axis, "log_softmax", 1)?;
     compute_tagged(
         x.shape(),
         |i| {

@@ -22,12 +22,15 @@ pub type Combiner = fn(PrimExpr, &[IterVar]) -> PrimExpr;
 /// step's scalar reduction of the partials grows with them.)
 pub fn reduce_row(
     reduced: &[PrimExpr],
-    n: i64,
+    n: &PrimExpr,
     lanes: i64,
     f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
     combine: Combiner,
     name: &str,
 ) -> Result<Tensor> {
+    let Some(n) = n.as_int() else {
+        return reduce_run_time_row(reduced, n, lanes, f, combine, name);
+    };
     if lanes <= 1 || n < 2 * lanes {
         let k = reduce_axis_n(n, "k");
         return compute_tagged(
@@ -67,6 +70,59 @@ pub fn reduce_row(
             let t = kiln_tir::max(r.expr() - lanes, 0);
             let from_tail = f(i, PrimExpr::i32(full * lanes) + t);
             let v = kiln_tir::op::if_then_else(r.expr().lt(lanes), from_part, from_tail);
+            combine(v, std::slice::from_ref(&r))
+        },
+        name,
+        tag::COMM_REDUCE,
+    )
+}
+
+/// [`reduce_row`] over a row whose length `n` is known only at run time: the lane partials
+/// over its whole vectors (none when it is shorter than one), then the partials and the last
+/// `n % lanes` elements; scalar when `lanes` is 1.
+fn reduce_run_time_row(
+    reduced: &[PrimExpr],
+    n: &PrimExpr,
+    lanes: i64,
+    f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
+    combine: Combiner,
+    name: &str,
+) -> Result<Tensor> {
+    if lanes <= 1 {
+        let k = reduce_axis_n(n.clone(), "k");
+        return compute_tagged(
+            reduced,
+            |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
+            name,
+            tag::COMM_REDUCE,
+        );
+    }
+    let full = kiln_tir::floordiv(n.clone(), lanes);
+    let jo = reduce_axis_n(full.clone(), "jo");
+    let mut part_shape = reduced.to_vec();
+    part_shape.push(PrimExpr::i32(lanes));
+    let part = compute_tagged(
+        &part_shape,
+        |i| {
+            let (rest, l) = i.split_at(i.len() - 1);
+            let j = jo.expr() * lanes + l[0].to_expr();
+            combine(f(rest, j), std::slice::from_ref(&jo))
+        },
+        &format!("{name}_lanes"),
+        tag::COMM_REDUCE,
+    )?;
+    let r = reduce_axis_n(kiln_tir::floormod(n.clone(), lanes) + lanes, "r");
+    compute_tagged(
+        reduced,
+        |i| {
+            let mut idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
+            idx.push(kiln_tir::min(r.expr(), lanes - 1));
+            let from_part = part.at(&idx);
+            // The tail's index clamped into the row, so neither side reads outside it.
+            let t = kiln_tir::max(r.expr() - lanes, 0);
+            let last = kiln_tir::max(n.clone() - 1, 0);
+            let at = kiln_tir::min(full.clone() * lanes + t, last);
+            let v = kiln_te::if_then_else(r.expr().lt(lanes), from_part, f(i, at));
             combine(v, std::slice::from_ref(&r))
         },
         name,

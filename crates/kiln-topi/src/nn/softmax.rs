@@ -4,7 +4,7 @@ use super::row_reduce::{reduce_row, Combiner};
 use super::{compute_tagged, const_shape, consts, invalid};
 use crate::tag;
 use kiln_ffi::Result;
-use kiln_te::{max, reduce_axis_n, sum, IterVar, Tensor};
+use kiln_te::{max, sum, Tensor};
 use kiln_tir::{PrimExpr, Var};
 
 /// `axis` made non-negative and checked against `ndim`.
@@ -36,32 +36,36 @@ pub(crate) fn drop_at(vars: &[Var], axis: usize) -> Vec<PrimExpr> {
 }
 
 /// The stages both softmaxes share: the maximum along `axis` (`{name}_maxelem`) and the sum
-/// of `exp(x - max)` (`{name}_expsum`), both of the input's shape without `axis`.
-pub(crate) fn max_and_expsum(x: &Tensor, axis: usize, name: &str) -> Result<(Tensor, Tensor)> {
+/// of `exp(x - max)` (`{name}_expsum`), both of the input's shape without `axis`; along the
+/// last axis in partials of `lanes` ([`reduce_row`]; extents known only at run time allowed).
+pub(crate) fn max_and_expsum(
+    x: &Tensor,
+    axis: usize,
+    name: &str,
+    lanes: i64,
+) -> Result<(Tensor, Tensor)> {
     let shape = x.shape().to_vec();
     let mut reduced = shape.clone();
     reduced.remove(axis);
-    let k1: IterVar = reduce_axis_n(shape[axis].clone(), "k1");
-    let mx = compute_tagged(
+    let lanes = if axis + 1 == shape.len() { lanes } else { 1 };
+    let n = shape[axis].clone();
+    let xr = x.clone();
+    let mx = reduce_row(
         &reduced,
-        |i| {
-            max(
-                x.at(&insert_at(i, axis, k1.expr())),
-                std::slice::from_ref(&k1),
-            )
-        },
+        &n,
+        lanes,
+        &|rest, j| xr.at(&insert_at(rest, axis, j)),
+        max,
         &format!("{name}_maxelem"),
-        tag::COMM_REDUCE,
     )?;
-    let k2: IterVar = reduce_axis_n(shape[axis].clone(), "k2");
-    let es = compute_tagged(
+    let mr = mx.clone();
+    let es = reduce_row(
         &reduced,
-        |i| {
-            let v = x.at(&insert_at(i, axis, k2.expr())) - mx.at_vars(i);
-            sum(kiln_tir::op::exp(v), std::slice::from_ref(&k2))
-        },
+        &n,
+        lanes,
+        &|rest, j| kiln_tir::op::exp(xr.at(&insert_at(rest, axis, j)) - mr.at_vars(rest)),
+        sum,
         &format!("{name}_expsum"),
-        tag::COMM_REDUCE,
     )?;
     Ok((mx, es))
 }
@@ -84,7 +88,7 @@ pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
     if x.shape().iter().any(|d| !d.is_const()) {
         // Extents known at run time: the maximum and the sum as plain reductions.
         let axis = normalize_axis(axis, x.ndim(), "softmax")?;
-        let (mx, es) = max_and_expsum(x, axis, "softmax")?;
+        let (mx, es) = max_and_expsum(x, axis, "softmax", lanes)?;
         return compute_tagged(
             x.shape(),
             |i| {
@@ -103,7 +107,14 @@ pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
     // Lane partials only along the last axis (they interleave the row's elements).
     let lanes = if axis + 1 == shape.len() { lanes } else { 1 };
     let along_axis = |f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr, combine: Combiner, name: &str| {
-        reduce_row(&consts(&reduced), n, lanes, f, combine, name)
+        reduce_row(
+            &consts(&reduced),
+            &PrimExpr::i32(n),
+            lanes,
+            f,
+            combine,
+            name,
+        )
     };
     let xr = x.clone();
     let mx = along_axis(

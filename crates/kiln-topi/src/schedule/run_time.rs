@@ -12,7 +12,8 @@ use kiln_tir::{CpuDesc, ExprKind, Var};
 /// other compute: the stages before it that are not reductions are inlined; reduction stages
 /// are computed inside the output's innermost loop (each output element's own accumulator,
 /// so no buffer of a run-time size is allocated), or once per row when their dimensions lead
-/// the output's; the outermost output loop runs in parallel.
+/// the output's (the output's last axis then runs in vectors of the target's lanes); the
+/// outermost output loop runs in parallel.
 ///
 /// Stages feeding a hand-written loop nest (an extern operation: a recurrent layer's input
 /// projection) are scheduled the same way, each as the output of its own part.
@@ -26,6 +27,8 @@ pub fn schedule_run_time(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()
     } else {
         let st = s.stage(out);
         let axes: Vec<IterVar> = c.axis.to_vec();
+        // Whether a reduction is computed inside the innermost loop (which then stays whole).
+        let mut innermost = false;
         let mut seen: Vec<Operation> = Vec::new();
         let mut todo: Vec<Tensor> = out.op().input_tensors();
         while let Some(t) = todo.pop() {
@@ -41,16 +44,34 @@ pub fn schedule_run_time(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()
             if !tc.reduce_axis.is_empty() {
                 // A reduction over rows that lead the output (softmax's maximum and sum) is
                 // computed once per row, inside the loop of its last dimension (a scalar one
-                // at the root); any other inside the innermost loop.
+                // at the root); lane partials of such a row (`nn::row_reduce`, a last axis of
+                // one vector) there too, in one vector; any other inside the innermost loop.
                 let r = t.ndim();
-                let leads = r < axes.len()
-                    && t.shape()
-                        .iter()
-                        .zip(out.shape())
-                        .all(|(a, b)| kiln_tir::structural_equal(a, b));
-                if leads && r == 0 {
+                let leading = |k: usize| {
+                    k < axes.len()
+                        && t.shape()[..k]
+                            .iter()
+                            .zip(out.shape())
+                            .all(|(a, b)| kiln_tir::structural_equal(a, b))
+                };
+                let partial = r >= 2 && t.op().name().ends_with("_lanes") && leading(r - 1);
+                let leads = !partial && leading(r);
+                if partial {
+                    let ts = s.stage(&t);
+                    ts.compute_at(&st, &axes[r - 2])?;
+                    let leaf = ts.leaf_iter_vars();
+                    let (data, red): (Vec<_>, Vec<_>) =
+                        leaf.into_iter().partition(|iv| !iv.is_reduce());
+                    let lane = data.last().expect("a lane axis").clone();
+                    let mut order = data[..data.len() - 1].to_vec();
+                    order.extend(red);
+                    order.push(lane.clone());
+                    ts.reorder(&order)?;
+                    ts.vectorize(&lane)?;
+                } else if leads && r == 0 {
                     // Computed once, at the root.
                 } else if let Some(at) = if leads { axes.get(r - 1) } else { axes.last() } {
+                    innermost |= !leads;
                     s.stage(&t).compute_at(&st, at)?;
                 }
             } else {
@@ -58,8 +79,19 @@ pub fn schedule_run_time(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()
             }
             todo.extend(op.input_tensors());
         }
-        if let Some(outer) = axes.first() {
-            st.parallel(outer)?;
+        // The last axis in vectors of the target's lanes (a tail when they do not divide
+        // it), the outermost in parallel.
+        let lanes = cpu.lanes(out.dtype());
+        match axes.as_slice() {
+            [] => {}
+            [only] => st.parallel(only)?,
+            [outer, .., last] => {
+                st.parallel(outer)?;
+                if !innermost && lanes > 1 {
+                    let (_, inner) = st.split(last, lanes)?;
+                    st.vectorize(&inner)?;
+                }
+            }
         }
     }
     // The computes feeding extern operations, each scheduled as an output of its own.

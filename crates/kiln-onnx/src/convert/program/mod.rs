@@ -162,7 +162,12 @@ impl Builder {
         nodes: &[Node],
         outputs: &[String],
     ) -> Result<Vec<usize>> {
+        let mut fused_until = 0;
         for (i, node) in nodes.iter().enumerate() {
+            if i < fused_until {
+                // Computed by the kernel of the group it belongs to.
+                continue;
+            }
             let shaped = shaped::run_time(ctx, node).map_err(|m| node_error(node, m))?;
             let kind = if shaped.is_some() {
                 Decision::Kernel
@@ -188,11 +193,27 @@ impl Builder {
                     self.builtin_node(ctx, node, call)?
                 }
                 Decision::Kernel => {
-                    // Described again: its inputs are registers now.
-                    let k = shaped::run_time(ctx, node)
-                        .map_err(|m| node_error(node, m))?
-                        .expect("still run-time");
-                    self.kernel_node(ctx, node, k)?
+                    // Described again: its inputs are registers now. Elementwise nodes after
+                    // it join its kernel when no value inside the group is read after it.
+                    let rest = &nodes[i..];
+                    let read_after = |j: usize, name: &str| {
+                        outputs.iter().any(|o| o == name)
+                            || names_read(&rest[j + 1..]).iter().any(|n| n == name)
+                    };
+                    let group = shaped::fused_group(ctx, rest, &read_after)
+                        .map_err(|m| node_error(node, m))?;
+                    match group {
+                        Some((k, len)) => {
+                            fused_until = i + len;
+                            self.kernel_node(ctx, &rest[len - 1], k)?
+                        }
+                        None => {
+                            let k = shaped::run_time(ctx, node)
+                                .map_err(|m| node_error(node, m))?
+                                .expect("still run-time");
+                            self.kernel_node(ctx, node, k)?
+                        }
+                    }
                 }
                 Decision::CompileTime => unreachable!("converted above"),
             }
