@@ -226,11 +226,13 @@ pub(super) fn one_hot_run_time(
         &[("axis", (a as i64).into())],
     )?;
     let args = vec![ix.clone(), ctx.input(node, 1)?];
-    Ok(Some(super::shape::kernel_with(
-        Some("one_hot_shape"),
+    Ok(Some(super::shape::kernel(
+        super::shaped::Shapes::Function {
+            name: "one_hot_shape",
+            ints: vec![a as i64],
+            ranks: vec![rank],
+        },
         args,
-        vec![a as i64],
-        vec![rank],
         vec![(ix, pi), (values, pv)],
         body,
         &[(0, None)],

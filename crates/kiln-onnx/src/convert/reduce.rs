@@ -10,7 +10,7 @@ use kiln_graph::ir::Expr;
 
 use kiln_graph::ir::{Type, Var};
 
-use super::shaped::{Kernel, Result_, ShapedKernel, Source};
+use super::shaped::{Kernel, Result_, ShapedKernel, Shapes, Source};
 use super::{call, CResult, ConvertFn, Ctx};
 use crate::Node;
 
@@ -88,11 +88,12 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
     )?;
     let body = map(post, r)?;
     Ok(Some(ShapedKernel {
-        shape_fn: Some("reduce_shape"),
+        shapes: Shapes::Function {
+            name: "reduce_shape",
+            ints: vec![noop as i64],
+            ranks: vec![rank, out_rank],
+        },
         shape_args: vec![x.clone(), axes],
-        shape_ints: vec![noop as i64],
-        shape_ranks: vec![rank, out_rank],
-        shape_code: None,
         shape_inputs: Vec::new(),
         kernel: Some(Kernel {
             inputs: vec![x],

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use kiln_graph::ir::{Expr, Type, Var};
 use kiln_graph::op::broadcast_shapes;
 
-use super::shaped::{Kernel, Result_, ShapedKernel, Source};
+use super::shaped::{Kernel, Result_, ShapedKernel, Shapes, Source};
 use super::{
     call, const_i64, constant, dtype_of, graph_dtype, norm_axis, scalar, shape_of, CResult,
     ConvertFn, Ctx, Msg,
@@ -79,9 +79,8 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
                 ],
             )?;
             Ok(Some(kernel(
-                None,
+                Shapes::Given,
                 vec![ctx.input(node, 0)?],
-                vec![rank],
                 Vec::new(),
                 body,
                 &[(0, None)],
@@ -99,9 +98,8 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
             );
             let body = call("dyn.range", vec![ps.expr(), pd.expr()], &[])?;
             let k = kernel(
-                Some("range_shape"),
+                Shapes::function("range_shape", vec![1]),
                 vec![start.clone(), limit, delta.clone()],
-                vec![1],
                 vec![(start, ps), (delta, pd)],
                 body,
                 &[(0, None)],
@@ -139,7 +137,7 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
             // The shape function's begin and step are the kernel's inputs too: registers
             // written by the call, read through variables of these types.
             let mut k = kernel(
-                Some("slice_shape"),
+                Shapes::function("slice_shape", vec![rank, rank, rank]),
                 vec![
                     x.clone(),
                     ctx.input(node, 1)?,
@@ -147,7 +145,6 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
                     axes,
                     steps,
                 ],
-                vec![rank, rank, rank],
                 vec![(x, px)],
                 body,
                 &[(0, None)],
@@ -162,9 +159,8 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
             let rank = shape_of(&x)?.len();
             let args = vec![x.clone(), ctx.input(node, 1)?];
             Ok(Some(kernel(
-                Some("tile_shape"),
+                Shapes::function("tile_shape", vec![rank]),
                 args,
-                vec![rank],
                 vec![(x, px)],
                 body,
                 &[(0, None)],
@@ -203,11 +199,13 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
                 super::typed(Expr::tuple(slices))?
             };
             let results: Vec<(usize, Option<usize>)> = (0..pieces).map(|k| (3 * k, None)).collect();
-            let mut k = kernel_with(
-                Some("split_shapes"),
+            let mut k = kernel(
+                Shapes::Function {
+                    name: "split_shapes",
+                    ints: vec![axis as i64],
+                    ranks: vec![rank; 3 * pieces],
+                },
                 vec![x.clone(), ctx.input(node, 1)?],
-                vec![axis as i64],
-                vec![rank; 3 * pieces],
                 vec![(x, px)],
                 body,
                 &results,
@@ -227,34 +225,12 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
     }
 }
 
-/// A [`ShapedKernel`] of one kernel (see [`run_time_shaped`]): `shape_fn` over `shape_args` (shapes of `ranks`), the
-/// kernel `body` over the variables of `inputs`, its results allocated and viewed as
+/// A [`ShapedKernel`] of one kernel (see [`run_time_shaped`]): `shapes` from `shape_args`,
+/// the kernel `body` over the variables of `inputs`, its results allocated and viewed as
 /// `results` says (shape index, view index).
 pub(super) fn kernel(
-    shape_fn: Option<&'static str>,
+    shapes: Shapes,
     shape_args: Vec<Expr>,
-    ranks: Vec<usize>,
-    inputs: Vec<(Expr, Var)>,
-    body: Expr,
-    results: &[(usize, Option<usize>)],
-) -> CResult<ShapedKernel> {
-    kernel_with(
-        shape_fn,
-        shape_args,
-        Vec::new(),
-        ranks,
-        inputs,
-        body,
-        results,
-    )
-}
-
-/// [`kernel`] with integer arguments for the shape function.
-pub(super) fn kernel_with(
-    shape_fn: Option<&'static str>,
-    shape_args: Vec<Expr>,
-    shape_ints: Vec<i64>,
-    ranks: Vec<usize>,
     inputs: Vec<(Expr, Var)>,
     body: Expr,
     results: &[(usize, Option<usize>)],
@@ -262,11 +238,8 @@ pub(super) fn kernel_with(
     let ty = body.ty()?;
     let (inputs, params) = inputs.into_iter().unzip();
     Ok(ShapedKernel {
-        shape_fn,
+        shapes,
         shape_args,
-        shape_ints,
-        shape_ranks: ranks,
-        shape_code: None,
         shape_inputs: Vec::new(),
         results: results
             .iter()
@@ -327,11 +300,12 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         None => vec![-1; out_rank],
     };
     Ok(Some(ShapedKernel {
-        shape_fn: Some(func),
+        shapes: Shapes::Function {
+            name: func,
+            ints,
+            ranks: vec![out_rank],
+        },
         shape_args: vec![x.clone(), arg],
-        shape_ints: ints,
-        shape_ranks: vec![out_rank],
-        shape_code: None,
         shape_inputs: Vec::new(),
         kernel: None,
         results: vec![Result_ {
@@ -673,11 +647,8 @@ pub(super) fn shape_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shape
     // `dim 0 j; emit` per dimension (`kiln_runtime::vm::shape_expr`).
     let code: Vec<i64> = range.flat_map(|j| [1, 0, j as i64, 12]).collect();
     Ok(Some(ShapedKernel {
-        shape_fn: None,
+        shapes: Shapes::Program { code, rank: n },
         shape_args: vec![x],
-        shape_ints: Vec::new(),
-        shape_ranks: vec![n],
-        shape_code: Some(code),
         shape_inputs: Vec::new(),
         kernel: None,
         results: vec![Result_ {

@@ -41,20 +41,47 @@ pub(super) struct Kernel {
     pub body: Expr,
 }
 
+/// How a [`ShapedKernel`]'s shapes are computed from its shape arguments.
+pub(super) enum Shapes {
+    /// A shape function (`vm.builtin.<name>`) over the arguments and integers, returning
+    /// shapes of these ranks.
+    Function {
+        /// The builtin's name after `vm.builtin.`.
+        name: &'static str,
+        /// Its integer arguments.
+        ints: Vec<i64>,
+        /// The rank of each shape it returns.
+        ranks: Vec<usize>,
+    },
+    /// The arguments are the shapes themselves (1-D int64 tensors: ConstantOfShape's input).
+    Given,
+    /// One shape of `rank`, computed by a program over the arguments' dimensions
+    /// (`kiln_runtime::vm::shape_expr`).
+    Program {
+        /// The program.
+        code: Vec<i64>,
+        /// The shape's rank.
+        rank: usize,
+    },
+}
+
+impl Shapes {
+    /// [`Shapes::Function`] of `name` without integer arguments.
+    pub fn function(name: &'static str, ranks: Vec<usize>) -> Shapes {
+        Shapes::Function {
+            name,
+            ints: Vec::new(),
+            ranks,
+        }
+    }
+}
+
 /// A node computed by a kernel compiled with run-time extents (or only viewed: Reshape).
 pub(super) struct ShapedKernel {
-    /// The shape function (`vm.builtin.<name>`); none when the shape arguments are the
-    /// shapes themselves (1-D int64 tensors: ConstantOfShape's input).
-    pub shape_fn: Option<&'static str>,
-    /// Its tensor arguments.
+    /// How the shapes are computed.
+    pub shapes: Shapes,
+    /// The tensors they are computed from.
     pub shape_args: Vec<Expr>,
-    /// Its integer arguments.
-    pub shape_ints: Vec<i64>,
-    /// The rank of each shape it returns.
-    pub shape_ranks: Vec<usize>,
-    /// Instead of a shape function: the program computing the one shape from the dimensions
-    /// of `shape_args` (`kiln_runtime::vm::shape_expr`).
-    pub shape_code: Option<Vec<i64>>,
     /// Results of the shape function that the kernel reads too (a slice's begin and step), by
     /// index, each with the variable standing for it in the kernel's body (after the
     /// kernel's own inputs).
@@ -215,25 +242,29 @@ fn generic_over(ctx: &Ctx<'_>, nodes: &[Node]) -> CResult<Option<ShapedKernel>> 
     };
     // Elementwise: numpy broadcasting at run time; otherwise the shape program of the
     // compute (whose extents that must agree meet, checked when the kernel is called).
-    let (shape_fn, shape_ints, shape_code) = if elementwise {
+    let shapes = if elementwise {
         let mut ints = vec![shape.len() as i64];
         ints.extend_from_slice(shape);
-        (Some("broadcast_shape"), ints, None)
+        Shapes::Function {
+            name: "broadcast_shape",
+            ints,
+            ranks: vec![shape.len()],
+        }
     } else {
         let f = Function::new(params.clone(), body.clone());
         match kiln_graph::transform::infer_type::infer_function(&f)
             .and_then(|f| kiln_graph::build::shape_program::result_shape_program(&f))
         {
-            Ok(Some(code)) => (None, Vec::new(), Some(code)),
+            Ok(Some(code)) => Shapes::Program {
+                code,
+                rank: shape.len(),
+            },
             _ => return Ok(None),
         }
     };
     Ok(Some(ShapedKernel {
-        shape_fn,
+        shapes,
         shape_args: inputs.clone(),
-        shape_ints,
-        shape_ranks: vec![shape.len()],
-        shape_code,
         shape_inputs: Vec::new(),
         results: vec![Result_ {
             source: Source::Kernel(0),

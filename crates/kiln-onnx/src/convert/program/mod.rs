@@ -41,7 +41,7 @@ use kiln_runtime::vm::{Instr, KernelOut};
 
 use super::control::RUN_TIME_LOOP_CONDITION;
 use super::data_dependent::{self, RunTime};
-use super::shaped::{self, ShapedKernel, Source};
+use super::shaped::{self, ShapedKernel, Shapes, Source};
 use super::{convert_nodes, node_error, to_runtime, typed, Ctx, Msg};
 use crate::attr::AttrValue;
 use crate::proto::GraphProto;
@@ -314,23 +314,22 @@ impl Builder {
             args.push(self.value_reg(e, &node.name)?);
         }
         let i64_t = kiln_ffi::DataType::int(64);
-        let shapes: Vec<usize> = match (k.shape_fn, k.shape_code) {
-            (_, Some(code)) => {
-                let dst = self.new_reg(Type::tensor(&[k.shape_ranks[0] as i64], i64_t));
+        let shapes: Vec<usize> = match k.shapes {
+            Shapes::Program { code, rank } => {
+                let dst = self.new_reg(Type::tensor(&[rank as i64], i64_t));
                 self.instrs.push(Instr::Shape { dst, args, code });
                 vec![dst]
             }
-            (None, None) => args,
-            (Some(func), None) => {
-                let shapes: Vec<usize> = k
-                    .shape_ranks
+            Shapes::Given => args,
+            Shapes::Function { name, ints, ranks } => {
+                let shapes: Vec<usize> = ranks
                     .iter()
                     .map(|&r| self.new_reg(Type::tensor(&[r as i64], i64_t)))
                     .collect();
                 self.instrs.push(Instr::Call {
-                    func: func.into(),
+                    func: name.into(),
                     args,
-                    ints: k.shape_ints.clone(),
+                    ints,
                     rets: shapes.clone(),
                 });
                 shapes
