@@ -365,3 +365,55 @@ def test_split_by_run_time_sizes(tmp_path):
             np.testing.assert_array_equal(g, w)
     with pytest.raises(ValueError, match=r"sizes \[2, 2, 2\] must be non-negative and add up to 7"):
         _run(gm, dict(feeds, sizes=np.array([2, 2, 2], np.int64)), 3)
+
+
+def test_expand_by_a_run_time_shape(tmp_path):
+    # Expand(x, shape) with the shape given per run: new leading axes, size-1 axes stretched,
+    # a shape entry of 1 under a larger axis; a shape that does not fit is named.
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["e"]),
+             helper.make_node("Mul", ["e", "two"], ["y"])]
+    from onnx import numpy_helper
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [3, 1]),
+                       helper.make_tensor_value_info("shape", TensorProto.INT64, [3])],
+               [helper.make_tensor_value_info("y", F, [None] * 3)],
+               [numpy_helper.from_array(np.array(2, np.float32), "two")])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(43)
+    for shape in ([2, 3, 4], [1, 1, 1], [2, 1, 5], [1, 3, 0], [2, 3, 4]):
+        feeds = {"x": rng.standard_normal((3, 1)).astype(np.float32),
+                 "shape": np.array(shape, np.int64)}
+        (got,) = _run(gm, feeds, 1)
+        (want,) = sess.run(None, feeds)
+        assert got.shape == want.shape, (shape, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"do not fit the operator"):
+        _run(gm, {"x": np.zeros((3, 1), np.float32), "shape": np.array([1, 4, 2], np.int64)}, 1)
+    (got,) = _run(gm, feeds, 1)
+    np.testing.assert_array_equal(got, sess.run(None, feeds)[0])
+
+
+def test_expand_to_a_shape_computed_from_a_run_time_dimension(tmp_path):
+    # An exporter's attention-mask pattern: Shape -> Gather -> Concat -> Expand, the sequence
+    # length left to run time.
+    from onnx import numpy_helper
+    n = helper.make_node
+    nodes = [n("Shape", ["x"], ["s"]), n("Gather", ["s", "one"], ["len"], axis=0),
+             n("Unsqueeze", ["len", "ax0"], ["len1"]),
+             n("Concat", ["len1", "len1"], ["sq"], axis=0),
+             n("Expand", ["m", "sq"], ["mm"]), n("Add", ["mm", "x"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, ["n", "n"]),
+                       helper.make_tensor_value_info("m", F, [1, "n"])],
+               [helper.make_tensor_value_info("y", F, ["n", "n"])],
+               [numpy_helper.from_array(np.array(1, np.int64), "one"),
+                numpy_helper.from_array(np.array([0], np.int64), "ax0")])
+    gm = _vm(m, None, tmp_path, dims={"n": "any"})
+    sess = _ort(m)
+    rng = np.random.default_rng(47)
+    for k in (3, 8, 1, 17):
+        feeds = {"x": rng.standard_normal((k, k)).astype(np.float32),
+                 "m": rng.standard_normal((1, k)).astype(np.float32)}
+        (got,) = _run(gm, feeds, 1)
+        (want,) = sess.run(None, feeds)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -152,6 +152,31 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
             k.shape_inputs = vec![(1, pb), (2, pt)];
             Ok(Some(k))
         }
+        "Expand"
+            if ctx.opset >= 8
+                && (run_time(1)? || super::shaped::run_time_shaped(&ctx.input(node, 0)?)) =>
+        {
+            let x = ctx.input(node, 0)?;
+            let rx = shape_of(&x)?.len();
+            let l = length(ctx, node, 1)?;
+            let r = rx.max(l);
+            let px = Var::new("data", x.ty()?);
+            let body = call(
+                "dyn.broadcast_to",
+                vec![px.expr()],
+                &[("rank", (r as i64).into())],
+            )?;
+            Ok(Some(kernel(
+                Shapes::Program {
+                    code: expand_program(rx, l),
+                    rank: r,
+                },
+                vec![x.clone(), ctx.input(node, 1)?],
+                vec![(x, px)],
+                body,
+                &[(0, None)],
+            )?))
+        }
         "Tile" if run_time(1)? => {
             let x = ctx.input(node, 0)?;
             let px = Var::new("data", x.ty()?);
@@ -223,6 +248,34 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
         "Reshape" | "Squeeze" | "Unsqueeze" => run_time_view(ctx, node),
         _ => Ok(None),
     }
+}
+
+/// The shape program of Expand (`kiln_runtime::vm::shape_expr`) over its data (rank `rx`) and
+/// shape (length `l`): each result dimension is the shape's value where the data's is 1, else
+/// the data's, which the value must be 1 or equal to (checked).
+fn expand_program(rx: usize, l: usize) -> Vec<i64> {
+    let r = rx.max(l);
+    let mut code = Vec::new();
+    for j in 0..r {
+        let x: Vec<i64> = match (j + rx).checked_sub(r) {
+            Some(k) => vec![1, 0, k as i64],
+            None => vec![0, 1],
+        };
+        let v: Vec<i64> = match (j + l).checked_sub(r) {
+            Some(k) => vec![13, 1, k as i64],
+            None => vec![0, 1],
+        };
+        let one = [0, 1];
+        // Check: v == 1 or v == x or x == 1.
+        for part in [&v[..], &one, &[9], &v, &x, &[9, 8], &x, &one, &[9, 8, 14]] {
+            code.extend_from_slice(part);
+        }
+        // select(x == 1, v, x).
+        for part in [&x[..], &one, &[9], &v, &x, &[11, 12]] {
+            code.extend_from_slice(part);
+        }
+    }
+    code
 }
 
 /// A [`ShapedKernel`] of one kernel (see [`run_time_shaped`]): `shapes` from `shape_args`,

@@ -364,7 +364,8 @@ pub(super) fn may_need(op: &str) -> bool {
 
 /// The shape operators with kernels (or views) for run-time shape inputs
 /// ([`super::shape::run_time_shaped`]).
-const RUN_TIME_SHAPE_OPS: [&str; 8] = [
+const RUN_TIME_SHAPE_OPS: [&str; 9] = [
+    "Expand",
     "Split",
     "Tile",
     "Reshape",

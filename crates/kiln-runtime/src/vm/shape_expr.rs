@@ -1,7 +1,8 @@
 //! Shape expressions: the result shapes of kernels compiled with run-time extents, computed
-//! from the dimensions of their arguments by a small stack program (the compiler derives it
-//! from the kernel's own compute, so the shape rule is written once, in the operator). Words
-//! (i64), each instruction an opcode and its operands:
+//! from the dimensions of their arguments, and the values of small integer arguments (a shape
+//! input), by a small stack program (the compiler derives most from the kernel's own compute,
+//! so the shape rule is written once, in the operator). Words (i64), each instruction an
+//! opcode and its operands:
 //!
 //! | opcode | operands | effect |
 //! | --- | --- | --- |
@@ -11,6 +12,8 @@
 //! | 9, 10 | | pop b, a; push a == b, a < b (1 or 0) |
 //! | 11 | | pop f, t, c; push c != 0 ? t : f |
 //! | 12 | | pop a: the next dimension of the result |
+//! | 13 | a, k | push element k of argument a (an integer tensor) |
+//! | 14 | | pop c: an error unless c != 0 (the arguments do not fit the operator) |
 //!
 //! Arithmetic is checked: an overflow, a division by zero or a negative result dimension is an
 //! error naming the program, never a panic.
@@ -70,6 +73,27 @@ pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
                 }
                 out.push(d);
             }
+            13 => {
+                let (a, k) = (word(pc)?, word(pc + 1)?);
+                pc += 2;
+                let t = usize::try_from(a)
+                    .ok()
+                    .and_then(|a| args.get(a))
+                    .ok_or_else(|| bad("reads an argument it does not have"))?;
+                let v = super::shape_fns::int_values(t, "shape expression")?;
+                let x = usize::try_from(k).ok().and_then(|k| v.get(k));
+                stack.push(*x.ok_or_else(|| bad("reads a value its argument does not have"))?);
+            }
+            14 => {
+                if stack.pop().ok_or_else(|| bad("stack underflow"))? == 0 {
+                    let shapes: Vec<&[i64]> = args.iter().map(|t| t.shape()).collect();
+                    return Err(Error::value_error(format!(
+                        "arguments of shapes {shapes:?} do not fit the operator (check at word \
+                         {} of shape expression {code:?})",
+                        pc - 1
+                    )));
+                }
+            }
             _ => return Err(bad(&format!("unknown opcode {op}"))),
         }
     }
@@ -98,6 +122,12 @@ mod tests {
         assert_eq!(eval(&code, &args).unwrap(), vec![15, 5, 7, 4]);
         let other = [t(&[2, 5]), t(&[1])];
         assert_eq!(eval(&code, &other).unwrap(), vec![10, 1, 8, 1]);
+        // Values of an integer argument, a passing check.
+        let v = Tensor::from_slice(&[4i64, 9], &[2]).unwrap();
+        let code = [13, 0, 1, 13, 0, 0, 7, 12, 0, 1, 14, 13, 0, 1, 12];
+        assert_eq!(eval(&code, &[v.clone()]).unwrap(), vec![4, 9]);
+        let e = eval(&[13, 0, 2, 12], &[v]).unwrap_err().to_string();
+        assert!(e.contains("value its argument does not have"), "{e}");
     }
 
     #[test]
@@ -111,6 +141,8 @@ mod tests {
             (vec![0, 1, 0, 3, 3, 12], "comes out -2"),
             (vec![0], "cut short"),
             (vec![99], "unknown opcode 99"),
+            (vec![13, 1, 0], "argument it does not have"),
+            (vec![0, 0, 14], "do not fit"),
         ] {
             let e = eval(&code, &args).unwrap_err().to_string();
             assert!(e.contains(why), "{code:?}: {e}");

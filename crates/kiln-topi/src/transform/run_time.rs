@@ -30,6 +30,42 @@ pub fn full_run_time(rank: usize, value: f64, dtype: DataType) -> Result<Tensor>
     )
 }
 
+/// `x` broadcast to a result of `rank` run-time extents (ONNX Expand with a run-time shape):
+/// `x`'s axes align on the right; one of extent 1 reads index 0 (a run-time extent is tested
+/// per read). The caller's shape computation checks that the result's extents fit `x`.
+///
+/// # Errors
+/// A `ValueError` when `rank` is below `x`'s rank.
+pub fn broadcast_run_time(x: &Tensor, rank: usize) -> Result<Tensor> {
+    let off = rank.checked_sub(x.ndim()).ok_or_else(|| {
+        Error::value_error(format!(
+            "broadcast: a rank-{} input does not broadcast to rank {rank}",
+            x.ndim()
+        ))
+    })?;
+    compute_tagged(
+        &run_time_dims(rank),
+        |i| {
+            let idx: Vec<PrimExpr> = x
+                .shape()
+                .iter()
+                .enumerate()
+                .map(|(k, d)| {
+                    let v = i[off + k].to_expr();
+                    match d.as_int() {
+                        Some(1) => PrimExpr::i32(0),
+                        Some(_) => v,
+                        None => kiln_tir::select(d.equal(1), PrimExpr::i32(0), v),
+                    }
+                })
+                .collect();
+            x.at(&idx)
+        },
+        "broadcast_to",
+        tag::INJECTIVE,
+    )
+}
+
 /// `start + i * delta` for `i` in `[0, n)` with `n` known at run time; `start` and `delta`
 /// are one-element tensors of the result's dtype (ONNX Range).
 ///

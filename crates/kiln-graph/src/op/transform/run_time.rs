@@ -7,7 +7,9 @@
 //! - `dyn.strided_slice(data, begin, step)`: `data[begin + i * step]` per axis, `begin` and
 //!   `step` int64 with one value per axis (ONNX Slice with run-time inputs);
 //! - `dyn.one_hot(indices, values, axis)`: ONNX OneHot with a run-time depth;
-//! - `dyn.tile(data)`: ONNX Tile with run-time repeats.
+//! - `dyn.tile(data)`: ONNX Tile with run-time repeats;
+//! - `dyn.broadcast_to(data, rank)`: ONNX Expand with a run-time shape (the result's
+//!   dimensions that `data` fixes are known, the others -1).
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
@@ -73,6 +75,21 @@ fn one_hot_rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&out, dtype))
 }
 
+fn broadcast_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, dtype) = ctx.tensor(0)?;
+    let rank = ctx.attrs.int("rank")?;
+    if !(s.len() as i64..=64).contains(&rank) {
+        return Err(ctx.err(format!(
+            "rank {rank} is not in [{}, 64] (a rank-{} input)",
+            s.len(),
+            s.len()
+        )));
+    }
+    let mut out = vec![-1; rank as usize - s.len()];
+    out.extend(s.iter().map(|&d| if d == 1 { -1 } else { d }));
+    Ok(Type::tensor(&out, dtype))
+}
+
 fn tile_rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, dtype) = ctx.tensor(0)?;
     Ok(Type::tensor(&vec![-1; s.len()], dtype))
@@ -134,6 +151,19 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 input(op, i, 1)?,
                 a.int("axis")? as usize,
             ))
+        }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.broadcast_to",
+            &["data"],
+            OpPattern::Opaque,
+            broadcast_rel,
+        )
+        .attrs(vec![AttrSpec::new("rank", AttrKind::Int, 0i64)])
+        .compute(|i, a, _| {
+            let x = input("dyn.broadcast_to", i, 0)?;
+            one(rt::broadcast_run_time(x, a.int("rank")? as usize))
         }),
     );
     v.push(
