@@ -125,7 +125,7 @@ mod tests {
         // Values of an integer argument, a passing check.
         let v = Tensor::from_slice(&[4i64, 9], &[2]).unwrap();
         let code = [13, 0, 1, 13, 0, 0, 7, 12, 0, 1, 14, 13, 0, 1, 12];
-        assert_eq!(eval(&code, &[v.clone()]).unwrap(), vec![4, 9]);
+        assert_eq!(eval(&code, std::slice::from_ref(&v)).unwrap(), vec![4, 9]);
         let e = eval(&[13, 0, 2, 12], &[v]).unwrap_err().to_string();
         assert!(e.contains("value its argument does not have"), "{e}");
     }
