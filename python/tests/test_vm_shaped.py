@@ -417,3 +417,59 @@ def test_expand_to_a_shape_computed_from_a_run_time_dimension(tmp_path):
         (want,) = sess.run(None, feeds)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+def test_pad_by_run_time_pads(tmp_path, mode):
+    # Pads (negative ones crop) and the constant value given per run, along constant axes.
+    ins = ["x", "pads", "value", "axes"] if mode == "constant" else ["x", "pads", "", "axes"]
+    nodes = [helper.make_node("Pad", ins, ["y"], mode=mode)]
+    from onnx import numpy_helper
+    inputs = [helper.make_tensor_value_info("x", F, [3, 4, 5]),
+              helper.make_tensor_value_info("pads", TensorProto.INT64, [4])]
+    if mode == "constant":
+        inputs.append(helper.make_tensor_value_info("value", F, []))
+    m = _model(nodes, inputs, [helper.make_tensor_value_info("y", F, [None] * 3)],
+               [numpy_helper.from_array(np.array([0, -1], np.int64), "axes")])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(53)
+    for pads in ([0, 1, 0, 2], [2, 3, 1, 0], [-1, 0, 0, -2], [1, 2, 2, 1], [0, 0, 0, 0]):
+        feeds = {"x": rng.standard_normal((3, 4, 5)).astype(np.float32),
+                 "pads": np.array(pads, np.int64)}
+        if mode == "constant":
+            feeds["value"] = np.array(rng.standard_normal(), np.float32)
+        (got,) = _run(gm, feeds, 1)
+        (want,) = sess.run(None, feeds)
+        assert got.shape == want.shape, (pads, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=str(pads))
+    with pytest.raises(ValueError, match=r"comes out -"):
+        _run(gm, dict(feeds, pads=np.array([0, -9, 0, 0], np.int64)), 1)
+
+
+def test_center_crop_pad_and_windows_by_run_time_sizes(tmp_path):
+    from onnx import numpy_helper
+    nodes = [helper.make_node("CenterCropPad", ["x", "shape"], ["c"], axes=[0, -1]),
+             helper.make_node("HannWindow", ["n"], ["w1"], periodic=0),
+             helper.make_node("BlackmanWindow", ["n"], ["w2"]),
+             helper.make_node("HammingWindow", ["n32"], ["w3"], output_datatype=11)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [5, 3, 6]),
+                       helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+                       helper.make_tensor_value_info("n", TensorProto.INT64, []),
+                       helper.make_tensor_value_info("n32", TensorProto.INT32, [])],
+               [helper.make_tensor_value_info("c", F, [None] * 3),
+                helper.make_tensor_value_info("w1", F, [None]),
+                helper.make_tensor_value_info("w2", F, [None]),
+                helper.make_tensor_value_info("w3", TensorProto.DOUBLE, [None])], opset=18)
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(59)
+    for shape, n in (([3, 9], 10), ([8, 2], 2), ([5, 6], 7), ([0, 4], 0), ([3, 9], 10)):
+        feeds = {"x": rng.standard_normal((5, 3, 6)).astype(np.float32),
+                 "shape": np.array(shape, np.int64), "n": np.array(n, np.int64),
+                 "n32": np.array(n, np.int32)}
+        got = _run(gm, feeds, 4)
+        want = sess.run(None, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype, (shape, n, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7, err_msg=f"{shape} {n}")

@@ -1,11 +1,13 @@
 //! Operators whose output is made from shapes and attributes alone, materialized at compile
-//! time: EyeLike and the window functions (HannWindow, HammingWindow, BlackmanWindow).
+//! time: EyeLike and the window functions (HannWindow, HammingWindow, BlackmanWindow; a
+//! window of a size known only at run time is a kernel instead).
 
 use std::collections::HashMap;
 use std::f64::consts::PI;
 
 use kiln_graph::ir::Expr;
 
+use super::shaped::{ShapedKernel, Shapes};
 use super::{constant, dtype_of, graph_dtype, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::tensor::DataType;
 use crate::Node;
@@ -62,7 +64,8 @@ fn eye_like(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
 
 /// The generalized cosine window `sum_j a_j cos(2 pi j n / N)` of `size` points, `N` being
 /// `size` for a periodic window and `size - 1` for a symmetric one.
-fn cosine_window(ctx: &mut Ctx<'_>, node: &Node, coefficients: &[f64]) -> CResult<Vec<Expr>> {
+fn cosine_window(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
+    let coefficients = window_coefficients(node)?;
     let size = ctx
         .const_ints(node, 0)?
         .and_then(|v| v.first().copied())
@@ -91,22 +94,44 @@ fn cosine_window(ctx: &mut Ctx<'_>, node: &Node, coefficients: &[f64]) -> CResul
     Ok(vec![constant(&v, &[size], d)?])
 }
 
-fn hann_window(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    cosine_window(ctx, node, &[0.5, -0.5])
+/// The coefficients of the window `node` computes.
+fn window_coefficients(node: &Node) -> CResult<Vec<f64>> {
+    kiln_topi::transform::run_time::cosine_window_coefficients(&node.op_type)
+        .ok_or_else(|| Msg(format!("{} is not a cosine window", node.op_type)))
 }
 
-fn hamming_window(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    let a0 = 25.0 / 46.0;
-    cosine_window(ctx, node, &[a0, -(1.0 - a0)])
-}
-
-fn blackman_window(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
-    cosine_window(ctx, node, &[0.42, -0.5, 0.08])
+/// A cosine window whose size is known only at run time: a kernel of run-time length (a shape
+/// program reads the size).
+pub(super) fn window_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    if node.input(0).is_none() || ctx.const_input(node, 0)?.is_some() {
+        return Ok(None);
+    }
+    window_coefficients(node)?;
+    let size = ctx.input(node, 0)?;
+    let d = attr_dtype(node, "output_datatype", kiln_ffi::DataType::float(32))?;
+    let body = super::call(
+        "dyn.cosine_window",
+        Vec::new(),
+        &[
+            ("window", node.op_type.as_str().into()),
+            ("periodic", (node.attr_i("periodic", 1)? != 0).into()),
+            ("dtype", d.to_string().as_str().into()),
+        ],
+    )?;
+    // The length: the size's one value.
+    let code = vec![13, 0, 0, 12];
+    Ok(Some(super::shape::kernel(
+        Shapes::Program { code, rank: 1 },
+        vec![size],
+        Vec::new(),
+        body,
+        &[(0, None)],
+    )?))
 }
 
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("EyeLike", eye_like);
-    t.insert("HannWindow", hann_window);
-    t.insert("HammingWindow", hamming_window);
-    t.insert("BlackmanWindow", blackman_window);
+    t.insert("HannWindow", cosine_window);
+    t.insert("HammingWindow", cosine_window);
+    t.insert("BlackmanWindow", cosine_window);
 }

@@ -292,6 +292,60 @@ fn center_crop_pad(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// CenterCropPad whose shape input is known only at run time (or of a value shaped at run
+/// time): a kernel of run-time extents along `axes`, which a shape program reads from the
+/// shape input.
+pub(super) fn center_crop_pad_run_time(
+    ctx: &Ctx<'_>,
+    node: &Node,
+) -> CResult<Option<super::shaped::ShapedKernel>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    if ctx.const_input(node, 1)?.is_some() && !xs.contains(&-1) {
+        return Ok(None);
+    }
+    let axes: Vec<usize> = match node.opt_ints("axes")? {
+        Some(v) => v
+            .iter()
+            .map(|&a| norm_axis(a, xs.len()))
+            .collect::<CResult<_>>()?,
+        None => (0..xs.len()).collect(),
+    };
+    let shape = ctx.input(node, 1)?;
+    let n = super::shaped::length(&shape, "input #1 ('shape')")?;
+    if n != axes.len() {
+        return Err(Msg(format!(
+            "input #1 ('shape') has {n} values for {} axes",
+            axes.len()
+        )));
+    }
+    // Each result dimension: the shape's value on `axes`, the input's elsewhere.
+    let mut code = Vec::new();
+    for j in 0..xs.len() {
+        match axes.iter().position(|&a| a == j) {
+            Some(k) => code.extend([13, 1, k as i64, 12]),
+            None => code.extend([1, 0, j as i64, 12]),
+        }
+    }
+    let px = kiln_graph::ir::Var::new("data", x.ty()?);
+    let axes_attr: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+    let body = call(
+        "dyn.center_crop_pad",
+        vec![px.expr()],
+        &[("axes", axes_attr.into())],
+    )?;
+    Ok(Some(super::shape::kernel(
+        super::shaped::Shapes::Program {
+            code,
+            rank: xs.len(),
+        },
+        vec![x.clone(), shape],
+        vec![(x, px)],
+        body,
+        &[(0, None)],
+    )?))
+}
+
 /// TensorScatter (a KV-cache write): `update` lands in `past_cache` along `axis` at
 /// `write_indices[b]` for each batch row `b` (wrapping around the axis in `circular` mode).
 /// Composed as a gather: output position `s` of row `b` reads `update` at `s - write_indices[b]`

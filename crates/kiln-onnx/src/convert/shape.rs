@@ -586,6 +586,89 @@ fn slice(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     )?])
 }
 
+/// Pad whose pads (or constant value) are known only at run time, or of a value shaped at run
+/// time: a kernel of run-time extents along the padded axes (a shape program adds the pads'
+/// values to the input's dimensions); the axes must be constant.
+pub(super) fn pad_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    if ctx.opset < 11 || node.input(1).is_none() {
+        return Ok(None);
+    }
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let run_time = |i: usize| -> CResult<bool> {
+        Ok(node.input(i).is_some() && ctx.const_input(node, i)?.is_none())
+    };
+    if !(run_time(1)? || run_time(2)? || xs.contains(&-1)) {
+        return Ok(None);
+    }
+    let axes: Vec<usize> = match ctx.const_ints(node, 3)? {
+        Some(a) => a
+            .iter()
+            .map(|&a| norm_axis(a, xs.len()))
+            .collect::<CResult<_>>()?,
+        None => (0..xs.len()).collect(),
+    };
+    if let Some(a) = axes
+        .iter()
+        .enumerate()
+        .find_map(|(k, a)| axes[..k].contains(a).then_some(a))
+    {
+        return Err(Msg(format!("input #3 (axes) names axis {a} twice")));
+    }
+    let pads = ctx.input(node, 1)?;
+    if length(ctx, node, 1)? != 2 * axes.len() {
+        return Err(Msg(format!(
+            "input #1 (pads) must hold 2 values per padded axis ({} axes)",
+            axes.len()
+        )));
+    }
+    let dtype = dtype_of(&x)?;
+    // A constant value stays in the kernel (a scalar); a run-time one is its input.
+    let (value, run_time_value) = match ctx.const_input(node, 2)? {
+        Some(t) => (
+            super::scalar(t.to_f64_vec()?.first().copied().unwrap_or(0.0), dtype)?,
+            None,
+        ),
+        None => match ctx.opt_input(node, 2)? {
+            Some(v) => {
+                let pv = Var::new("value", v.ty()?);
+                (pv.expr(), Some((v, pv)))
+            }
+            None => (super::scalar(0.0, dtype)?, None),
+        },
+    };
+    // Each padded dimension: the input's plus the widths before and after.
+    let na = axes.len() as i64;
+    let mut code = Vec::new();
+    for j in 0..xs.len() {
+        code.extend([1, 0, j as i64]);
+        if let Some(k) = axes.iter().position(|&a| a == j) {
+            code.extend([13, 1, k as i64, 2, 13, 1, k as i64 + na, 2]);
+        }
+        code.push(12);
+    }
+    let (px, pp) = (Var::new("data", x.ty()?), Var::new("pads", pads.ty()?));
+    let axes_attr: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+    let mode = node.attr_s("mode", "constant")?;
+    let body = call(
+        "dyn.pad",
+        vec![px.expr(), pp.expr(), value],
+        &[("axes", axes_attr.into()), ("mode", mode.as_str().into())],
+    )?;
+    let mut inputs = vec![(x.clone(), px), (pads.clone(), pp)];
+    inputs.extend(run_time_value);
+    Ok(Some(kernel(
+        Shapes::Program {
+            code,
+            rank: xs.len(),
+        },
+        vec![x, pads],
+        inputs,
+        body,
+        &[(0, None)],
+    )?))
+}
+
 fn pad(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let rank = shape_of(&x)?.len();

@@ -111,6 +111,9 @@ fn own(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         op if RUN_TIME_SHAPE_OPS.contains(&op) => super::shape::run_time_shaped(ctx, node)?,
         "Shape" => super::shape::shape_run_time(ctx, node)?,
         "OneHot" => super::index::one_hot_run_time(ctx, node)?,
+        "CenterCropPad" => super::index::center_crop_pad_run_time(ctx, node)?,
+        "Pad" => super::shape::pad_run_time(ctx, node)?,
+        op if WINDOWS.contains(&op) => super::generate::window_run_time(ctx, node)?,
         _ => None,
     })
 }
@@ -359,8 +362,14 @@ fn elementwise(ctx: &Ctx<'_>, node: &Node) -> bool {
 
 /// Whether `op` may need a kernel with run-time extents (so the model may need the VM).
 pub(super) fn may_need(op: &str) -> bool {
-    super::reduce::REDUCTIONS.contains(&op) || RUN_TIME_SHAPE_OPS.contains(&op) || op == "OneHot"
+    super::reduce::REDUCTIONS.contains(&op)
+        || RUN_TIME_SHAPE_OPS.contains(&op)
+        || WINDOWS.contains(&op)
+        || ["OneHot", "CenterCropPad", "Pad"].contains(&op)
 }
+
+/// The window operators, whose size input may be known only at run time.
+const WINDOWS: [&str; 3] = ["HannWindow", "HammingWindow", "BlackmanWindow"];
 
 /// The shape operators with kernels (or views) for run-time shape inputs
 /// ([`super::shape::run_time_shaped`]).

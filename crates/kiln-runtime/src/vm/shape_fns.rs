@@ -24,15 +24,25 @@ pub fn shape_tensor(dims: &[i64]) -> Result<Tensor> {
     Tensor::from_slice(dims, &[dims.len() as i64])
 }
 
-/// The values of a 1-D int64 tensor (axes, sizes: ONNX gives them as int64).
+/// The values of a 1-D int64 tensor (axes, sizes: ONNX gives them as int64), or of an
+/// int32 or int64 scalar (a window's size).
 pub fn int_values(t: &Tensor, what: &str) -> Result<Vec<i64>> {
-    if t.ndim() != 1 || t.dtype() != DataType::int(64) {
+    let (i32t, i64t) = (DataType::int(32), DataType::int(64));
+    let scalar = t.ndim() == 0 && (t.dtype() == i32t || t.dtype() == i64t);
+    if !scalar && (t.ndim() != 1 || t.dtype() != i64t) {
         return Err(Error::type_error(format!(
-            "{what} must be a 1-D int64 tensor, it is {}",
+            "{what} must be 1-D int64 or an integer scalar, it is {}",
             t.describe()
         )));
     }
-    t.to_device(Device::cpu(0))?.to_vec::<i64>()
+    let t = t.to_device(Device::cpu(0))?;
+    if t.dtype() == i32t {
+        let b = t.to_bytes()?;
+        return Ok(vec![i64::from(i32::from_ne_bytes([
+            b[0], b[1], b[2], b[3],
+        ]))]);
+    }
+    t.to_vec::<i64>()
 }
 
 /// The reduced axes of a rank-`rank` tensor: `axes` made non-negative (each in `[-rank,

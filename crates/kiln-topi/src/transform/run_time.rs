@@ -66,6 +66,205 @@ pub fn broadcast_run_time(x: &Tensor, rank: usize) -> Result<Tensor> {
     )
 }
 
+/// `x` centred in a result whose extents along `axes` are known at run time (ONNX
+/// CenterCropPad with a run-time shape): along each of them the result crops `x` or pads it
+/// with zeros, the odd element of a difference going after; the other axes keep `x`'s.
+///
+/// # Errors
+/// A `ValueError` for an axis out of range.
+pub fn center_crop_pad_run_time(x: &Tensor, axes: &[usize]) -> Result<Tensor> {
+    if let Some(a) = axes.iter().find(|&&a| a >= x.ndim()) {
+        return Err(Error::value_error(format!(
+            "center crop pad: axis {a} of a rank-{} input",
+            x.ndim()
+        )));
+    }
+    let dims: Vec<PrimExpr> = x
+        .shape()
+        .iter()
+        .enumerate()
+        .map(|(j, d)| {
+            if axes.contains(&j) {
+                Var::size_var(&format!("o{j}"), DataType::int(32)).to_expr()
+            } else {
+                d.clone()
+            }
+        })
+        .collect();
+    let out = dims.clone();
+    let zero = constant(x.dtype(), 0.0);
+    compute_tagged(
+        &dims,
+        |i| {
+            let mut inside = Vec::new();
+            let idx: Vec<PrimExpr> = i
+                .iter()
+                .enumerate()
+                .map(|(j, v)| {
+                    if !axes.contains(&j) {
+                        return v.to_expr();
+                    }
+                    // The elements before: floor(d / 2) of a pad (d >= 0), -floor(-d / 2) of
+                    // a crop.
+                    let d = out[j].clone() - x.shape()[j].clone();
+                    let before = kiln_tir::select(
+                        d.clone().ge(0),
+                        kiln_tir::floordiv(d.clone(), 2),
+                        PrimExpr::i32(0) - kiln_tir::floordiv(PrimExpr::i32(0) - d, 2),
+                    );
+                    let src = v.to_expr() - before;
+                    inside.push(src.clone().ge(0).logical_and(src.lt(x.shape()[j].clone())));
+                    let last = kiln_tir::max(x.shape()[j].clone() - 1, 0);
+                    kiln_tir::min(kiln_tir::max(src, 0), last)
+                })
+                .collect();
+            let ok = inside
+                .into_iter()
+                .reduce(|a, b| a.logical_and(b))
+                .unwrap_or_else(|| PrimExpr::bool(true));
+            kiln_te::if_then_else(ok, x.at(&idx), zero.clone())
+        },
+        "center_crop_pad",
+        tag::INJECTIVE,
+    )
+}
+
+/// `x` padded (or, by negative widths, cropped) along `axes` by widths known only at run time
+/// (ONNX Pad with run-time pads): `pads` holds the widths before each axis of `axes`, then
+/// those after (int64); `mode` is `constant` (`value`, a one-element tensor of `x`'s dtype),
+/// `edge`, `reflect` or `wrap`. The result's extents along `axes` are bound from the result.
+///
+/// # Errors
+/// A `ValueError` for an unknown mode, an axis out of range or `pads` of another length.
+pub fn pad_run_time(
+    x: &Tensor,
+    pads: &Tensor,
+    value: &Tensor,
+    axes: &[usize],
+    mode: &str,
+) -> Result<Tensor> {
+    if !["constant", "edge", "reflect", "wrap"].contains(&mode) {
+        return Err(Error::value_error(format!("pad: unknown mode `{mode}`")));
+    }
+    if axes.iter().any(|&a| a >= x.ndim())
+        || pads.ndim() != 1
+        || pads.shape()[0]
+            .as_int()
+            .is_some_and(|n| n != 2 * axes.len() as i64)
+    {
+        return Err(Error::value_error(format!(
+            "pad: {} axes of a rank-{} input need 2 widths each",
+            axes.len(),
+            x.ndim()
+        )));
+    }
+    let dims: Vec<PrimExpr> = x
+        .shape()
+        .iter()
+        .enumerate()
+        .map(|(j, d)| {
+            if axes.contains(&j) {
+                Var::size_var(&format!("o{j}"), DataType::int(32)).to_expr()
+            } else {
+                d.clone()
+            }
+        })
+        .collect();
+    let i32t = DataType::int(32);
+    let fill = value.at(&vec![PrimExpr::i32(0); value.ndim()]);
+    compute_tagged(
+        &dims,
+        |i| {
+            let mut inside = Vec::new();
+            let idx: Vec<PrimExpr> = i
+                .iter()
+                .enumerate()
+                .map(|(j, v)| {
+                    let Some(k) = axes.iter().position(|&a| a == j) else {
+                        return v.to_expr();
+                    };
+                    let n = x.shape()[j].clone();
+                    let before = cast(i32t, pads.at(&[PrimExpr::i32(k as i64)]));
+                    let src = v.to_expr() - before;
+                    let last = kiln_tir::max(n.clone() - 1, 0);
+                    match mode {
+                        "constant" => {
+                            inside.push(src.clone().ge(0).logical_and(src.clone().lt(n)));
+                            kiln_tir::min(kiln_tir::max(src, 0), last)
+                        }
+                        "edge" => kiln_tir::min(kiln_tir::max(src, 0), last),
+                        "wrap" => kiln_tir::floormod(src, kiln_tir::max(n, 1)),
+                        _ => {
+                            // Reflect: a period of 2(n - 1), the second half mirrored.
+                            let period = kiln_tir::max(last.clone() * 2, 1);
+                            let m = kiln_tir::floormod(src, period.clone());
+                            kiln_tir::min(m.clone(), period - m)
+                        }
+                    }
+                })
+                .collect();
+            let v = x.at(&idx);
+            match inside.into_iter().reduce(|a, b| a.logical_and(b)) {
+                Some(ok) => kiln_te::if_then_else(ok, v, fill.clone()),
+                None => v,
+            }
+        },
+        "pad",
+        tag::INJECTIVE,
+    )
+}
+
+/// The coefficients `a_j` of ONNX's generalized cosine window operators
+/// (`sum_j a_j cos(2 pi j n / N)`), by operator name.
+pub fn cosine_window_coefficients(op: &str) -> Option<Vec<f64>> {
+    let hamming = 25.0 / 46.0;
+    Some(match op {
+        "HannWindow" => vec![0.5, -0.5],
+        "HammingWindow" => vec![hamming, -(1.0 - hamming)],
+        "BlackmanWindow" => vec![0.42, -0.5, 0.08],
+        _ => return None,
+    })
+}
+
+/// The window `op` ([`cosine_window_coefficients`]) of a length known at run time, `N` the
+/// length for a periodic window and one less for a symmetric one (a one-point symmetric
+/// window is the coefficients' sum); computed in float64, returned as `dtype`.
+///
+/// # Errors
+/// A `ValueError` for an unknown window.
+pub fn cosine_window_run_time(op: &str, periodic: bool, dtype: DataType) -> Result<Tensor> {
+    let coefs = cosine_window_coefficients(op)
+        .ok_or_else(|| Error::value_error(format!("cosine window: unknown window `{op}`")))?;
+    let f64t = DataType::float(64);
+    let dims = run_time_dims(1);
+    let len = cast(f64t, dims[0].clone());
+    let n_1 = if periodic {
+        len
+    } else {
+        len - constant(f64t, 1.0)
+    };
+    compute_tagged(
+        &dims,
+        |i| {
+            let n = cast(f64t, i[0].to_expr());
+            let mut v = constant(f64t, 0.0);
+            for (j, a) in coefs.iter().enumerate() {
+                let phase = constant(f64t, 2.0 * std::f64::consts::PI * j as f64) * n.clone()
+                    / kiln_tir::max(n_1.clone(), constant(f64t, 1.0));
+                let c = kiln_tir::select(
+                    n_1.clone().equal(constant(f64t, 0.0)),
+                    constant(f64t, 1.0),
+                    kiln_tir::op::cos(phase),
+                );
+                v = v + constant(f64t, *a) * c;
+            }
+            cast(dtype, v)
+        },
+        "cosine_window",
+        tag::INJECTIVE,
+    )
+}
+
 /// `start + i * delta` for `i` in `[0, n)` with `n` known at run time; `start` and `delta`
 /// are one-element tensors of the result's dtype (ONNX Range).
 ///

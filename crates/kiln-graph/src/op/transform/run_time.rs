@@ -8,6 +8,9 @@
 //!   `step` int64 with one value per axis (ONNX Slice with run-time inputs);
 //! - `dyn.one_hot(indices, values, axis)`: ONNX OneHot with a run-time depth;
 //! - `dyn.tile(data)`: ONNX Tile with run-time repeats;
+//! - `dyn.center_crop_pad(data, axes)`: ONNX CenterCropPad with a run-time shape;
+//! - `dyn.pad(data, pads, value, axes, mode)`: ONNX Pad with run-time pads;
+//! - `dyn.cosine_window(window, periodic, dtype)`: ONNX's cosine windows of a run-time size;
 //! - `dyn.broadcast_to(data, rank)`: ONNX Expand with a run-time shape (the result's
 //!   dimensions that `data` fixes are known, the others -1).
 
@@ -90,6 +93,40 @@ fn broadcast_rel(ctx: &RelCtx<'_>) -> Result<Type> {
     Ok(Type::tensor(&out, dtype))
 }
 
+fn center_crop_pad_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, dtype) = ctx.tensor(0)?;
+    let axes = ctx.attrs.ints("axes")?;
+    let mut out = s.to_vec();
+    for &a in &axes {
+        let d = usize::try_from(a)
+            .ok()
+            .and_then(|a| out.get_mut(a))
+            .ok_or_else(|| ctx.err(format!("axis {a} of a rank-{} input", s.len())))?;
+        *d = -1;
+    }
+    Ok(Type::tensor(&out, dtype))
+}
+
+fn pad_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let t = center_crop_pad_rel(ctx)?;
+    let (_, dtype) = ctx.tensor(0)?;
+    let (p, pt) = ctx.tensor(1)?;
+    let (v, vt) = ctx.tensor(2)?;
+    let axes = ctx.attrs.ints("axes")?.len() as i64;
+    if p != [2 * axes] || pt != DataType::int(64) || v.iter().product::<i64>() != 1 || vt != dtype {
+        return Err(ctx.err(format!(
+            "pads must be int64 [{}] and the value one {dtype}, got {pt}{p:?} and {vt}{v:?}",
+            2 * axes
+        )));
+    }
+    Ok(t)
+}
+
+fn window_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let dtype = parse_dtype(&ctx.attrs.str("dtype")?).map_err(|e| ctx.err(e.message()))?;
+    Ok(Type::tensor(&[-1], dtype))
+}
+
 fn tile_rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, dtype) = ctx.tensor(0)?;
     Ok(Type::tensor(&vec![-1; s.len()], dtype))
@@ -165,6 +202,64 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
             let x = input("dyn.broadcast_to", i, 0)?;
             one(rt::broadcast_run_time(x, a.int("rank")? as usize))
         }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.center_crop_pad",
+            &["data"],
+            OpPattern::Opaque,
+            center_crop_pad_rel,
+        )
+        .attrs(vec![AttrSpec::new(
+            "axes",
+            AttrKind::Ints,
+            Vec::<i64>::new(),
+        )])
+        .compute(|i, a, _| {
+            let axes: Vec<usize> = a.ints("axes")?.iter().map(|&x| x as usize).collect();
+            one(rt::center_crop_pad_run_time(
+                input("dyn.center_crop_pad", i, 0)?,
+                &axes,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.pad",
+            &["data", "pads", "value"],
+            OpPattern::Opaque,
+            pad_rel,
+        )
+        .attrs(vec![
+            AttrSpec::new("axes", AttrKind::Ints, Vec::<i64>::new()),
+            AttrSpec::new("mode", AttrKind::Str, "constant"),
+        ])
+        .compute(|i, a, _| {
+            let op = "dyn.pad";
+            let axes: Vec<usize> = a.ints("axes")?.iter().map(|&x| x as usize).collect();
+            one(rt::pad_run_time(
+                input(op, i, 0)?,
+                input(op, i, 1)?,
+                input(op, i, 2)?,
+                &axes,
+                &a.str("mode")?,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new("dyn.cosine_window", &[], OpPattern::Opaque, window_rel)
+            .attrs(vec![
+                AttrSpec::new("window", AttrKind::Str, "HannWindow"),
+                AttrSpec::new("periodic", AttrKind::Bool, true),
+                AttrSpec::new("dtype", AttrKind::Str, "float32"),
+            ])
+            .compute(|_, a, _| {
+                one(rt::cosine_window_run_time(
+                    &a.str("window")?,
+                    a.bool("periodic")?,
+                    parse_dtype(&a.str("dtype")?)?,
+                ))
+            }),
     );
     v.push(
         OpDef::new("dyn.tile", &["data"], OpPattern::Opaque, tile_rel)
