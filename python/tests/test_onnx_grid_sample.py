@@ -96,7 +96,8 @@ def test_eye_like_and_windows():
 
 
 @pytest.mark.parametrize("size,align", [([2, 3, 5, 7], 0), ([2, 3, 5, 7], 1), ([2, 1, 3, 4, 5], 0),
-                                        ([2, 1, 3, 4, 5], 1)])
+                                        ([2, 1, 3, 4, 5], 1),
+                                        ([2, 3, 1, 4], 1), ([1, 1, 1, 1, 3], 1)])
 def test_affine_grid(size, align):
     rng = np.random.default_rng(len(size) * 2 + align)
     r = len(size) - 2

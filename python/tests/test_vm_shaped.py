@@ -473,3 +473,31 @@ def test_center_crop_pad_and_windows_by_run_time_sizes(tmp_path):
         for g, w in zip(got, want):
             assert g.shape == w.shape and g.dtype == w.dtype, (shape, n, g.shape, w.shape)
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7, err_msg=f"{shape} {n}")
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_of_a_run_time_size(tmp_path, align):
+    nodes = [helper.make_node("AffineGrid", ["t2", "s2"], ["g2"], align_corners=align),
+             helper.make_node("AffineGrid", ["t3", "s3"], ["g3"], align_corners=align)]
+    m = _model(nodes, [helper.make_tensor_value_info("t2", F, [2, 2, 3]),
+                       helper.make_tensor_value_info("s2", TensorProto.INT64, [4]),
+                       helper.make_tensor_value_info("t3", F, [1, 3, 4]),
+                       helper.make_tensor_value_info("s3", TensorProto.INT64, [5])],
+               [helper.make_tensor_value_info("g2", F, [None] * 4),
+                helper.make_tensor_value_info("g3", F, [None] * 5)], opset=20)
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(61)
+    for (h, w), (d3, h3, w3) in (((3, 5), (2, 3, 4)), ((1, 1), (1, 2, 1)), ((7, 2), (3, 1, 5))):
+        feeds = {"t2": rng.standard_normal((2, 2, 3)).astype(np.float32),
+                 "s2": np.array([2, 3, h, w], np.int64),
+                 "t3": rng.standard_normal((1, 3, 4)).astype(np.float32),
+                 "s3": np.array([1, 1, d3, h3, w3], np.int64)}
+        got = _run(gm, feeds, 2)
+        want = sess.run(None, feeds)
+        for g, wnt in zip(got, want):
+            assert g.shape == wnt.shape
+            np.testing.assert_allclose(g, wnt, rtol=1e-5, atol=1e-6)
+    # A size whose batch differs from theta's is named.
+    with pytest.raises(ValueError, match=r"do not fit the operator"):
+        _run(gm, dict(feeds, s2=np.array([3, 3, 4, 4], np.int64)), 2)

@@ -331,8 +331,10 @@ fn affine_grid(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let align = node.attr_i("align_corners", 0)? != 0;
     let coord = |i: i64, n: i64| -> f64 {
         if align {
+            // A single point: onnxruntime puts it at 1 (the end of its linear space; ONNX's
+            // Python reference at -1).
             if n == 1 {
-                0.0
+                1.0
             } else {
                 -1.0 + 2.0 * i as f64 / (n - 1) as f64
             }
@@ -368,6 +370,48 @@ fn affine_grid(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     out.extend_from_slice(dims);
     out.push(r as i64);
     Ok(vec![reshape(grid, out)?])
+}
+
+/// AffineGrid whose size is known only at run time: a kernel of run-time spatial extents (a
+/// shape program reads them from the size, checking its batch against theta's).
+pub(super) fn affine_grid_run_time(
+    ctx: &Ctx<'_>,
+    node: &Node,
+) -> CResult<Option<super::shaped::ShapedKernel>> {
+    if node.input(1).is_none() || ctx.const_input(node, 1)?.is_some() {
+        return Ok(None);
+    }
+    let theta = ctx.input(node, 0)?;
+    let ts = shape_of(&theta)?;
+    let size = ctx.input(node, 1)?;
+    let len = super::shaped::length(&size, "input #1 (size)")?;
+    let r = len.saturating_sub(2);
+    if !(r == 2 || r == 3) || ts.len() != 3 || ts[1..] != [r as i64, r as i64 + 1] {
+        return Err(Msg(format!(
+            "theta {ts:?} and a size of {len} values must be [N, 2, 3] and [N, C, H, W], or \
+             [N, 3, 4] and [N, C, D, H, W]"
+        )));
+    }
+    // [N (checked against the size's), spatial extents from the size, r].
+    let mut code = vec![1, 0, 0, 13, 1, 0, 9, 14, 1, 0, 0, 12];
+    for k in 2..len {
+        code.extend([13, 1, k as i64, 12]);
+    }
+    code.extend([0, r as i64, 12]);
+    let pt = kiln_graph::ir::Var::new("theta", theta.ty()?);
+    let align = node.attr_i("align_corners", 0)? != 0;
+    let body = call(
+        "dyn.affine_grid",
+        vec![pt.expr()],
+        &[("align_corners", align.into())],
+    )?;
+    Ok(Some(super::shape::kernel(
+        super::shaped::Shapes::Program { code, rank: r + 2 },
+        vec![theta.clone(), size],
+        vec![(theta, pt)],
+        body,
+        &[(0, None)],
+    )?))
 }
 
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {

@@ -214,6 +214,58 @@ pub fn pad_run_time(
     )
 }
 
+/// The sampling grid of the affine maps `theta` (`[N, r, r + 1]`, r = 2 or 3) over the
+/// normalized coordinates of a result whose spatial extents are known at run time (ONNX
+/// AffineGrid with a run-time size): `[N, (D,) H, W, r]`, each point `theta[n] (x, y[, z], 1)`,
+/// `x` the coordinate along W (`(2i + 1) / n - 1`, or `-1 + 2i / (n - 1)` aligning corners,
+/// 1 for one point).
+///
+/// # Errors
+/// A `ValueError` when `theta` is not `[N, r, r + 1]` with r 2 or 3.
+pub fn affine_grid_run_time(theta: &Tensor, align_corners: bool) -> Result<Tensor> {
+    let r = theta.shape().get(1).and_then(|d| d.as_int()).unwrap_or(0);
+    let cols = theta.shape().get(2).and_then(|d| d.as_int());
+    if theta.ndim() != 3 || !(r == 2 || r == 3) || cols != Some(r + 1) {
+        return Err(Error::value_error(
+            "affine grid: theta must be [N, 2, 3] or [N, 3, 4]",
+        ));
+    }
+    let r = r as usize;
+    let mut dims = vec![theta.shape()[0].clone()];
+    dims.extend(run_time_dims(r));
+    dims.push(PrimExpr::i32(r as i64));
+    let dt = theta.dtype();
+    let spatial = dims.clone();
+    compute_tagged(
+        &dims,
+        |i| {
+            // Coordinate component k (x first) is along spatial axis r - 1 - k.
+            let coord = |k: usize| {
+                let a = r - k;
+                let (v, n) = (cast(dt, i[a].to_expr()), cast(dt, spatial[a].clone()));
+                let one = constant(dt, 1.0);
+                if align_corners {
+                    let span = kiln_tir::max(n.clone() - one.clone(), one.clone());
+                    let c = constant(dt, -1.0) + constant(dt, 2.0) * v / span;
+                    // A single point at 1, as onnxruntime puts it.
+                    kiln_tir::select(n.equal(one.clone()), one, c)
+                } else {
+                    (constant(dt, 2.0) * v + one.clone()) / n - one
+                }
+            };
+            let c = i[r + 1].to_expr();
+            let n = i[0].to_expr();
+            let mut acc = theta.at(&[n.clone(), c.clone(), PrimExpr::i32(r as i64)]);
+            for k in 0..r {
+                acc = acc + theta.at(&[n.clone(), c.clone(), PrimExpr::i32(k as i64)]) * coord(k);
+            }
+            acc
+        },
+        "affine_grid",
+        tag::INJECTIVE,
+    )
+}
+
 /// The coefficients `a_j` of ONNX's generalized cosine window operators
 /// (`sum_j a_j cos(2 pi j n / N)`), by operator name.
 pub fn cosine_window_coefficients(op: &str) -> Option<Vec<f64>> {

@@ -10,6 +10,7 @@
 //! - `dyn.tile(data)`: ONNX Tile with run-time repeats;
 //! - `dyn.center_crop_pad(data, axes)`: ONNX CenterCropPad with a run-time shape;
 //! - `dyn.pad(data, pads, value, axes, mode)`: ONNX Pad with run-time pads;
+//! - `dyn.affine_grid(theta, align_corners)`: ONNX AffineGrid with a run-time size;
 //! - `dyn.cosine_window(window, periodic, dtype)`: ONNX's cosine windows of a run-time size;
 //! - `dyn.broadcast_to(data, rank)`: ONNX Expand with a run-time shape (the result's
 //!   dimensions that `data` fixes are known, the others -1).
@@ -120,6 +121,19 @@ fn pad_rel(ctx: &RelCtx<'_>) -> Result<Type> {
         )));
     }
     Ok(t)
+}
+
+fn affine_grid_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (t, dtype) = ctx.tensor(0)?;
+    match t {
+        [n, r @ (2 | 3), c] if *c == r + 1 => {
+            let mut out = vec![*n];
+            out.extend(vec![-1; *r as usize]);
+            out.push(*r);
+            Ok(Type::tensor(&out, dtype))
+        }
+        _ => Err(ctx.err(format!("theta must be [N, 2, 3] or [N, 3, 4], got {t:?}"))),
+    }
 }
 
 fn window_rel(ctx: &RelCtx<'_>) -> Result<Type> {
@@ -243,6 +257,21 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 input(op, i, 2)?,
                 &axes,
                 &a.str("mode")?,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.affine_grid",
+            &["theta"],
+            OpPattern::Opaque,
+            affine_grid_rel,
+        )
+        .attrs(vec![AttrSpec::new("align_corners", AttrKind::Bool, false)])
+        .compute(|i, a, _| {
+            one(rt::affine_grid_run_time(
+                input("dyn.affine_grid", i, 0)?,
+                a.bool("align_corners")?,
             ))
         }),
     );
