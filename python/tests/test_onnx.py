@@ -171,16 +171,17 @@ def test_frozen_inputs_fix_shape_inputs_at_import():
     model.ir_version = 8
     # Left to run time, the shape makes the model a VM program (a view by the shape given).
     assert kiln.onnx.compile(model).kind == "VMFactory"
-    # An operator with no kernel for a run-time shape (Expand) is refused, naming the input.
-    expand = helper.make_model(helper.make_graph(
-        [helper.make_node("Expand", ["x", "shape"], ["y"])], "expand_by_input",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1]),
-         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+    # An operator with no kernel for a run-time shape (Resize by sizes) is refused, naming the
+    # input.
+    resize = helper.make_model(helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "", "shape"], ["y"])], "resize_by_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
         opset_imports=[helper.make_opsetid("", 13)])
-    expand.ir_version = 8
+    resize.ir_version = 8
     with pytest.raises(ValueError, match=r"'shape'\) is a run-time input of the graph"):
-        kiln.onnx.compile(expand)
+        kiln.onnx.compile(resize)
     with pytest.raises(ValueError, match="frozen input 'shape' is declared"):
         kiln.onnx.compile(model, frozen_inputs={"shape": np.array([4, 6], dtype="int32")})
     with pytest.raises(ValueError, match="'nope' is not a run-time input"):
@@ -198,23 +199,24 @@ def test_frozen_inputs_fix_shape_inputs_at_import():
 
 
 def test_shape_computed_from_an_input_names_that_input():
-    # The Reshape's shape is `s + s` with `s` a run-time input: the error names `s`, and
+    # The Resize's sizes are `s + s` with `s` a run-time input: the error names `s`, and
     # freezing `s` compiles the model.
     nodes = [helper.make_node("Add", ["s", "s"], ["shape"]),
-             helper.make_node("Expand", ["x", "shape"], ["y"])]
+             helper.make_node("Resize", ["x", "", "", "shape"], ["y"])]
     graph = helper.make_graph(
         nodes, "computed_shape",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1]),
-         helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 2, 2]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     with pytest.raises(ValueError, match=r"computed at run time from the graph's run-time "
                                          r"input\(s\) 's'"):
         kiln.onnx.compile(model)
-    lib = kiln.onnx.compile(model, frozen_inputs={"s": np.array([1, 3], dtype="int64")})
+    lib = kiln.onnx.compile(model, frozen_inputs={"s": np.array([1, 1, 1, 2], dtype="int64")})
     gm = GraphModule(lib["default"](kiln.cpu()))
-    x = np.random.default_rng().standard_normal((2, 1)).astype("float32")
+    x = np.random.default_rng().standard_normal((2, 2, 2, 2)).astype("float32")
     gm.set_input("x", x)
     gm.run()
-    np.testing.assert_array_equal(gm.get_output(0).numpy(), np.broadcast_to(x, (2, 6)))
+    # Nearest neighbours, twice the width: each column twice.
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), np.repeat(x, 2, axis=3))

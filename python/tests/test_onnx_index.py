@@ -11,7 +11,7 @@ from kiln.graph_executor import GraphModule
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 TARGET = "llvm"
 
@@ -150,15 +150,44 @@ def test_nonzero_and_compress_fold_constants():
 
 
 def test_runtime_shape_inputs_are_named():
-    x = rand(3, 2)
-    shape = np.array([3, 2], np.int64)
-    m = one_node("Expand", {"x": x, "shape": shape}, opset=13)
-    with pytest.raises(Exception, match=r"'shape'\) is a run-time input of the graph"):
-        kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "shape": shape.shape},
+    x = rand(1, 1, 3, 2)
+    sizes = np.array([1, 1, 6, 4], np.int64)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"])], "resize",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+         helper.make_tensor_value_info("sizes", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    with pytest.raises(Exception, match=r"'sizes'\) is a run-time input of the graph"):
+        kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "sizes": sizes.shape},
                           target=TARGET)
-    m = one_node("TopK", {"x": x, "k": np.array([1], "int64")}, opset=11, n_out=2)
-    with pytest.raises(Exception, match=r"'k'\) is a run-time input of the graph"):
-        kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "k": (1,)}, target=TARGET)
+
+
+def test_top_k_by_a_run_time_k():
+    # K given per run: every k from 0 to the axis' extent, largest and smallest, ties by index;
+    # a K past the extent is named.
+    x = np.round(rand(3, 7) * 2).astype(np.float32)  # ties
+    for largest in (1, 0):
+        m = one_node("TopK", {"x": x, "k": np.array([1], "int64")}, opset=11, n_out=2,
+                     largest=largest)
+        lib = kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "k": (1,)}, target=TARGET)
+        assert lib.kind == "VMFactory"
+        gm = GraphModule(lib["default"](kiln.cpu()))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for k in (3, 0, 7, 1, 3):
+            feeds = {"x": x, "k": np.array([k], np.int64)}
+            for name, v in feeds.items():
+                gm.set_input(name, v)
+            gm.run()
+            got = [gm.get_output(i).numpy() for i in range(2)]
+            want = sess.run(None, feeds)
+            for g, w in zip(got, want):
+                assert g.shape == w.shape == (3, k)
+                np.testing.assert_array_equal(g, w)
+        gm.set_input("k", np.array([8], np.int64))
+        with pytest.raises(ValueError, match=r"do not fit the operator"):
+            gm.run()
 
 
 def test_tensor_scatter_random_write_positions():

@@ -145,6 +145,60 @@ fn topk(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![Expr::get_item(t.clone(), 0), Expr::get_item(t, 1)])
 }
 
+/// TopK whose K is known only at run time, or of a value shaped at run time: a kernel whose
+/// results' extent along the axis is K, which a shape program reads (checked to be at most
+/// the axis' extent).
+pub(super) fn topk_run_time(
+    ctx: &Ctx<'_>,
+    node: &Node,
+) -> CResult<Option<super::shaped::ShapedKernel>> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    if ctx.opset < 10 || (ctx.const_input(node, 1)?.is_some() && !xs.contains(&-1)) {
+        return Ok(None);
+    }
+    let a = norm_axis(node.attr_i("axis", -1)?, xs.len())?;
+    let k = ctx.input(node, 1)?;
+    if super::shaped::length(&k, "input #1 ('K')")? != 1 {
+        return Err(Msg("input #1 ('K') must hold one value".into()));
+    }
+    // The input's dimensions, K on the axis (checked: K < n + 1).
+    let mut code = Vec::new();
+    for j in 0..xs.len() {
+        if j == a {
+            code.extend([13, 1, 0, 1, 0, j as i64, 0, 1, 2, 10, 14, 13, 1, 0, 12]);
+        } else {
+            code.extend([1, 0, j as i64, 12]);
+        }
+    }
+    let px = kiln_graph::ir::Var::new("data", x.ty()?);
+    let body = super::typed(call(
+        "topk",
+        vec![px.expr()],
+        &[
+            ("k", (-1i64).into()),
+            ("axis", (a as i64).into()),
+            ("largest", (node.attr_i("largest", 1)? != 0).into()),
+        ],
+    )?)?;
+    let mut out = xs.clone();
+    out[a] = -1;
+    let dtype = dtype_of(&x)?;
+    let mut kern = super::shape::kernel(
+        super::shaped::Shapes::Program {
+            code,
+            rank: xs.len(),
+        },
+        vec![x.clone(), k],
+        vec![(x, px)],
+        body,
+        &[(0, None), (0, None)],
+    )?;
+    kern.results[0].ty = kiln_graph::ir::Type::tensor(&out, dtype);
+    kern.results[1].ty = kiln_graph::ir::Type::tensor(&out, kiln_ffi::DataType::int(64));
+    Ok(Some(kern))
+}
+
 /// OneHot as a comparison with a range: `where(indices[.., None, ..] == range(depth), on,
 /// off)`, negative indices counted from `depth`; `values` = `[off, on]` may be a runtime input.
 fn one_hot(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {

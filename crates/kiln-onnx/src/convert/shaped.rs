@@ -114,6 +114,7 @@ fn own(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         "CenterCropPad" => super::index::center_crop_pad_run_time(ctx, node)?,
         "Pad" => super::shape::pad_run_time(ctx, node)?,
         "AffineGrid" => super::grid_sample::affine_grid_run_time(ctx, node)?,
+        "TopK" => super::index::topk_run_time(ctx, node)?,
         op if WINDOWS.contains(&op) => super::generate::window_run_time(ctx, node)?,
         _ => None,
     })
@@ -366,7 +367,7 @@ pub(super) fn may_need(op: &str) -> bool {
     super::reduce::REDUCTIONS.contains(&op)
         || RUN_TIME_SHAPE_OPS.contains(&op)
         || WINDOWS.contains(&op)
-        || ["OneHot", "CenterCropPad", "Pad", "AffineGrid"].contains(&op)
+        || ["OneHot", "CenterCropPad", "Pad", "AffineGrid", "TopK"].contains(&op)
 }
 
 /// The window operators, whose size input may be known only at run time.

@@ -21,11 +21,19 @@ pub const SELECT_MAX_K: i64 = 16;
 /// - otherwise by ranks: the rank of every element in its row (how many come before it: a count
 ///   over the row), then for each slot the index whose rank it is, so `O(n^2)` work per row.
 ///
+/// A negative `k` is one known only at run time: the result's extent along the axis is bound
+/// from the result tensors (by ranks).
+///
 /// # Errors
-/// A `ValueError` for an axis out of range or `k` larger than the axis (or negative).
+/// A `ValueError` for an axis out of range or `k` larger than the axis.
 pub fn topk(x: &Tensor, k: i64, axis: i64, largest: bool) -> Result<Vec<Tensor>> {
     let a = normalize_axis(axis, x.ndim(), "topk")?;
     let n = x.shape()[a].clone();
+    if k < 0 {
+        let k = kiln_tir::Var::size_var("k", DataType::int(32)).to_expr();
+        let indices = by_rank(x, a, k, largest)?;
+        return Ok(vec![values_at(x, a, &indices)?, indices]);
+    }
     let Some(extent) = n.as_int().filter(|&n| (0..=n).contains(&k)) else {
         return Err(Error::value_error(format!(
             "topk: k = {k} must be in [0, {n}] (the extent of axis {a}, which must be static)"
@@ -34,10 +42,16 @@ pub fn topk(x: &Tensor, k: i64, axis: i64, largest: bool) -> Result<Vec<Tensor>>
     let indices = if k <= SELECT_MAX_K && 2 * k < extent {
         by_selection(x, a, k, largest)?
     } else {
-        by_rank(x, a, k, largest)?
+        by_rank(x, a, PrimExpr::const_int(n.dtype(), k), largest)?
     };
+    Ok(vec![values_at(x, a, &indices)?, indices])
+}
+
+/// The elements of `x` at `indices` along axis `a`.
+fn values_at(x: &Tensor, a: usize, indices: &Tensor) -> Result<Tensor> {
     let i64t = DataType::int(64);
-    let values = compute_tagged(
+    let n = x.shape()[a].clone();
+    compute_tagged(
         indices.shape(),
         |i| {
             let mut at: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
@@ -47,8 +61,7 @@ pub fn topk(x: &Tensor, k: i64, axis: i64, largest: bool) -> Result<Vec<Tensor>>
         },
         "topk_values",
         tag::INJECTIVE,
-    )?;
-    Ok(vec![values, indices])
+    )
 }
 
 /// The point of `x` in row `row` (all axes but `a`) at `r` on axis `a`.
@@ -153,8 +166,9 @@ fn by_selection(x: &Tensor, a: usize, k: i64, largest: bool) -> Result<Tensor> {
     )
 }
 
-/// The indices of the `k` best elements per row, through the rank of every element.
-fn by_rank(x: &Tensor, a: usize, k: i64, largest: bool) -> Result<Tensor> {
+/// The indices of the `k` best elements per row (`k` an expression: known at run time or
+/// not), through the rank of every element.
+fn by_rank(x: &Tensor, a: usize, k: PrimExpr, largest: bool) -> Result<Tensor> {
     let n = x.shape()[a].clone();
     let i64t = DataType::int(64);
     let j = reduce_axis_n(n.clone(), "j");
@@ -178,7 +192,7 @@ fn by_rank(x: &Tensor, a: usize, k: i64, largest: bool) -> Result<Tensor> {
         tag::COMM_REDUCE,
     )?;
     let mut shape = x.shape().to_vec();
-    shape[a] = PrimExpr::const_int(n.dtype(), k);
+    shape[a] = k;
     let r = reduce_axis_n(n.clone(), "r");
     compute_tagged(
         &shape,

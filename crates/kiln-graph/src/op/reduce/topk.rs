@@ -1,7 +1,9 @@
 //! `topk(data, k, axis=-1, largest=true)` (ONNX `TopK` with a constant `k`): a tuple of the
 //! `k` largest (or smallest) elements along `axis`, best first, and their `int64` indices;
 //! equal elements come in the order of their indices. Both have the data's shape with the
-//! axis cut to `k`. (ONNX's `sorted = 0` allows any order; this order is one of them.)
+//! axis cut to `k`. (ONNX's `sorted = 0` allows any order; this order is one of them.) A `k`
+//! of -1 is known only at run time (ONNX `TopK` with a run-time `K`): the kernel binds it from
+//! the results it is given.
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
@@ -17,14 +19,14 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     }
     let axis = normalize_axis(ctx.attrs.int("axis")?, d.len()).map_err(|m| ctx.err(m))?;
     let k = ctx.attrs.int("k")?;
-    if k < 0 || k > d[axis] {
+    if k < -1 || (k >= 0 && d[axis] >= 0 && k > d[axis]) {
         return Err(ctx.err(format!(
-            "attribute `k` = {k} must be in [0, {}] (the extent of axis {axis})",
+            "attribute `k` = {k} must be in [0, {}] (the extent of axis {axis}), or -1",
             d[axis]
         )));
     }
     let mut s = d.to_vec();
-    s[axis] = k;
+    s[axis] = k.max(-1);
     Ok(Type::tuple(vec![
         Type::tensor(&s, dt),
         Type::tensor(&s, DataType::int(64)),
