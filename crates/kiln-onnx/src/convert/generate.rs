@@ -120,7 +120,7 @@ pub(super) fn window_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
     )?;
     // The length: the size's one value.
     let code = vec![13, 0, 0, 12];
-    Ok(Some(super::shape::kernel(
+    Ok(Some(super::shaped::kernel(
         Shapes::Program { code, rank: 1 },
         vec![size],
         Vec::new(),

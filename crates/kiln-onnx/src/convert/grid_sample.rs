@@ -405,7 +405,7 @@ pub(super) fn affine_grid_run_time(
         vec![pt.expr()],
         &[("align_corners", align.into())],
     )?;
-    Ok(Some(super::shape::kernel(
+    Ok(Some(super::shaped::kernel(
         super::shaped::Shapes::Program { code, rank: r + 2 },
         vec![theta.clone(), size],
         vec![(theta, pt)],

@@ -184,7 +184,7 @@ pub(super) fn topk_run_time(
     let mut out = xs.clone();
     out[a] = -1;
     let dtype = dtype_of(&x)?;
-    let mut kern = super::shape::kernel(
+    let mut kern = super::shaped::kernel(
         super::shaped::Shapes::Program {
             code,
             rank: xs.len(),
@@ -280,7 +280,7 @@ pub(super) fn one_hot_run_time(
         &[("axis", (a as i64).into())],
     )?;
     let args = vec![ix.clone(), ctx.input(node, 1)?];
-    Ok(Some(super::shape::kernel(
+    Ok(Some(super::shaped::kernel(
         super::shaped::Shapes::Function {
             name: "one_hot_shape",
             ints: vec![a as i64],
@@ -388,7 +388,7 @@ pub(super) fn center_crop_pad_run_time(
         vec![px.expr()],
         &[("axes", axes_attr.into())],
     )?;
-    Ok(Some(super::shape::kernel(
+    Ok(Some(super::shaped::kernel(
         super::shaped::Shapes::Program {
             code,
             rank: xs.len(),

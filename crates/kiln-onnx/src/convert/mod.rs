@@ -39,6 +39,7 @@ mod reduce;
 mod resize;
 mod sequence;
 mod shape;
+mod shape_run_time;
 mod shaped;
 mod signal;
 mod tfidf;

@@ -92,6 +92,38 @@ pub(super) struct ShapedKernel {
     pub results: Vec<Result_>,
 }
 
+/// A [`ShapedKernel`] of one kernel: `shapes` from `shape_args`,
+/// the kernel `body` over the variables of `inputs`, its results allocated and viewed as
+/// `results` says (shape index, view index).
+pub(super) fn kernel(
+    shapes: Shapes,
+    shape_args: Vec<Expr>,
+    inputs: Vec<(Expr, Var)>,
+    body: Expr,
+    results: &[(usize, Option<usize>)],
+) -> CResult<ShapedKernel> {
+    let ty = body.ty()?;
+    let (inputs, params) = inputs.into_iter().unzip();
+    Ok(ShapedKernel {
+        shapes,
+        shape_args,
+        shape_inputs: Vec::new(),
+        results: results
+            .iter()
+            .map(|&(alloc, view)| Result_ {
+                source: Source::Kernel(alloc),
+                view,
+                ty: ty.clone(),
+            })
+            .collect(),
+        kernel: Some(Kernel {
+            inputs,
+            params,
+            body,
+        }),
+    })
+}
+
 /// The kernel computing `node`, when it is an operator with one and an input deciding its
 /// shapes is known only at run time.
 pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
@@ -108,11 +140,13 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
 fn own(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     Ok(match node.op_type.as_str() {
         op if super::reduce::REDUCTIONS.contains(&op) => super::reduce::run_time_axes(ctx, node)?,
-        op if RUN_TIME_SHAPE_OPS.contains(&op) => super::shape::run_time_shaped(ctx, node)?,
-        "Shape" => super::shape::shape_run_time(ctx, node)?,
+        op if RUN_TIME_SHAPE_OPS.contains(&op) => {
+            super::shape_run_time::run_time_shaped(ctx, node)?
+        }
+        "Shape" => super::shape_run_time::shape_run_time(ctx, node)?,
         "OneHot" => super::index::one_hot_run_time(ctx, node)?,
         "CenterCropPad" => super::index::center_crop_pad_run_time(ctx, node)?,
-        "Pad" => super::shape::pad_run_time(ctx, node)?,
+        "Pad" => super::shape_run_time::pad_run_time(ctx, node)?,
         "AffineGrid" => super::grid_sample::affine_grid_run_time(ctx, node)?,
         "TopK" => super::index::topk_run_time(ctx, node)?,
         op if WINDOWS.contains(&op) => super::generate::window_run_time(ctx, node)?,
@@ -374,7 +408,7 @@ pub(super) fn may_need(op: &str) -> bool {
 const WINDOWS: [&str; 3] = ["HannWindow", "HammingWindow", "BlackmanWindow"];
 
 /// The shape operators with kernels (or views) for run-time shape inputs
-/// ([`super::shape::run_time_shaped`]).
+/// ([`super::shape_run_time::run_time_shaped`]).
 const RUN_TIME_SHAPE_OPS: [&str; 9] = [
     "Expand",
     "Split",
