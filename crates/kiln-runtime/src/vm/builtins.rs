@@ -24,7 +24,7 @@ pub(super) fn scalar(t: &Tensor, what: &str) -> Result<f64> {
             t.shape()
         )));
     }
-    Ok(t.to_device(Device::cpu(0))?.to_f64_vec()?[0])
+    Ok(t.to_f64_vec()?[0])
 }
 
 fn int64_scalar(v: i64) -> Result<Tensor> {
@@ -59,7 +59,7 @@ register_global!("vm.builtin.loop_continue", |i: Tensor,
 /// An integer scalar read exactly (int64 and int32 tensors), else through f64.
 fn int_scalar(t: &Tensor, what: &str) -> Result<i64> {
     if t.numel() == 1 && t.dtype() == DataType::int(64) {
-        return Ok(t.to_device(Device::cpu(0))?.to_vec::<i64>()?[0]);
+        return Ok(t.to_vec::<i64>()?[0]);
     }
     Ok(scalar(t, what)? as i64)
 }

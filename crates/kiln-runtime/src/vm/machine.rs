@@ -262,7 +262,7 @@ impl VirtualMachine {
                 t.shape()
             )));
         }
-        let dims = t.to_device(Device::cpu(0))?.to_vec::<i64>()?;
+        let dims = t.to_vec::<i64>()?;
         if dims.iter().any(|&d| d < 0) {
             return Err(Error::value_error(format!(
                 "{} has a negative dimension: {dims:?}",

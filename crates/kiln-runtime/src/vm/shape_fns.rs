@@ -17,7 +17,7 @@
 //! | `broadcast_shape` | tensors..., rank, dims... | their numpy broadcast, which must agree with `dims` where a dim is not -1 |
 
 use crate::tensor::Tensor;
-use kiln_ffi::{register_global, Any, AnyView, Array, DataType, Device, Error, Result};
+use kiln_ffi::{register_global, Any, AnyView, Array, DataType, Error, Result};
 
 /// A 1-D int64 tensor holding `dims`.
 pub fn shape_tensor(dims: &[i64]) -> Result<Tensor> {
@@ -35,7 +35,7 @@ pub fn int_values(t: &Tensor, what: &str) -> Result<Vec<i64>> {
             t.describe()
         )));
     }
-    let t = t.to_device(Device::cpu(0))?;
+    // to_bytes and to_vec read from any device.
     if t.dtype() == i32t {
         let b = t.to_bytes()?;
         return Ok(vec![i64::from(i32::from_ne_bytes([
@@ -239,7 +239,7 @@ register_global!("vm.builtin.range_shape", |start: Tensor,
                                             delta: Tensor|
  -> Result<Tensor> {
     let one = |t: &Tensor, what: &str| -> Result<f64> {
-        match t.to_device(Device::cpu(0))?.to_f64_vec()?.as_slice() {
+        match t.to_f64_vec()?.as_slice() {
             [v] => Ok(*v),
             _ => Err(Error::value_error(format!(
                 "Range's {what} must hold one element, it is {}",
@@ -337,7 +337,7 @@ register_global!("vm.builtin.one_hot_shape", |indices: Tensor,
                                               depth: Tensor,
                                               axis: i64|
  -> Result<Tensor> {
-    let d = match depth.to_device(Device::cpu(0))?.to_f64_vec()?.as_slice() {
+    let d = match depth.to_f64_vec()?.as_slice() {
         [v] => *v as i64,
         _ => {
             return Err(Error::value_error(format!(
