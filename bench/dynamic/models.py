@@ -19,7 +19,9 @@ import kiln
 from kiln.graph_executor import GraphModule
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python", "tests"))
-from test_vm import _bert, _crnn_any_width  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from bench_common import cpu_name, median_ms  # noqa: E402
+from test_vm import _bert, _bert_feeds, _crnn_any_width  # noqa: E402
 
 OUT = tempfile.mkdtemp(prefix="kiln_dynamic_")
 TARGET = "llvm -mcpu=native"
@@ -32,17 +34,6 @@ def load(lib, name):
     return GraphModule(kiln.load_module(path)["default"](kiln.cpu()))
 
 
-def med(f, reps):
-    for _ in range(3):
-        f()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return np.median(ts) * 1e6
-
-
 def compare(title, m, dims, cases):
     """`cases`: (label, feeds, static input shapes)."""
     t0 = time.perf_counter()
@@ -53,7 +44,7 @@ def compare(title, m, dims, cases):
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    print(f"{title}: compile with {dims}: {tc:.2f} s")
+    print(f"{title} ({cpu_name()}, one thread): compile with {dims}: {tc:.2f} s")
     print("shape, dynamic us, static us, onnxruntime us, dynamic/static, dynamic/ort")
     for label, feeds, shapes in cases:
         gs = load(kiln.onnx.compile(m, shapes, target=TARGET), f"{title}_{label}.so")
@@ -64,9 +55,10 @@ def compare(title, m, dims, cases):
         want = sess.run(None, feeds)[0]
         for g in (gd, gs):
             assert np.allclose(g.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4), label
-        reps = 20
-        res = [(med(gd.run, reps), med(gs.run, reps), med(lambda: sess.run(None, feeds), reps))
-               for _ in range(5)]
+        def us(f):
+            return median_ms(f, runs=20, warm=3) * 1e3
+
+        res = [(us(gd.run), us(gs.run), us(lambda: sess.run(None, feeds))) for _ in range(5)]
         d, s_, o = np.median(np.array(res), axis=0)
         print(f"{label}, {d:.1f}, {s_:.1f}, {o:.1f}, {d / s_:.2f}, {d / o:.2f}", flush=True)
 
@@ -79,8 +71,5 @@ compare("crnn", _crnn_any_width(), {"width": "any"}, crnn_cases)
 
 bert_cases = []
 for b, s in ((1, 7), (1, 16), (1, 64), (1, 128), (4, 7), (4, 16), (4, 64), (4, 128)):
-    ids = rng.integers(0, 50, (b, s)).astype(np.int64)
-    mask = np.ones((b, s), np.int64)
-    mask[:, s - s // 3:] = 0
-    bert_cases.append((f"{b}x{s}", {"ids": ids, "mask": mask}, {"ids": (b, s), "mask": (b, s)}))
+    bert_cases.append((f"{b}x{s}", _bert_feeds(rng, b, s), {"ids": (b, s), "mask": (b, s)}))
 compare("bert", _bert(), {"batch": "any", "seq": "any"}, bert_cases)

@@ -460,17 +460,23 @@ def _bert(hidden=32, heads=2, ffn=64, vocab=50, max_pos=128):
                   [numpy_helper.from_array(v, k) for k, v in inits.items()], opset=17)
 
 
+def _bert_feeds(rng, batch, seq):
+    """Random token ids for `_bert` and a mask padding the last third of each row."""
+    ids = rng.integers(0, 50, (batch, seq)).astype(np.int64)
+    mask = np.ones((batch, seq), np.int64)
+    mask[:, seq - seq // 3:] = 0  # padding at the end of each row
+    return {"ids": ids, "mask": mask}
+
+
 def test_bert_encoder_at_four_lengths_and_two_batches_from_one_library(tmp_path):
     m = _bert()
     gm = _vm(m, None, tmp_path, dims={"seq": [7, 16, 64, 128], "batch": [1, 4]})
     sess = _ort(m)
     rng = np.random.default_rng(17)
     for batch, seq in ((1, 7), (4, 128), (4, 7), (1, 64), (4, 16), (1, 128)):
-        ids = rng.integers(0, 50, (batch, seq)).astype(np.int64)
-        mask = np.ones((batch, seq), np.int64)
-        mask[:, seq - seq // 3:] = 0  # padding at the end of each row
-        (got,) = _run(gm, {"ids": ids, "mask": mask}, 1)
-        (want,) = sess.run(None, {"ids": ids, "mask": mask})
+        feeds = _bert_feeds(rng, batch, seq)
+        (got,) = _run(gm, feeds, 1)
+        (want,) = sess.run(None, feeds)
         assert got.shape == (batch, seq, 32)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 

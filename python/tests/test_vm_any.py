@@ -10,7 +10,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from test_vm import _bert, _ort, _run, _vm  # noqa: E402
+from test_vm import _bert, _bert_feeds, _ort, _run, _vm  # noqa: E402
 
 
 def test_bert_encoder_at_any_length_and_batch_from_one_library(tmp_path):
@@ -22,11 +22,9 @@ def test_bert_encoder_at_any_length_and_batch_from_one_library(tmp_path):
     sess = _ort(m)
     rng = np.random.default_rng(23)
     for batch, seq in ((1, 7), (4, 128), (4, 7), (1, 64), (4, 16), (1, 128), (3, 33), (1, 7)):
-        ids = rng.integers(0, 50, (batch, seq)).astype(np.int64)
-        mask = np.ones((batch, seq), np.int64)
-        mask[:, seq - seq // 3:] = 0  # padding at the end of each row
-        (got,) = _run(gm, {"ids": ids, "mask": mask}, 1)
-        (want,) = sess.run(None, {"ids": ids, "mask": mask})
+        feeds = _bert_feeds(rng, batch, seq)
+        (got,) = _run(gm, feeds, 1)
+        (want,) = sess.run(None, feeds)
         assert got.shape == (batch, seq, 32)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{batch}x{seq}")
     # Inputs that disagree: named, and the machine stays usable.
@@ -34,7 +32,7 @@ def test_bert_encoder_at_any_length_and_batch_from_one_library(tmp_path):
     gm.set_input("mask", np.zeros((1, 8), np.int64))
     with pytest.raises(ValueError, match=r"(?s)kernel.*Mismatched p\d\.shape\[3\]"):
         gm.run()
-    (got,) = _run(gm, {"ids": ids, "mask": mask}, 1)
+    (got,) = _run(gm, feeds, 1)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 

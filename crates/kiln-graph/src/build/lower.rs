@@ -329,7 +329,7 @@ fn schedule(fc: &FusedCompute, family: ScheduleFamily, cpu: &CpuDesc) -> Result<
     let out = &fc.outputs[0];
     let master = fc.master.map(op::get).transpose()?;
     let pattern = master.map(|d| d.pattern);
-    let symbolic = |t: &Tensor| t.shape().iter().any(|d| !d.is_const());
+    let symbolic = |t: &Tensor| !kiln_topi::nn::is_static(t);
     let injective =
         master.is_none_or(|d| d.schedule.is_none() && d.pattern <= OpPattern::Injective);
     if family == ScheduleFamily::X86

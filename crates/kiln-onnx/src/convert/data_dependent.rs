@@ -34,7 +34,7 @@ fn folded(t: RtTensor) -> CResult<Expr> {
 fn all_constant(ctx: &Ctx<'_>, node: &Node, inputs: Option<&[usize]>) -> CResult<bool> {
     for i in 0..node.inputs.len() {
         let counts = inputs.is_none_or(|s| s.contains(&i));
-        if counts && node.input(i).is_some() && ctx.const_input(node, i)?.is_none() {
+        if counts && ctx.run_time_input(node, i)? {
             return Ok(false);
         }
     }
@@ -103,7 +103,7 @@ fn nms_scalars(ctx: &Ctx<'_>, node: &Node) -> CResult<(i64, f64, Option<f64>)> {
 
 fn non_max_suppression(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     for i in 0..node.inputs.len() {
-        if node.input(i).is_some() && ctx.const_input(node, i)?.is_none() {
+        if ctx.run_time_input(node, i)? {
             return Err(ctx.not_constant(node, i));
         }
     }

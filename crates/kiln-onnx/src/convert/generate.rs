@@ -103,7 +103,7 @@ fn window_coefficients(node: &Node) -> CResult<Vec<f64>> {
 /// A cosine window whose size is known only at run time: a kernel of run-time length (a shape
 /// program reads the size).
 pub(super) fn window_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
-    if node.input(0).is_none() || ctx.const_input(node, 0)?.is_some() {
+    if !ctx.run_time_input(node, 0)? {
         return Ok(None);
     }
     window_coefficients(node)?;

@@ -378,7 +378,7 @@ pub(super) fn affine_grid_run_time(
     ctx: &Ctx<'_>,
     node: &Node,
 ) -> CResult<Option<super::shaped::ShapedKernel>> {
-    if node.input(1).is_none() || ctx.const_input(node, 1)?.is_some() {
+    if !ctx.run_time_input(node, 1)? {
         return Ok(None);
     }
     let theta = ctx.input(node, 0)?;

@@ -154,7 +154,7 @@ pub(super) fn topk_run_time(
 ) -> CResult<Option<super::shaped::ShapedKernel>> {
     let x = ctx.input(node, 0)?;
     let xs = shape_of(&x)?;
-    if ctx.opset < 10 || (ctx.const_input(node, 1)?.is_some() && !xs.contains(&-1)) {
+    if ctx.opset < 10 || (!ctx.run_time_input(node, 1)? && !xs.contains(&-1)) {
         return Ok(None);
     }
     let a = norm_axis(node.attr_i("axis", -1)?, xs.len())?;
@@ -355,7 +355,7 @@ pub(super) fn center_crop_pad_run_time(
 ) -> CResult<Option<super::shaped::ShapedKernel>> {
     let x = ctx.input(node, 0)?;
     let xs = shape_of(&x)?;
-    if ctx.const_input(node, 1)?.is_some() && !xs.contains(&-1) {
+    if !ctx.run_time_input(node, 1)? && !xs.contains(&-1) {
         return Ok(None);
     }
     let axes: Vec<usize> = match node.opt_ints("axes")? {

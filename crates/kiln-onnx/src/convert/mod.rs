@@ -186,6 +186,11 @@ impl Ctx<'_> {
         }
     }
 
+    /// Whether input `i` of `node` is present and known only at run time (not constant).
+    pub fn run_time_input(&self, node: &Node, i: usize) -> CResult<bool> {
+        Ok(node.input(i).is_some() && self.const_input(node, i)?.is_none())
+    }
+
     /// Input `i` as constant integers; `None` if absent, an error if not constant.
     pub fn const_ints(&self, node: &Node, i: usize) -> CResult<Option<Vec<i64>>> {
         if node.input(i).is_none() {

@@ -55,7 +55,7 @@ fn map(f: Option<&str>, x: Expr) -> CResult<Expr> {
 pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let x = ctx.input(node, 0)?;
     let by_input = ctx.opset >= axes_input_since(&node.op_type);
-    let run_time_axes = by_input && node.input(1).is_some() && ctx.const_input(node, 1)?.is_none();
+    let run_time_axes = by_input && ctx.run_time_input(node, 1)?;
     if !run_time_axes && !super::shaped::run_time_shaped(&x) {
         return Ok(None);
     }

@@ -18,9 +18,7 @@ fn length(ctx: &Ctx<'_>, node: &Node, i: usize) -> CResult<usize> {
 /// A shape operator with a run-time shape input (Reshape, Squeeze, Unsqueeze: views;
 /// ConstantOfShape, Range, Slice: kernels with run-time extents), when one is.
 pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
-    let run_time = |i: usize| -> CResult<bool> {
-        Ok(node.input(i).is_some() && ctx.const_input(node, i)?.is_none())
-    };
+    let run_time = |i: usize| ctx.run_time_input(node, i);
     match node.op_type.as_str() {
         "ConstantOfShape" if run_time(0)? => {
             let (value, dtype) = match node.opt_tensor("value")? {
@@ -355,9 +353,7 @@ pub(super) fn pad_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedK
     }
     let x = ctx.input(node, 0)?;
     let xs = shape_of(&x)?;
-    let run_time = |i: usize| -> CResult<bool> {
-        Ok(node.input(i).is_some() && ctx.const_input(node, i)?.is_none())
-    };
+    let run_time = |i: usize| ctx.run_time_input(node, i);
     if !(run_time(1)? || run_time(2)? || xs.contains(&-1)) {
         return Ok(None);
     }

@@ -321,13 +321,13 @@ fn generic_over(ctx: &Ctx<'_>, nodes: &[Node]) -> CResult<Option<ShapedKernel>> 
 /// The group of `nodes` (from the first) that one kernel computes: the first, a node
 /// [`generic`] takes, then the nodes after it that read the group's results and convert to
 /// elementwise computes (a product's bias and activation, a chain of arithmetic), ending
-/// where no value inside the group is read after it (`read_after(j, name)`: whether a node
-/// after `nodes[j]`, or an output, reads `name`). The group's kernel and its length (2 or
-/// more), or `None`.
+/// where no value inside the group is read after it (`reads_after(j)`: the names the nodes
+/// after `nodes[j]`, and the outputs, read). The group's kernel and its length (2 or more), or
+/// `None`.
 pub(super) fn fused_group(
     ctx: &Ctx<'_>,
     nodes: &[Node],
-    read_after: &dyn Fn(usize, &str) -> bool,
+    reads_after: &dyn Fn(usize) -> Vec<String>,
 ) -> CResult<Option<(ShapedKernel, usize)>> {
     let Some(first) = nodes.first() else {
         return Ok(None);
@@ -355,7 +355,8 @@ pub(super) fn fused_group(
         }
         produced.push(n.outputs[0].as_str());
         let inner = &produced[..produced.len() - 1];
-        if inner.iter().all(|v| !read_after(j, v)) {
+        let later = reads_after(j);
+        if inner.iter().all(|v| !later.iter().any(|n| n == v)) {
             len = j + 1;
         }
     }

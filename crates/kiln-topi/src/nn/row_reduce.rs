@@ -11,6 +11,10 @@ use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, IterVar, Tensor};
 use kiln_tir::{PrimExpr, Var};
 
+/// The suffix of the lane-partial stage's name (`{name}_lanes`), by which schedules find it
+/// ([`crate::schedule::vectorize_lane_partials`]).
+pub const PARTIALS_SUFFIX: &str = "_lanes";
+
 /// A commutative reducer over reduction axes (`kiln_te::sum`, `kiln_te::max`).
 pub type Combiner = fn(PrimExpr, &[IterVar]) -> PrimExpr;
 
@@ -43,19 +47,7 @@ pub fn reduce_row(
     // Whole vectors in the partials; the last `n % lanes` elements join the final step.
     let full = n / lanes;
     let tail = n % lanes;
-    let jo = reduce_axis_n(full, "jo");
-    let mut part_shape = reduced.to_vec();
-    part_shape.push(PrimExpr::i32(lanes));
-    let part = compute_tagged(
-        &part_shape,
-        |i| {
-            let (rest, l) = i.split_at(i.len() - 1);
-            let j = jo.expr() * lanes + l[0].to_expr();
-            combine(f(rest, j), std::slice::from_ref(&jo))
-        },
-        &format!("{name}_lanes"),
-        tag::COMM_REDUCE,
-    )?;
+    let part = lane_partials(reduced, PrimExpr::i32(full), lanes, f, combine, name)?;
     let r = reduce_axis_n(lanes + tail, "r");
     compute_tagged(
         reduced,
@@ -98,19 +90,7 @@ fn reduce_run_time_row(
         );
     }
     let full = kiln_tir::floordiv(n.clone(), lanes);
-    let jo = reduce_axis_n(full.clone(), "jo");
-    let mut part_shape = reduced.to_vec();
-    part_shape.push(PrimExpr::i32(lanes));
-    let part = compute_tagged(
-        &part_shape,
-        |i| {
-            let (rest, l) = i.split_at(i.len() - 1);
-            let j = jo.expr() * lanes + l[0].to_expr();
-            combine(f(rest, j), std::slice::from_ref(&jo))
-        },
-        &format!("{name}_lanes"),
-        tag::COMM_REDUCE,
-    )?;
+    let part = lane_partials(reduced, full.clone(), lanes, f, combine, name)?;
     let r = reduce_axis_n(kiln_tir::floormod(n.clone(), lanes) + lanes, "r");
     compute_tagged(
         reduced,
@@ -126,6 +106,31 @@ fn reduce_run_time_row(
             combine(v, std::slice::from_ref(&r))
         },
         name,
+        tag::COMM_REDUCE,
+    )
+}
+
+/// The lane partials of `reduced` rows over their first `full` whole vectors (`full` known at
+/// compile time or not): element `j` of a row goes to lane `j % lanes`.
+fn lane_partials(
+    reduced: &[PrimExpr],
+    full: PrimExpr,
+    lanes: i64,
+    f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
+    combine: Combiner,
+    name: &str,
+) -> Result<Tensor> {
+    let jo = reduce_axis_n(full, "jo");
+    let mut part_shape = reduced.to_vec();
+    part_shape.push(PrimExpr::i32(lanes));
+    compute_tagged(
+        &part_shape,
+        |i| {
+            let (rest, l) = i.split_at(i.len() - 1);
+            let j = jo.expr() * lanes + l[0].to_expr();
+            combine(f(rest, j), std::slice::from_ref(&jo))
+        },
+        &format!("{name}{PARTIALS_SUFFIX}"),
         tag::COMM_REDUCE,
     )
 }

@@ -85,7 +85,7 @@ pub fn softmax(x: &Tensor, axis: i64) -> Result<Tensor> {
 /// to lane `j % lanes`), so that schedules accumulate them in vectors; the lanes and the last
 /// `n % lanes` elements are then reduced to one value.
 pub fn softmax_in_lanes(x: &Tensor, axis: i64, lanes: i64) -> Result<Tensor> {
-    if x.shape().iter().any(|d| !d.is_const()) {
+    if !super::is_static(x) {
         // Extents known at run time: the maximum and the sum as plain reductions.
         let axis = normalize_axis(axis, x.ndim(), "softmax")?;
         let (mx, es) = max_and_expsum(x, axis, "softmax", lanes)?;

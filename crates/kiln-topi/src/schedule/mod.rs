@@ -110,6 +110,24 @@ pub fn inline_all_but_padding(
     Ok(())
 }
 
+/// Schedules the lane partials of a row reduction (`crate::nn::row_reduce`, a stage whose
+/// last data axis holds one vector): its reduction loops outside that axis, which runs as one
+/// vector, so each step accumulates a whole vector of the row.
+pub fn vectorize_lane_partials(stage: &Stage) -> Result<()> {
+    let (data, red): (Vec<_>, Vec<_>) = stage
+        .leaf_iter_vars()
+        .into_iter()
+        .partition(|iv| !iv.is_reduce());
+    let Some((lane, rest)) = data.split_last() else {
+        return Ok(());
+    };
+    let mut order = rest.to_vec();
+    order.extend(red);
+    order.push(lane.clone());
+    stage.reorder(&order)?;
+    stage.vectorize(lane)
+}
+
 /// Fuses `ivs` (adjacent, outermost first) into one loop; `None` when empty.
 pub fn fuse_all(stage: &Stage, ivs: &[IterVar]) -> Result<Option<IterVar>> {
     let mut it = ivs.iter();

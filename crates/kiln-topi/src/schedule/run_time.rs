@@ -54,20 +54,16 @@ pub fn schedule_run_time(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()
                             .zip(out.shape())
                             .all(|(a, b)| kiln_tir::structural_equal(a, b))
                 };
-                let partial = r >= 2 && t.op().name().ends_with("_lanes") && leading(r - 1);
+                let partial = r >= 2
+                    && t.op()
+                        .name()
+                        .ends_with(crate::nn::row_reduce::PARTIALS_SUFFIX)
+                    && leading(r - 1);
                 let leads = !partial && leading(r);
                 if partial {
                     let ts = s.stage(&t);
                     ts.compute_at(&st, &axes[r - 2])?;
-                    let leaf = ts.leaf_iter_vars();
-                    let (data, red): (Vec<_>, Vec<_>) =
-                        leaf.into_iter().partition(|iv| !iv.is_reduce());
-                    let lane = data.last().expect("a lane axis").clone();
-                    let mut order = data[..data.len() - 1].to_vec();
-                    order.extend(red);
-                    order.push(lane.clone());
-                    ts.reorder(&order)?;
-                    ts.vectorize(&lane)?;
+                    super::vectorize_lane_partials(&ts)?;
                 } else if leads && r == 0 {
                     // Computed once, at the root.
                 } else if let Some(at) = if leads { axes.get(r - 1) } else { axes.last() } {

@@ -17,6 +17,22 @@ pub fn run_time_dims(rank: usize) -> Vec<PrimExpr> {
         .collect()
 }
 
+/// `x`'s extents, with those along `axes` known at run time instead (size variables `o<j>`,
+/// bound from the result tensor a kernel is called with).
+fn run_time_dims_on(x: &Tensor, axes: &[usize]) -> Vec<PrimExpr> {
+    x.shape()
+        .iter()
+        .enumerate()
+        .map(|(j, d)| {
+            if axes.contains(&j) {
+                Var::size_var(&format!("o{j}"), DataType::int(32)).to_expr()
+            } else {
+                d.clone()
+            }
+        })
+        .collect()
+}
+
 /// A tensor of `rank` run-time extents filled with `value` (ONNX ConstantOfShape).
 ///
 /// # Errors
@@ -79,18 +95,7 @@ pub fn center_crop_pad_run_time(x: &Tensor, axes: &[usize]) -> Result<Tensor> {
             x.ndim()
         )));
     }
-    let dims: Vec<PrimExpr> = x
-        .shape()
-        .iter()
-        .enumerate()
-        .map(|(j, d)| {
-            if axes.contains(&j) {
-                Var::size_var(&format!("o{j}"), DataType::int(32)).to_expr()
-            } else {
-                d.clone()
-            }
-        })
-        .collect();
+    let dims = run_time_dims_on(x, axes);
     let out = dims.clone();
     let zero = constant(x.dtype(), 0.0);
     compute_tagged(
@@ -158,18 +163,7 @@ pub fn pad_run_time(
             x.ndim()
         )));
     }
-    let dims: Vec<PrimExpr> = x
-        .shape()
-        .iter()
-        .enumerate()
-        .map(|(j, d)| {
-            if axes.contains(&j) {
-                Var::size_var(&format!("o{j}"), DataType::int(32)).to_expr()
-            } else {
-                d.clone()
-            }
-        })
-        .collect();
+    let dims = run_time_dims_on(x, axes);
     let i32t = DataType::int(32);
     let fill = value.at(&vec![PrimExpr::i32(0); value.ndim()]);
     compute_tagged(

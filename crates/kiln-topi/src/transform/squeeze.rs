@@ -75,7 +75,7 @@ pub fn unsqueeze(x: &Tensor, axes: &[i64]) -> Result<Tensor> {
 /// # Errors
 /// A `ValueError` for an axis out of range.
 pub fn expand_dims(x: &Tensor, axis: i64, num_newaxis: usize) -> Result<Tensor> {
-    if x.shape().iter().any(|d| !d.is_const()) {
+    if !crate::nn::is_static(x) {
         // Extents known only at run time: the new axes dropped from each index.
         let a = normalize_axis(axis, x.ndim() + 1, "expand_dims")?;
         let mut out: Vec<PrimExpr> = x.shape().to_vec();

@@ -196,11 +196,12 @@ impl Builder {
                     // Described again: its inputs are registers now. Elementwise nodes after
                     // it join its kernel when no value inside the group is read after it.
                     let rest = &nodes[i..];
-                    let read_after = |j: usize, name: &str| {
-                        outputs.iter().any(|o| o == name)
-                            || names_read(&rest[j + 1..]).iter().any(|n| n == name)
+                    let reads_after = |j: usize| {
+                        let mut names = names_read(&rest[j + 1..]);
+                        names.extend(outputs.iter().cloned());
+                        names
                     };
-                    let group = shaped::fused_group(ctx, rest, &read_after)
+                    let group = shaped::fused_group(ctx, rest, &reads_after)
                         .map_err(|m| node_error(node, m))?;
                     match group {
                         Some((k, len)) => {

@@ -42,17 +42,11 @@ fn rows_with_stats(
             s.stage(t).compute_at(&st, &fused)?;
             // Lane partials of a row reduction (`nn::softmax::softmax_in_lanes`): the lanes
             // one vector, accumulated over the row's vectors.
-            if t.op().name().ends_with("_lanes") {
-                let stage = s.stage(t);
-                let leaf = stage.leaf_iter_vars();
-                let (data, red): (Vec<_>, Vec<_>) =
-                    leaf.into_iter().partition(|iv| !iv.is_reduce());
-                let lane = data.last().expect("a lane axis").clone();
-                let mut order = data[..data.len() - 1].to_vec();
-                order.extend(red);
-                order.push(lane.clone());
-                stage.reorder(&order)?;
-                stage.vectorize(&lane)?;
+            if t.op()
+                .name()
+                .ends_with(crate::nn::row_reduce::PARTIALS_SUFFIX)
+            {
+                crate::schedule::vectorize_lane_partials(&s.stage(t))?;
             }
         }
         // Rows in vectors (a shorter last vector is peeled off by LoopPartition): the output
