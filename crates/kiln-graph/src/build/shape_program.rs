@@ -6,6 +6,7 @@
 use super::lower::fused_compute;
 use crate::ir::Function;
 use kiln_ffi::Result;
+use kiln_runtime::vm::shape_expr::op::*;
 use kiln_te::Tensor;
 use kiln_tir::{BinOp, CpuDesc, ExprKind, PrimExpr};
 
@@ -25,7 +26,7 @@ pub fn result_shape_program(f: &Function) -> Result<Option<Vec<i64>>> {
         if !emit(d, &fc.inputs, &mut code) {
             return Ok(None);
         }
-        code.push(12);
+        code.push(EMIT);
     }
     Ok(Some(code))
 }
@@ -34,7 +35,7 @@ pub fn result_shape_program(f: &Function) -> Result<Option<Vec<i64>>> {
 /// division agree); false when `e` reads anything but constants and input dimensions.
 fn emit(e: &PrimExpr, inputs: &[Tensor], code: &mut Vec<i64>) -> bool {
     match e.kind() {
-        ExprKind::IntImm(v) => code.extend([0, v]),
+        ExprKind::IntImm(v) => code.extend([PUSH, v]),
         ExprKind::Var(v) => {
             let at = inputs.iter().enumerate().find_map(|(a, t)| {
                 t.shape()
@@ -45,31 +46,31 @@ fn emit(e: &PrimExpr, inputs: &[Tensor], code: &mut Vec<i64>) -> bool {
             let Some((a, j)) = at else {
                 return false;
             };
-            code.extend([1, a as i64, j as i64]);
+            code.extend([DIM, a as i64, j as i64]);
         }
         ExprKind::Cast(x) => return emit(x, inputs, code),
         ExprKind::Select { cond, t, f } => {
             if !(emit(cond, inputs, code) && emit(t, inputs, code) && emit(f, inputs, code)) {
                 return false;
             }
-            code.push(11);
+            code.push(SELECT);
         }
         ExprKind::Binary(op, a, b) => {
             // Operands swapped for >, > and >= as a negated <, != as a negated ==.
             let (x, y, words): (&PrimExpr, &PrimExpr, &[i64]) = match op {
-                BinOp::Add => (a, b, &[2]),
-                BinOp::Sub => (a, b, &[3]),
-                BinOp::Mul | BinOp::And => (a, b, &[4]),
-                BinOp::Div | BinOp::FloorDiv => (a, b, &[5]),
-                BinOp::Mod | BinOp::FloorMod => (a, b, &[6]),
-                BinOp::Min => (a, b, &[7]),
-                BinOp::Max | BinOp::Or => (a, b, &[8]),
-                BinOp::Eq => (a, b, &[9]),
-                BinOp::Ne => (a, b, &[9, 0, 0, 9]),
-                BinOp::Lt => (a, b, &[10]),
-                BinOp::Gt => (b, a, &[10]),
-                BinOp::Le => (b, a, &[10, 0, 0, 9]),
-                BinOp::Ge => (a, b, &[10, 0, 0, 9]),
+                BinOp::Add => (a, b, &[ADD]),
+                BinOp::Sub => (a, b, &[SUB]),
+                BinOp::Mul | BinOp::And => (a, b, &[MUL]),
+                BinOp::Div | BinOp::FloorDiv => (a, b, &[FLOOR_DIV]),
+                BinOp::Mod | BinOp::FloorMod => (a, b, &[FLOOR_MOD]),
+                BinOp::Min => (a, b, &[MIN]),
+                BinOp::Max | BinOp::Or => (a, b, &[MAX]),
+                BinOp::Eq => (a, b, &[EQ]),
+                BinOp::Ne => (a, b, &[EQ, PUSH, 0, EQ]),
+                BinOp::Lt => (a, b, &[LT]),
+                BinOp::Gt => (b, a, &[LT]),
+                BinOp::Le => (b, a, &[LT, PUSH, 0, EQ]),
+                BinOp::Ge => (a, b, &[LT, PUSH, 0, EQ]),
             };
             if !(emit(x, inputs, code) && emit(y, inputs, code)) {
                 return false;

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::f64::consts::PI;
 
 use kiln_graph::ir::Expr;
+use kiln_runtime::vm::shape_expr::op;
 
 use super::shaped::{ShapedKernel, Shapes};
 use super::{constant, dtype_of, graph_dtype, shape_of, CResult, ConvertFn, Ctx, Msg};
@@ -119,7 +120,7 @@ pub(super) fn window_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
         ],
     )?;
     // The length: the size's one value.
-    let code = vec![13, 0, 0, 12];
+    let code = vec![op::VALUE, 0, 0, op::EMIT];
     Ok(Some(super::shaped::kernel(
         Shapes::Program { code, rank: 1 },
         vec![size],

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
+use kiln_runtime::vm::shape_expr::op;
 
 use super::conv::slice_axis;
 use super::{call, dtype_of, reshape, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
@@ -393,11 +394,17 @@ pub(super) fn affine_grid_run_time(
         )));
     }
     // [N (checked against the size's), spatial extents from the size, r].
-    let mut code = vec![1, 0, 0, 13, 1, 0, 9, 14, 1, 0, 0, 12];
+    let n = [op::DIM, 0, 0];
+    let mut code: Vec<i64> = n
+        .iter()
+        .chain(&[op::VALUE, 1, 0, op::EQ, op::CHECK])
+        .copied()
+        .collect();
+    code.extend(n.iter().chain(&[op::EMIT]));
     for k in 2..len {
-        code.extend([13, 1, k as i64, 12]);
+        code.extend([op::VALUE, 1, k as i64, op::EMIT]);
     }
-    code.extend([0, r as i64, 12]);
+    code.extend([op::PUSH, r as i64, op::EMIT]);
     let pt = kiln_graph::ir::Var::new("theta", theta.ty()?);
     let align = node.attr_i("align_corners", 0)? != 0;
     let body = call(

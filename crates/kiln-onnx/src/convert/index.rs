@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
+use kiln_runtime::vm::shape_expr::op;
 
 use super::{call, constant, dtype_of, norm_axis, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 use crate::Node;
@@ -166,9 +167,15 @@ pub(super) fn topk_run_time(
     let mut code = Vec::new();
     for j in 0..xs.len() {
         if j == a {
-            code.extend([13, 1, 0, 1, 0, j as i64, 0, 1, 2, 10, 14, 13, 1, 0, 12]);
+            let (k, n) = ([op::VALUE, 1, 0], [op::DIM, 0, j as i64]);
+            code.extend(
+                k.iter()
+                    .chain(&n)
+                    .chain(&[op::PUSH, 1, op::ADD, op::LT, op::CHECK]),
+            );
+            code.extend(k.iter().chain(&[op::EMIT]));
         } else {
-            code.extend([1, 0, j as i64, 12]);
+            code.extend([op::DIM, 0, j as i64, op::EMIT]);
         }
     }
     let px = kiln_graph::ir::Var::new("data", x.ty()?);
@@ -377,8 +384,8 @@ pub(super) fn center_crop_pad_run_time(
     let mut code = Vec::new();
     for j in 0..xs.len() {
         match axes.iter().position(|&a| a == j) {
-            Some(k) => code.extend([13, 1, k as i64, 12]),
-            None => code.extend([1, 0, j as i64, 12]),
+            Some(k) => code.extend([op::VALUE, 1, k as i64, op::EMIT]),
+            None => code.extend([op::DIM, 0, j as i64, op::EMIT]),
         }
     }
     let px = kiln_graph::ir::Var::new("data", x.ty()?);

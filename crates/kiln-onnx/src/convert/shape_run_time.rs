@@ -4,6 +4,7 @@
 //! time; each a [`ShapedKernel`] whose shapes a VM builtin or a shape program computes.
 
 use kiln_graph::ir::{Expr, Type, Var};
+use kiln_runtime::vm::shape_expr::op;
 
 use super::shape::shape_range;
 use super::shaped::{kernel, Result_, ShapedKernel, Shapes, Source};
@@ -218,20 +219,21 @@ fn expand_program(rx: usize, l: usize) -> Vec<i64> {
     let mut code = Vec::new();
     for j in 0..r {
         let x: Vec<i64> = match (j + rx).checked_sub(r) {
-            Some(k) => vec![1, 0, k as i64],
-            None => vec![0, 1],
+            Some(k) => vec![op::DIM, 0, k as i64],
+            None => vec![op::PUSH, 1],
         };
         let v: Vec<i64> = match (j + l).checked_sub(r) {
-            Some(k) => vec![13, 1, k as i64],
-            None => vec![0, 1],
+            Some(k) => vec![op::VALUE, 1, k as i64],
+            None => vec![op::PUSH, 1],
         };
-        let one = [0, 1];
+        let one = [op::PUSH, 1];
         // Check: v == 1 or v == x or x == 1.
-        for part in [&v[..], &one, &[9], &v, &x, &[9, 8], &x, &one, &[9, 8, 14]] {
+        let (eq, or) = ([op::EQ], [op::EQ, op::MAX]);
+        for part in [&v[..], &one, &eq, &v, &x, &or, &x, &one, &or, &[op::CHECK]] {
             code.extend_from_slice(part);
         }
         // select(x == 1, v, x).
-        for part in [&x[..], &one, &[9], &v, &x, &[11, 12]] {
+        for part in [&x[..], &one, &eq, &v, &x, &[op::SELECT, op::EMIT]] {
             code.extend_from_slice(part);
         }
     }
@@ -397,11 +399,12 @@ pub(super) fn pad_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedK
     let na = axes.len() as i64;
     let mut code = Vec::new();
     for j in 0..xs.len() {
-        code.extend([1, 0, j as i64]);
+        code.extend([op::DIM, 0, j as i64]);
         if let Some(k) = axes.iter().position(|&a| a == j) {
-            code.extend([13, 1, k as i64, 2, 13, 1, k as i64 + na, 2]);
+            let (before, after) = (k as i64, k as i64 + na);
+            code.extend([op::VALUE, 1, before, op::ADD, op::VALUE, 1, after, op::ADD]);
         }
-        code.push(12);
+        code.push(op::EMIT);
     }
     let (px, pp) = (Var::new("data", x.ty()?), Var::new("pads", pads.ty()?));
     let axes_attr: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
@@ -436,7 +439,9 @@ pub(super) fn shape_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shape
     let range = shape_range(node, &xs)?;
     let n = range.len();
     // `dim 0 j; emit` per dimension (`kiln_runtime::vm::shape_expr`).
-    let code: Vec<i64> = range.flat_map(|j| [1, 0, j as i64, 12]).collect();
+    let code: Vec<i64> = range
+        .flat_map(|j| [op::DIM, 0, j as i64, op::EMIT])
+        .collect();
     Ok(Some(ShapedKernel {
         shapes: Shapes::Program { code, rank: n },
         shape_args: vec![x],

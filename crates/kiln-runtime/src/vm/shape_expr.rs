@@ -21,6 +21,40 @@
 use crate::tensor::Tensor;
 use kiln_ffi::{Error, Result};
 
+/// The opcodes (see the table above), named for the programs' writers.
+pub mod op {
+    /// `k`: push `k`.
+    pub const PUSH: i64 = 0;
+    /// `a, j`: push dimension `j` of argument `a`.
+    pub const DIM: i64 = 1;
+    /// Pop b, a; push a + b.
+    pub const ADD: i64 = 2;
+    /// Pop b, a; push a - b.
+    pub const SUB: i64 = 3;
+    /// Pop b, a; push a * b.
+    pub const MUL: i64 = 4;
+    /// Pop b, a; push floordiv(a, b).
+    pub const FLOOR_DIV: i64 = 5;
+    /// Pop b, a; push floormod(a, b).
+    pub const FLOOR_MOD: i64 = 6;
+    /// Pop b, a; push min(a, b).
+    pub const MIN: i64 = 7;
+    /// Pop b, a; push max(a, b).
+    pub const MAX: i64 = 8;
+    /// Pop b, a; push a == b.
+    pub const EQ: i64 = 9;
+    /// Pop b, a; push a < b.
+    pub const LT: i64 = 10;
+    /// Pop f, t, c; push c != 0 ? t : f.
+    pub const SELECT: i64 = 11;
+    /// Pop a: the next dimension of the result.
+    pub const EMIT: i64 = 12;
+    /// `a, k`: push element `k` of integer argument `a`.
+    pub const VALUE: i64 = 13;
+    /// Pop c: an error unless c != 0.
+    pub const CHECK: i64 = 14;
+}
+
 /// Evaluates `code` over the dimensions of `args`: the result's dimensions.
 pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
     let bad = |why: &str| Error::value_error(format!("shape expression {code:?}: {why}"));
@@ -29,14 +63,14 @@ pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
     let mut pc = 0;
     let word = |pc: usize| code.get(pc).copied().ok_or_else(|| bad("cut short"));
     while pc < code.len() {
-        let op = code[pc];
+        let opcode = code[pc];
         pc += 1;
-        match op {
-            0 => {
+        match opcode {
+            op::PUSH => {
                 stack.push(word(pc)?);
                 pc += 1;
             }
-            1 => {
+            op::DIM => {
                 let (a, j) = (word(pc)?, word(pc + 1)?);
                 pc += 2;
                 let d = usize::try_from(a)
@@ -46,19 +80,19 @@ pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
                     .ok_or_else(|| bad("reads a dimension its arguments do not have"))?;
                 stack.push(*d);
             }
-            2..=11 => {
+            op::ADD..=op::SELECT => {
                 let b = stack.pop().ok_or_else(|| bad("stack underflow"))?;
                 let a = stack.pop().ok_or_else(|| bad("stack underflow"))?;
-                let v = match op {
-                    2 => a.checked_add(b),
-                    3 => a.checked_sub(b),
-                    4 => a.checked_mul(b),
-                    5 => (b > 0).then(|| a.div_euclid(b)),
-                    6 => (b > 0).then(|| a.rem_euclid(b)),
-                    7 => Some(a.min(b)),
-                    8 => Some(a.max(b)),
-                    9 => Some((a == b) as i64),
-                    10 => Some((a < b) as i64),
+                let v = match opcode {
+                    op::ADD => a.checked_add(b),
+                    op::SUB => a.checked_sub(b),
+                    op::MUL => a.checked_mul(b),
+                    op::FLOOR_DIV => (b > 0).then(|| a.div_euclid(b)),
+                    op::FLOOR_MOD => (b > 0).then(|| a.rem_euclid(b)),
+                    op::MIN => Some(a.min(b)),
+                    op::MAX => Some(a.max(b)),
+                    op::EQ => Some((a == b) as i64),
+                    op::LT => Some((a < b) as i64),
                     _ => {
                         let c = stack.pop().ok_or_else(|| bad("stack underflow"))?;
                         Some(if c != 0 { a } else { b })
@@ -66,14 +100,14 @@ pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
                 };
                 stack.push(v.ok_or_else(|| bad("overflow or division by zero"))?);
             }
-            12 => {
+            op::EMIT => {
                 let d = stack.pop().ok_or_else(|| bad("stack underflow"))?;
                 if d < 0 {
                     return Err(bad(&format!("dimension {} comes out {d}", out.len())));
                 }
                 out.push(d);
             }
-            13 => {
+            op::VALUE => {
                 let (a, k) = (word(pc)?, word(pc + 1)?);
                 pc += 2;
                 let t = usize::try_from(a)
@@ -84,7 +118,7 @@ pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
                 let x = usize::try_from(k).ok().and_then(|k| v.get(k));
                 stack.push(*x.ok_or_else(|| bad("reads a value its argument does not have"))?);
             }
-            14 => {
+            op::CHECK => {
                 if stack.pop().ok_or_else(|| bad("stack underflow"))? == 0 {
                     let shapes: Vec<&[i64]> = args.iter().map(|t| t.shape()).collect();
                     return Err(Error::value_error(format!(
@@ -94,7 +128,7 @@ pub fn eval(code: &[i64], args: &[Tensor]) -> Result<Vec<i64>> {
                     )));
                 }
             }
-            _ => return Err(bad(&format!("unknown opcode {op}"))),
+            _ => return Err(bad(&format!("unknown opcode {opcode}"))),
         }
     }
     Ok(out)
