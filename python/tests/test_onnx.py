@@ -171,17 +171,19 @@ def test_frozen_inputs_fix_shape_inputs_at_import():
     model.ir_version = 8
     # Left to run time, the shape makes the model a VM program (a view by the shape given).
     assert kiln.onnx.compile(model).kind == "VMFactory"
-    # An operator with no kernel for a run-time shape (Resize by sizes) is refused, naming the
-    # input.
-    resize = helper.make_model(helper.make_graph(
-        [helper.make_node("Resize", ["x", "", "", "shape"], ["y"])], "resize_by_input",
+    # An operator with no kernel for a run-time shape (MaxUnpool by its output_shape) is
+    # refused, naming the input.
+    unpool = helper.make_model(helper.make_graph(
+        [helper.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2],
+                          strides=[2, 2])], "unpool_by_input",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [1, 1, 2, 2]),
          helper.make_tensor_value_info("shape", TensorProto.INT64, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
         opset_imports=[helper.make_opsetid("", 13)])
-    resize.ir_version = 8
+    unpool.ir_version = 8
     with pytest.raises(ValueError, match=r"'shape'\) is a run-time input of the graph"):
-        kiln.onnx.compile(resize)
+        kiln.onnx.compile(unpool)
     with pytest.raises(ValueError, match="frozen input 'shape' is declared"):
         kiln.onnx.compile(model, frozen_inputs={"shape": np.array([4, 6], dtype="int32")})
     with pytest.raises(ValueError, match="'nope' is not a run-time input"):
@@ -199,13 +201,15 @@ def test_frozen_inputs_fix_shape_inputs_at_import():
 
 
 def test_shape_computed_from_an_input_names_that_input():
-    # The Resize's sizes are `s + s` with `s` a run-time input: the error names `s`, and
-    # freezing `s` compiles the model.
-    nodes = [helper.make_node("Add", ["s", "s"], ["shape"]),
-             helper.make_node("Resize", ["x", "", "", "shape"], ["y"])]
+    # MaxUnpool's output_shape is `Abs(s)` with `s` a run-time input: the error names `s`,
+    # and freezing `s` compiles the model.
+    nodes = [helper.make_node("Abs", ["s"], ["shape"]),
+             helper.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2],
+                              strides=[2, 2])]
     graph = helper.make_graph(
         nodes, "computed_shape",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 2, 2]),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 2, 2]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [1, 2, 2, 2]),
          helper.make_tensor_value_info("s", TensorProto.INT64, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -213,10 +217,16 @@ def test_shape_computed_from_an_input_names_that_input():
     with pytest.raises(ValueError, match=r"computed at run time from the graph's run-time "
                                          r"input\(s\) 's'"):
         kiln.onnx.compile(model)
-    lib = kiln.onnx.compile(model, frozen_inputs={"s": np.array([1, 1, 1, 2], dtype="int64")})
+    lib = kiln.onnx.compile(model, frozen_inputs={"s": np.array([1, 2, 4, 5], dtype="int64")})
     gm = GraphModule(lib["default"](kiln.cpu()))
-    x = np.random.default_rng().standard_normal((2, 2, 2, 2)).astype("float32")
+    rng = np.random.default_rng()
+    x = rng.standard_normal((1, 2, 2, 2)).astype("float32")
+    # Each value to a distinct place of its channel's 4 x 5 plane (indices into the whole
+    # output, as MaxPool gives them).
+    i = np.stack([c * 20 + rng.permutation(20)[:4] for c in range(2)]).reshape(1, 2, 2, 2)
     gm.set_input("x", x)
+    gm.set_input("i", i.astype("int64"))
     gm.run()
-    # Nearest neighbours, twice the width: each column twice.
-    np.testing.assert_array_equal(gm.get_output(0).numpy(), np.repeat(x, 2, axis=3))
+    want = np.zeros(40, np.float32)
+    want[i.ravel()] = x.ravel()
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), want.reshape(1, 2, 4, 5))

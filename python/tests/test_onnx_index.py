@@ -150,17 +150,18 @@ def test_nonzero_and_compress_fold_constants():
 
 
 def test_runtime_shape_inputs_are_named():
-    x = rand(1, 1, 3, 2)
-    sizes = np.array([1, 1, 6, 4], np.int64)
+    x = rand(1, 1, 2, 2)
     m = helper.make_model(helper.make_graph(
-        [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"])], "resize",
+        [helper.make_node("MaxUnpool", ["x", "i", "sizes"], ["y"], kernel_shape=[2, 2],
+                          strides=[2, 2])], "unpool",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+         helper.make_tensor_value_info("i", TensorProto.INT64, list(x.shape)),
          helper.make_tensor_value_info("sizes", TensorProto.INT64, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
         opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     with pytest.raises(Exception, match=r"'sizes'\) is a run-time input of the graph"):
-        kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "sizes": sizes.shape},
+        kiln.onnx.compile(m.SerializeToString(), {"x": x.shape, "i": x.shape, "sizes": (4,)},
                           target=TARGET)
 
 

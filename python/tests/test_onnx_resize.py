@@ -194,11 +194,26 @@ def test_resize_before_opset_11(op, opset, mode, scales):
     np.testing.assert_allclose(kiln_run(m, x, want.shape), want, rtol=1e-5, atol=1e-6)
 
 
-def test_resize_runtime_scales_is_an_error_naming_them():
-    x = np.zeros((1, 1, 4, 4), dtype="float32")
-    m = legacy_model("Resize", 10, "nearest", x, [1.0, 1.0, 2.0, 2.0], scales_as_input=True)
-    with pytest.raises(Exception, match=r"\('scales'\) is a run-time input"):
-        kiln.onnx.compile(m.SerializeToString(), target="llvm")
+@pytest.mark.parametrize("op,opset", [("Resize", 10), ("Upsample", 9)])
+def test_resize_by_run_time_scales_before_opset_11(op, opset):
+    # Scales given per run compile to one VM library; each run against onnxruntime.
+    x0 = np.zeros((1, 2, 4, 6), dtype="float32")
+    m = legacy_model(op, opset, "linear", x0, [1.0, 1.0, 2.0, 2.0], scales_as_input=True)
+    lib = kiln.onnx.compile(m.SerializeToString(), target="llvm")
+    assert lib.kind == "VMFactory"
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng()
+    for scales in ([1, 1, 2, 2], [1, 1, 1.5, 3], [1, 2, 2.5, 1]):
+        feeds = {"x": rng.standard_normal(x0.shape).astype("float32"),
+                 "scales": np.array(scales, "float32")}
+        for k, v in feeds.items():
+            gm.set_input(k, v)
+        gm.run()
+        want = sess.run(None, feeds)[0]
+        got = gm.get_output(0).numpy()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_resize_frozen_scales():

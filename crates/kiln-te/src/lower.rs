@@ -59,12 +59,17 @@ pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc> {
     };
     let mut arg_bufs = Vec::new();
     for t in args {
-        let s = *l.op_stage.get(&t.op().key()).ok_or_else(|| {
-            Error::value_error(format!(
+        let Some(&s) = l.op_stage.get(&t.op().key()) else {
+            // An input the computes do not read (only its extents, say) is still a parameter.
+            if matches!(t.op().kind(), crate::tensor::OpKind::Placeholder(_)) {
+                arg_bufs.push(Buffer::decl(t.name(), t.dtype(), t.shape().to_vec()));
+                continue;
+            }
+            return Err(Error::value_error(format!(
                 "lower `{name}`: argument `{}` is not computed by the schedule",
                 t.name()
-            ))
-        })?;
+            )));
+        };
         let buf = Buffer::decl(t.name(), t.dtype(), t.shape().to_vec());
         let zeros = t
             .shape()

@@ -37,6 +37,7 @@ mod quant;
 mod recurrent;
 mod reduce;
 mod resize;
+mod resize_run_time;
 mod sequence;
 mod shape;
 mod shape_run_time;

@@ -15,53 +15,26 @@ use std::collections::HashMap;
 use kiln_ffi::dtype::code;
 use kiln_ffi::DataType as GDataType;
 use kiln_graph::ir::Expr;
+use kiln_topi::transform::resample::{cubic_kernel, Coord, Mode, Rounding};
 
 use super::{
     call, const_i64, constant, dtype_of, norm_axis, shape_of, CResult, ConvertFn, Ctx, Msg,
 };
 use crate::Node;
 
-/// ONNX's `coordinate_transformation_mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Coord {
-    HalfPixel,
-    HalfPixelSymmetric,
-    PytorchHalfPixel,
-    AlignCorners,
-    Asymmetric,
-    TfHalfPixelForNn,
-    TfCropAndResize,
-}
-
-/// ONNX's `nearest_mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rounding {
-    RoundPreferFloor,
-    RoundPreferCeil,
-    Floor,
-    Ceil,
-    /// Upsample and Resize before opset 11: down when upsampling the axis, up when
-    /// downsampling it (onnxruntime's rule).
-    Legacy,
-}
-
-/// The interpolation.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Mode {
-    Nearest(Rounding),
-    Linear,
-    /// Cubic convolution with coefficient `a` (`cubic_coeff_a`).
-    Cubic(f32),
-}
-
 /// How one Resize node samples, shared by every axis.
 #[derive(Clone, Copy, Debug)]
-struct Sampling {
-    mode: Mode,
-    coord: Coord,
-    antialias: bool,
-    exclude_outside: bool,
-    extrapolation: f32,
+pub(super) struct Sampling {
+    /// The interpolation.
+    pub mode: Mode,
+    /// The coordinate transformation.
+    pub coord: Coord,
+    /// Whether a downsampling filter is widened.
+    pub antialias: bool,
+    /// Whether taps outside the input get weight 0.
+    pub exclude_outside: bool,
+    /// The value of positions outside tf_crop_and_resize's region.
+    pub extrapolation: f32,
 }
 
 /// The resampling of one axis: output position `o` reads input indices
@@ -132,18 +105,6 @@ fn round_nearest(r: Rounding, x: f64, scale: f32) -> i64 {
         Rounding::Ceil => x.ceil(),
     };
     v as i64
-}
-
-/// The cubic convolution kernel with coefficient `a` at distance `d`.
-fn cubic_kernel(a: f64, d: f64) -> f64 {
-    let d = d.abs();
-    if d <= 1.0 {
-        ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0
-    } else if d < 2.0 {
-        ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a
-    } else {
-        0.0
-    }
 }
 
 /// The index and weight table of one resized axis.
@@ -340,42 +301,28 @@ impl AxisTable {
 }
 
 fn parse_coord(s: &str) -> CResult<Coord> {
-    Ok(match s {
-        "half_pixel" => Coord::HalfPixel,
-        "half_pixel_symmetric" => Coord::HalfPixelSymmetric,
-        "pytorch_half_pixel" => Coord::PytorchHalfPixel,
-        "align_corners" => Coord::AlignCorners,
-        "asymmetric" => Coord::Asymmetric,
-        "tf_half_pixel_for_nn" => Coord::TfHalfPixelForNn,
-        "tf_crop_and_resize" => Coord::TfCropAndResize,
-        m => {
-            return Err(Msg(format!(
-                "attribute coordinate_transformation_mode = \"{m}\" is not one of half_pixel, \
-                 half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric, \
-                 tf_half_pixel_for_nn, tf_crop_and_resize"
-            )))
-        }
+    Coord::parse(s).ok_or_else(|| {
+        Msg(format!(
+            "attribute coordinate_transformation_mode = \"{s}\" is not one of half_pixel, \
+             half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric, \
+             tf_half_pixel_for_nn, tf_crop_and_resize"
+        ))
     })
 }
 
 fn parse_rounding(s: &str) -> CResult<Rounding> {
-    Ok(match s {
-        "round_prefer_floor" => Rounding::RoundPreferFloor,
-        "round_prefer_ceil" => Rounding::RoundPreferCeil,
-        "floor" => Rounding::Floor,
-        "ceil" => Rounding::Ceil,
-        m => {
-            return Err(Msg(format!(
-                "attribute nearest_mode = \"{m}\" is not one of round_prefer_floor, \
-                 round_prefer_ceil, floor, ceil"
-            )))
-        }
-    })
+    match Rounding::parse(s) {
+        Some(r) if r != Rounding::Legacy => Ok(r),
+        _ => Err(Msg(format!(
+            "attribute nearest_mode = \"{s}\" is not one of round_prefer_floor, \
+             round_prefer_ceil, floor, ceil"
+        ))),
+    }
 }
 
 /// The node's sampling attributes (Upsample and Resize before opset 11 sample asymmetric
 /// coordinates, nearest rounding by [`Rounding::Legacy`]).
-fn sampling(ctx: &Ctx<'_>, node: &Node) -> CResult<Sampling> {
+pub(super) fn sampling(ctx: &Ctx<'_>, node: &Node) -> CResult<Sampling> {
     let legacy = node.op_type == "Upsample" || ctx.opset < 11;
     let rounding = if legacy {
         Rounding::Legacy
@@ -520,7 +467,7 @@ fn output_geometry(node: &Node, xs: &[i64], axes: &[usize], target: Target) -> C
 }
 
 /// The resized axes: attribute `axes` (opset 18) or every axis.
-fn resized_axes(node: &Node, rank: usize) -> CResult<Vec<usize>> {
+pub(super) fn resized_axes(node: &Node, rank: usize) -> CResult<Vec<usize>> {
     let Some(axes) = node.opt_ints("axes")? else {
         return Ok((0..rank).collect());
     };

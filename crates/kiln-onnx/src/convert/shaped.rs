@@ -127,12 +127,27 @@ pub(super) fn kernel(
 /// The kernel computing `node`, when it is an operator with one and an input deciding its
 /// shapes is known only at run time.
 pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    if node.domain == super::resize_run_time::DOMAIN {
+        return super::resize_run_time::kernel_of(ctx, node);
+    }
     if !node.domain.is_empty() {
         return Ok(None);
     }
     match own(ctx, node)? {
         Some(k) => Ok(Some(k)),
         None => generic(ctx, node),
+    }
+}
+
+/// The internal nodes computing `node` when an operator computes it at run time in several
+/// kernels (Resize: [`super::resize_run_time`]), each converted as a node of its own; `None`
+/// for other nodes.
+pub(super) fn expansion(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>>> {
+    match node.op_type.as_str() {
+        "Resize" | "Upsample" if node.domain.is_empty() => {
+            super::resize_run_time::expand(ctx, node)
+        }
+        _ => Ok(None),
     }
 }
 
@@ -402,7 +417,16 @@ pub(super) fn may_need(op: &str) -> bool {
     super::reduce::REDUCTIONS.contains(&op)
         || RUN_TIME_SHAPE_OPS.contains(&op)
         || WINDOWS.contains(&op)
-        || ["OneHot", "CenterCropPad", "Pad", "AffineGrid", "TopK"].contains(&op)
+        || [
+            "OneHot",
+            "CenterCropPad",
+            "Pad",
+            "AffineGrid",
+            "TopK",
+            "Resize",
+            "Upsample",
+        ]
+        .contains(&op)
 }
 
 /// The window operators, whose size input may be known only at run time.

@@ -25,6 +25,7 @@ mod concatenate;
 mod flatten;
 pub mod layout;
 mod pad;
+pub mod resample;
 mod reshape;
 mod resize;
 pub mod run_time;

@@ -9,6 +9,7 @@ pub mod gather_elements;
 pub mod gather_nd;
 pub mod layout_transform;
 pub mod pad;
+pub mod resample;
 pub mod reshape;
 pub mod resize2d;
 pub mod run_time;
@@ -33,6 +34,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     layout_transform::defs(v);
     pad::defs(v);
     reshape::defs(v);
+    resample::defs(v);
     resize2d::defs(v);
     run_time::defs(v);
     scatter::defs(v);

@@ -163,11 +163,24 @@ impl Builder {
         outputs: &[String],
     ) -> Result<Vec<usize>> {
         let mut fused_until = 0;
-        for (i, node) in nodes.iter().enumerate() {
+        let mut nodes = std::borrow::Cow::Borrowed(nodes);
+        let mut i = 0;
+        while i < nodes.len() {
             if i < fused_until {
                 // Computed by the kernel of the group it belongs to.
+                i += 1;
                 continue;
             }
+            // A node computed in several kernels is replaced by the nodes of its steps.
+            let expanded =
+                shaped::expansion(ctx, &nodes[i]).map_err(|m| node_error(&nodes[i], m))?;
+            if let Some(steps) = expanded {
+                nodes.to_mut().splice(i..=i, steps);
+                continue;
+            }
+            let at = i;
+            i += 1;
+            let node = &nodes[at];
             let shaped = shaped::run_time(ctx, node).map_err(|m| node_error(node, m))?;
             let kind = if shaped.is_some() {
                 Decision::Kernel
@@ -179,7 +192,7 @@ impl Builder {
                 continue;
             }
             self.split = true;
-            let mut live: Vec<String> = names_read(&nodes[i..]);
+            let mut live: Vec<String> = names_read(&nodes[at..]);
             live.extend(outputs.iter().cloned());
             self.materialize(ctx, &live, false)?;
             match kind {
@@ -195,7 +208,7 @@ impl Builder {
                 Decision::Kernel => {
                     // Described again: its inputs are registers now. Elementwise nodes after
                     // it join its kernel when no value inside the group is read after it.
-                    let rest = &nodes[i..];
+                    let rest = &nodes[at..];
                     let reads_after = |j: usize| {
                         let mut names = names_read(&rest[j + 1..]);
                         names.extend(outputs.iter().cloned());
@@ -205,7 +218,7 @@ impl Builder {
                         .map_err(|m| node_error(node, m))?;
                     match group {
                         Some((k, len)) => {
-                            fused_until = i + len;
+                            fused_until = at + len;
                             self.kernel_node(ctx, &rest[len - 1], k)?
                         }
                         None => {
