@@ -447,6 +447,33 @@ def test_pad_by_run_time_pads(tmp_path, mode):
         _run(gm, dict(feeds, pads=np.array([0, -9, 0, 0], np.int64)), 1)
 
 
+@pytest.mark.parametrize("mode", ["constant", "reflect"])
+def test_pad_along_run_time_axes(tmp_path, mode):
+    # The axes are given per run too (any order, negative spellings); an axis named twice or
+    # out of range is refused and the machine stays usable.
+    nodes = [helper.make_node("Pad", ["x", "pads", "", "axes"], ["y"], mode=mode)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [3, 4, 5]),
+                       helper.make_tensor_value_info("pads", TensorProto.INT64, [4]),
+                       helper.make_tensor_value_info("axes", TensorProto.INT64, [2])],
+               [helper.make_tensor_value_info("y", F, [None] * 3)])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(59)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    for axes, pads in (([0, 2], [1, 2, 2, 1]), ([-1, 1], [0, 3, 2, 0]), ([2, -3], [1, 0, 1, 2]),
+                       ([1, 2], [-1, 1, 2, -2])):
+        feeds = {"x": x, "pads": np.array(pads, np.int64), "axes": np.array(axes, np.int64)}
+        (got,) = _run(gm, feeds, 1)
+        (want,) = sess.run(None, feeds)
+        assert got.shape == want.shape, (axes, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=str(axes))
+    for bad in ([1, -2], [0, 3], [-4, 0]):
+        with pytest.raises(ValueError, match=r"do not fit"):
+            _run(gm, dict(feeds, axes=np.array(bad, np.int64)), 1)
+    (got,) = _run(gm, feeds, 1)
+    np.testing.assert_array_equal(got, sess.run(None, feeds)[0])
+
+
 def test_center_crop_pad_and_windows_by_run_time_sizes(tmp_path):
     from onnx import numpy_helper
     nodes = [helper.make_node("CenterCropPad", ["x", "shape"], ["c"], axes=[0, -1]),

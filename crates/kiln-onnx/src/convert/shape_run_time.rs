@@ -359,6 +359,9 @@ pub(super) fn pad_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedK
     if !(run_time(1)? || run_time(2)? || xs.contains(&-1)) {
         return Ok(None);
     }
+    if run_time(3)? {
+        return pad_run_time_axes(ctx, node).map(Some);
+    }
     let axes: Vec<usize> = match ctx.const_ints(node, 3)? {
         Some(a) => a
             .iter()
@@ -426,6 +429,93 @@ pub(super) fn pad_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedK
         body,
         &[(0, None)],
     )?))
+}
+
+/// Pad whose axes are known only at run time: every dimension is the input's plus the widths
+/// of the values naming its axis; the shape program checks that each value names an axis and
+/// none twice.
+fn pad_run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<ShapedKernel> {
+    let x = ctx.input(node, 0)?;
+    let (pads, axes) = (ctx.input(node, 1)?, ctx.input(node, 3)?);
+    let rank = shape_of(&x)?.len() as i64;
+    let na = length(ctx, node, 3)? as i64;
+    if length(ctx, node, 1)? as i64 != 2 * na {
+        return Err(Msg(format!(
+            "input #1 (pads) must hold 2 values per value of input #3 (axes, {na})"
+        )));
+    }
+    let dtype = dtype_of(&x)?;
+    let value = match ctx.opt_input(node, 2)? {
+        Some(v) => v,
+        None => super::scalar(0.0, dtype)?,
+    };
+    // Shape arguments: 0 the data, 1 the pads, 2 the axes. `norm(k)`: axes[k] counted from 0.
+    let norm = |k: i64| {
+        vec![
+            op::VALUE,
+            2,
+            k,
+            op::VALUE,
+            2,
+            k,
+            op::PUSH,
+            0,
+            op::LT,
+            op::PUSH,
+            rank,
+            op::PUSH,
+            0,
+            op::SELECT,
+            op::ADD,
+        ]
+    };
+    let mut code = Vec::new();
+    for k in 0..na {
+        code.extend([op::VALUE, 2, k, op::PUSH, rank, op::LT, op::CHECK]);
+        code.extend([op::PUSH, -rank - 1, op::VALUE, 2, k, op::LT, op::CHECK]);
+        for l in 0..k {
+            code.extend(norm(k));
+            code.extend(norm(l));
+            code.extend([op::EQ, op::PUSH, 0, op::EQ, op::CHECK]);
+        }
+    }
+    for j in 0..rank {
+        code.extend([op::DIM, 0, j]);
+        for k in 0..na {
+            code.extend(norm(k));
+            code.extend([op::PUSH, j, op::EQ]);
+            code.extend([op::VALUE, 1, k, op::VALUE, 1, k + na, op::ADD, op::PUSH, 0]);
+            code.extend([op::SELECT, op::ADD]);
+        }
+        code.push(op::EMIT);
+    }
+    let vars: Vec<Var> = ["data", "pads", "value", "axes"]
+        .iter()
+        .zip([&x, &pads, &value, &axes])
+        .map(|(n, e)| Ok(Var::new(n, e.ty()?)))
+        .collect::<CResult<_>>()?;
+    let mode = node.attr_s("mode", "constant")?;
+    let body = call(
+        "dyn.pad_axes",
+        vars.iter().map(Var::expr).collect(),
+        &[("mode", mode.as_str().into())],
+    )?;
+    let mut inputs = vec![
+        (x.clone(), vars[0].clone()),
+        (pads.clone(), vars[1].clone()),
+    ];
+    inputs.push((value, vars[2].clone()));
+    inputs.push((axes.clone(), vars[3].clone()));
+    kernel(
+        Shapes::Program {
+            code,
+            rank: rank as usize,
+        },
+        vec![x, pads, axes],
+        inputs,
+        body,
+        &[(0, None)],
+    )
 }
 
 /// Shape of a value with dimensions known only at run time: a shape program reading them

@@ -7,7 +7,7 @@ use crate::tag;
 use crate::transform::util::{compute_tagged, constant};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_te::Tensor;
-use kiln_tir::{cast, PrimExpr, Var};
+use kiln_tir::{cast, select, PrimExpr, Var};
 
 /// `rank` extents known at run time (size variables `o0`, `o1`...), bound from the result
 /// tensor a kernel is called with.
@@ -134,10 +134,22 @@ pub fn center_crop_pad_run_time(x: &Tensor, axes: &[usize]) -> Result<Tensor> {
     )
 }
 
+/// The axes a run-time pad widens: given at compile time, or a run-time int64 tensor (ONNX
+/// Pad's `axes` input; negative values count from the end).
+#[derive(Clone, Copy, Debug)]
+pub enum PadAxes<'a> {
+    /// These axes, in the order of the widths.
+    Given(&'a [usize]),
+    /// The axes held by this 1-D tensor, known at run time (every axis may be padded).
+    RunTime(&'a Tensor),
+}
+
 /// `x` padded (or, by negative widths, cropped) along `axes` by widths known only at run time
 /// (ONNX Pad with run-time pads): `pads` holds the widths before each axis of `axes`, then
 /// those after (int64); `mode` is `constant` (`value`, a one-element tensor of `x`'s dtype),
-/// `edge`, `reflect` or `wrap`. The result's extents along `axes` are bound from the result.
+/// `edge`, `reflect` or `wrap`. The result's extents along the padded axes are bound from the
+/// result (every axis when the axes are known at run time: an axis no value names gets width
+/// 0; the caller's shape computation checks that no axis is named twice).
 ///
 /// # Errors
 /// A `ValueError` for an unknown mode, an axis out of range or `pads` of another length.
@@ -145,26 +157,60 @@ pub fn pad_run_time(
     x: &Tensor,
     pads: &Tensor,
     value: &Tensor,
-    axes: &[usize],
+    axes: PadAxes<'_>,
     mode: &str,
 ) -> Result<Tensor> {
     if !["constant", "edge", "reflect", "wrap"].contains(&mode) {
         return Err(Error::value_error(format!("pad: unknown mode `{mode}`")));
     }
-    if axes.iter().any(|&a| a >= x.ndim())
+    let n_axes = match axes {
+        PadAxes::Given(a) => Some(a.len() as i64),
+        PadAxes::RunTime(t) if t.ndim() == 1 => t.shape()[0].as_int(),
+        PadAxes::RunTime(_) => Some(-1),
+    };
+    let bad_axis = matches!(axes, PadAxes::Given(a) if a.iter().any(|&a| a >= x.ndim()));
+    if bad_axis
+        || n_axes.is_some_and(|n| n < 0)
         || pads.ndim() != 1
         || pads.shape()[0]
             .as_int()
-            .is_some_and(|n| n != 2 * axes.len() as i64)
+            .zip(n_axes)
+            .is_some_and(|(p, n)| p != 2 * n)
     {
         return Err(Error::value_error(format!(
-            "pad: {} axes of a rank-{} input need 2 widths each",
-            axes.len(),
+            "pad: the axes of a rank-{} input need 2 widths each",
             x.ndim()
         )));
     }
-    let dims = run_time_dims_on(x, axes);
     let i32t = DataType::int(32);
+    let pad_at = |k: PrimExpr| cast(i32t, pads.at(&[k]));
+    // The width before each axis (None: not padded).
+    let before: Vec<Option<PrimExpr>> = match axes {
+        PadAxes::Given(a) => (0..x.ndim())
+            .map(|j| {
+                a.iter()
+                    .position(|&b| b == j)
+                    .map(|k| pad_at(PrimExpr::i32(k as i64)))
+            })
+            .collect(),
+        PadAxes::RunTime(t) => {
+            let n = t.shape()[0].as_int().unwrap_or(0);
+            let rank = x.ndim() as i64;
+            (0..rank)
+                .map(|j| {
+                    let mut w = PrimExpr::i32(0);
+                    for k in 0..n {
+                        let a = cast(i32t, t.at(&[PrimExpr::i32(k)]));
+                        let a = select(a.clone().lt(0), a.clone() + rank, a);
+                        w = w + select(a.equal(j), pad_at(PrimExpr::i32(k)), PrimExpr::i32(0));
+                    }
+                    Some(w)
+                })
+                .collect()
+        }
+    };
+    let padded: Vec<usize> = (0..x.ndim()).filter(|&j| before[j].is_some()).collect();
+    let dims = run_time_dims_on(x, &padded);
     let fill = value.at(&vec![PrimExpr::i32(0); value.ndim()]);
     compute_tagged(
         &dims,
@@ -174,11 +220,10 @@ pub fn pad_run_time(
                 .iter()
                 .enumerate()
                 .map(|(j, v)| {
-                    let Some(k) = axes.iter().position(|&a| a == j) else {
+                    let Some(before) = before[j].clone() else {
                         return v.to_expr();
                     };
                     let n = x.shape()[j].clone();
-                    let before = cast(i32t, pads.at(&[PrimExpr::i32(k as i64)]));
                     let src = v.to_expr() - before;
                     let last = kiln_tir::max(n.clone() - 1, 0);
                     match mode {

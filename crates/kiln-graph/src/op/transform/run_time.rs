@@ -10,6 +10,7 @@
 //! - `dyn.tile(data)`: ONNX Tile with run-time repeats;
 //! - `dyn.center_crop_pad(data, axes)`: ONNX CenterCropPad with a run-time shape;
 //! - `dyn.pad(data, pads, value, axes, mode)`: ONNX Pad with run-time pads;
+//! - `dyn.pad_axes(data, pads, value, axes, mode)`: the same with run-time axes (a tensor);
 //! - `dyn.affine_grid(theta, align_corners)`: ONNX AffineGrid with a run-time size;
 //! - `dyn.cosine_window(window, periodic, dtype)`: ONNX's cosine windows of a run-time size;
 //! - `dyn.broadcast_to(data, rank)`: ONNX Expand with a run-time shape (the result's
@@ -121,6 +122,23 @@ fn pad_rel(ctx: &RelCtx<'_>) -> Result<Type> {
         )));
     }
     Ok(t)
+}
+
+fn pad_axes_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, dtype) = ctx.tensor(0)?;
+    let (p, pt) = ctx.tensor(1)?;
+    let (v, vt) = ctx.tensor(2)?;
+    let (a, at) = ctx.tensor(3)?;
+    let ok = matches!((p, a), ([p], [a]) if *a >= 0 && *p == 2 * a);
+    if !ok || pt != DataType::int(64) || at != DataType::int(64) {
+        return Err(ctx.err(format!(
+            "pads and axes must be int64 with 2 widths per axis, got {pt}{p:?} and {at}{a:?}"
+        )));
+    }
+    if v.iter().product::<i64>() != 1 || vt != dtype {
+        return Err(ctx.err(format!("the value must be one {dtype}, got {vt}{v:?}")));
+    }
+    Ok(Type::tensor(&vec![-1; s.len()], dtype))
 }
 
 fn affine_grid_rel(ctx: &RelCtx<'_>) -> Result<Type> {
@@ -255,7 +273,26 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 input(op, i, 0)?,
                 input(op, i, 1)?,
                 input(op, i, 2)?,
-                &axes,
+                rt::PadAxes::Given(&axes),
+                &a.str("mode")?,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.pad_axes",
+            &["data", "pads", "value", "axes"],
+            OpPattern::Opaque,
+            pad_axes_rel,
+        )
+        .attrs(vec![AttrSpec::new("mode", AttrKind::Str, "constant")])
+        .compute(|i, a, _| {
+            let op = "dyn.pad_axes";
+            one(rt::pad_run_time(
+                input(op, i, 0)?,
+                input(op, i, 1)?,
+                input(op, i, 2)?,
+                rt::PadAxes::RunTime(input(op, i, 3)?),
                 &a.str("mode")?,
             ))
         }),
