@@ -170,6 +170,48 @@ def test_loop_with_a_run_time_trip_count(tmp_path):
     assert gm.get_output_info()[0][1] == (-1, 2, 4)  # known at run time
 
 
+def test_loop_carrying_a_value_whose_extent_changes(tmp_path):
+    # Each iteration appends x[i] (a slice by the iteration number) to the carried vector, so
+    # its length is known only at run time; a scan output of one fixed extent (its sum, as
+    # [1]) and one of the same extent every iteration (the slice plus the vector's last
+    # element) are stacked.
+    body = helper.make_graph([
+        helper.make_node("Add", ["i", "one"], ["end"]),
+        helper.make_node("Unsqueeze", ["i", "zero"], ["start1"]),
+        helper.make_node("Unsqueeze", ["end", "zero"], ["end1"]),
+        helper.make_node("Slice", ["x", "start1", "end1"], ["xi"]),
+        helper.make_node("Concat", ["y_in", "xi"], ["y_out"], axis=0),
+        helper.make_node("ReduceSum", ["y_out"], ["total"], keepdims=1),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ], "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("y_in", F, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_out", F, [None]),
+         helper.make_tensor_value_info("total", F, [1])])
+    inits = [numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array(True), "go")]
+    m = _model([helper.make_node("Loop", ["trip", "go", "y0"], ["y", "totals"], body=body)],
+               [helper.make_tensor_value_info("x", F, [6]),
+                helper.make_tensor_value_info("y0", F, [1]),
+                helper.make_tensor_value_info("trip", TensorProto.INT64, [])],
+               [helper.make_tensor_value_info("y", F, [None]),
+                helper.make_tensor_value_info("totals", F, [None, 1])], inits, opset=16)
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(12)
+    for trip in (3, 0, 6, 1):
+        feeds = {"x": rng.standard_normal(6).astype(np.float32),
+                 "y0": rng.standard_normal(1).astype(np.float32),
+                 "trip": np.array(trip, np.int64)}
+        got = _run(gm, feeds, 2)
+        want = sess.run(None, feeds)
+        assert got[0].shape == (1 + trip,) and got[1].shape == want[1].shape, trip
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
 def test_while_loop_with_a_data_dependent_condition(tmp_path):
     # No trip count: v <- v * 1.5 + 0.1 while sum(v) < limit; the condition is computed from
     # the data in the body, and before the loop from the inputs.

@@ -87,6 +87,7 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
         &[("reducer", reducer.into())],
     )?;
     let body = map(post, r)?;
+    let dims = result_dims(&x, &axes, keep, noop, out_rank)?;
     Ok(Some(ShapedKernel {
         shapes: Shapes::Function {
             name: "reduce_shape",
@@ -103,9 +104,45 @@ pub(super) fn run_time_axes(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shaped
         results: vec![Result_ {
             source: Source::Kernel(0),
             view: (!keep).then_some(1),
-            ty: Type::tensor(&vec![-1; out_rank], dtype),
+            ty: Type::tensor(&dims, dtype),
         }],
     }))
+}
+
+/// The result's dimensions: with constant `axes`, the input's (1 or dropped where reduced;
+/// -1 where the input's is known only at run time); -1 each with axes known at run time.
+fn result_dims(
+    x: &Expr,
+    axes: &Expr,
+    keep: bool,
+    noop: bool,
+    out_rank: usize,
+) -> CResult<Vec<i64>> {
+    let Some(t) = axes.as_constant() else {
+        return Ok(vec![-1; out_rank]);
+    };
+    let xs = super::shape_of(x)?;
+    let mut reduced = vec![false; xs.len()];
+    let values = t.to_f64_vec()?;
+    if values.is_empty() {
+        reduced.fill(!noop);
+    }
+    for v in values {
+        match super::norm_axis(v as i64, xs.len()) {
+            Ok(a) => reduced[a] = true,
+            // Refused when the node runs, naming the axis.
+            Err(_) => return Ok(vec![-1; out_rank]),
+        }
+    }
+    Ok(xs
+        .iter()
+        .zip(&reduced)
+        .filter_map(|(&d, &r)| match (r, keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect())
 }
 
 fn reduce(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {

@@ -283,6 +283,20 @@ fn generic_over(ctx: &Ctx<'_>, nodes: &[Node]) -> CResult<Option<ShapedKernel>> 
         return Ok(None);
     };
     let body = typed.body().clone();
+    // A group that computes nothing (Identity) is its input itself.
+    if let Some(k) = params.iter().position(|p| p.expr().key() == body.key()) {
+        return Ok(Some(ShapedKernel {
+            shapes: Shapes::Given,
+            shape_args: Vec::new(),
+            shape_inputs: Vec::new(),
+            kernel: None,
+            results: vec![Result_ {
+                source: Source::Value(inputs[k].clone()),
+                view: None,
+                ty: body.ty()?,
+            }],
+        }));
+    }
     let nodes = visit::post_order(&body);
     // Inputs read only for their type (CastLike's second) are not the kernel's.
     let (inputs, params): (Vec<Expr>, Vec<Var>) = inputs

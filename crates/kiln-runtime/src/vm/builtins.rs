@@ -11,7 +11,7 @@
 //! | `list_new` | | an empty list |
 //! | `list_append` | list, x | the list with a copy of `x` appended |
 //! | `shape_is` | tensors..., then per tensor its rank and dims | bool scalar: every tensor has its shape (a dim of -1 matches any) |
-//! | `list_stack` | list, dtype code, bits, lanes, dims... | the items stacked on a new first axis (`[0, dims...]` for none) |
+//! | `list_stack` | list, dtype code, bits, lanes, dims... | the items stacked on a new first axis (`[0, dims...]` for none; a dim of -1 is the first item's, 0 for none) |
 
 use crate::tensor::Tensor;
 use kiln_ffi::{register_global, Any, Array, DataType, Device, Error, Result};
@@ -102,14 +102,21 @@ kiln_ffi::register_global_packed!("vm.builtin.list_stack", |args: &[kiln_ffi::An
         u8::try_from(bits).map_err(|_| Error::value_error(format!("{what}: bits {bits}")))?,
         u16::try_from(lanes).map_err(|_| Error::value_error(format!("{what}: lanes {lanes}")))?,
     );
-    let dims = &ints[3..];
-    let mut shape = vec![list.len() as i64];
-    shape.extend_from_slice(dims);
+    // Declared extents of -1 are the first item's (0 without items); the others must agree.
+    let mut dims = ints[3..].to_vec();
     let mut bytes = Vec::new();
     let mut device = Device::cpu(0);
     for (k, item) in list.iter().enumerate() {
         let t: Tensor = item.try_as()?;
-        if t.shape() != dims || t.dtype() != dtype {
+        let fits = t.shape().len() == dims.len()
+            && t.shape()
+                .iter()
+                .zip(&dims)
+                .all(|(&a, &b)| b == -1 || a == b);
+        if k == 0 && fits {
+            dims = t.shape().to_vec();
+        }
+        if !fits || t.dtype() != dtype {
             return Err(Error::value_error(format!(
                 "scan output of iteration {k} is {} {:?}, but the loop's body declares {dtype} \
                      {dims:?}",
@@ -120,6 +127,8 @@ kiln_ffi::register_global_packed!("vm.builtin.list_stack", |args: &[kiln_ffi::An
         device = t.device();
         bytes.extend_from_slice(&t.to_bytes()?);
     }
+    let mut shape = vec![list.len() as i64];
+    shape.extend(dims.iter().map(|&d| d.max(0)));
     let out = Tensor::empty(&shape, dtype, Device::cpu(0))?;
     out.copy_from_bytes(&bytes)?;
     Ok(out.to_device(device)?.into())

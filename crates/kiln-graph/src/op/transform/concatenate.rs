@@ -18,18 +18,31 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     for i in 1..ctx.args.len() {
         let (s, _) = ctx.tensor(i)?;
         ctx.same_dtype(0, i)?;
+        // Extents known only at run time (-1) meet any other (the kernel checks them).
         let same = s.len() == s0.len()
             && s.iter()
-                .zip(s0)
+                .zip(&out)
                 .enumerate()
-                .all(|(k, (a, b))| k == axis || a == b);
+                .all(|(k, (&a, &b))| k == axis || a == b || a == -1 || b == -1);
         if !same {
             return Err(ctx.err(format!(
                 "argument #{i} {} does not match argument #0 {} outside axis {axis}",
                 ctx.args[i], ctx.args[0]
             )));
         }
-        out[axis] += s[axis];
+        for (k, (o, &d)) in out.iter_mut().zip(s).enumerate() {
+            *o = if k == axis {
+                if *o < 0 || d < 0 {
+                    -1
+                } else {
+                    *o + d
+                }
+            } else if *o < 0 {
+                d
+            } else {
+                *o
+            };
+        }
     }
     Ok(Type::tensor(&out, d0))
 }

@@ -63,85 +63,21 @@ impl Builder {
                 e.ty().map_err(|m| err(m.to_string()))?,
             ));
         }
-        // The body's inputs: registers the iterations update.
-        let mut inner = Ctx {
-            model: ctx.model,
-            opset: ctx.opset,
-            values: ctx.values.clone(),
-        };
-        let (iter_reg, v) = self.reg_var(&body.inputs[0].name, i64_t.clone());
-        inner.values.insert(body.inputs[0].name.clone(), v);
-        self.instrs.push(Instr::Call {
-            func: "int64_scalar".into(),
-            args: Vec::new(),
-            ints: vec![0],
-            rets: vec![iter_reg],
-        });
-        let (cond_reg, v) = self.reg_var(&body.inputs[1].name, bool_t.clone());
-        inner.values.insert(body.inputs[1].name.clone(), v);
-        self.instrs.push(Instr::Move {
-            dst: cond_reg,
-            src: cond0,
-        });
-        let mut carried = Vec::with_capacity(n_carried);
-        for (k, (init, ty)) in inits.iter().enumerate() {
-            let name = &body.inputs[2 + k].name;
-            let (reg, v) = self.reg_var(name, ty.clone());
-            inner.values.insert(name.clone(), v);
-            self.instrs.push(Instr::Move {
-                dst: reg,
-                src: *init,
-            });
-            carried.push(reg);
-        }
-        for t in body.initializers() {
-            let e = typed(Expr::constant(to_runtime(t)?)).map_err(|m| err(m.0))?;
-            inner.values.insert(t.name.clone(), e);
-        }
-        let lists: Vec<usize> = (0..n_scan)
-            .map(|_| self.call_reg("list_new", Vec::new(), Type::tuple(Vec::new())))
-            .collect();
-        let top = self.instrs.len();
-        let go = self.new_reg(bool_t);
-        self.instrs.push(Instr::Call {
-            func: "loop_continue".into(),
-            args: vec![iter_reg, max, cond_reg],
-            ints: Vec::new(),
-            rets: vec![go],
-        });
-        let exit = self.instrs.len();
-        self.instrs.push(Instr::JumpUnless {
-            cond: go,
-            target: usize::MAX,
-        });
-        let names: Vec<String> = body.outputs.iter().map(|o| o.name.clone()).collect();
-        let outs = self
-            .convert(&mut inner, &body.nodes, &names)
-            .map_err(|e| err(format!("body: {e}")))?;
-        // New values through temporaries, so a body that swaps carried values stays right.
-        let mut targets = vec![cond_reg];
-        targets.extend(&carried);
-        let mut temps = Vec::with_capacity(targets.len());
-        for (k, (&src, &dst)) in outs.iter().zip(&targets).enumerate() {
-            let want = self.reg_types[dst].clone();
-            let got = self.reg_types[src].clone();
-            let same = if k == 0 {
-                got.as_tensor()
-                    .is_some_and(|(s, _)| s.iter().product::<i64>() == 1)
-            } else {
-                got == want
-            };
-            if !same {
-                return Err(err(format!(
-                    "body output #{k} ('{}') is {got} but the loop carries {want}; Kiln compiles \
-                     the body once, so loop-carried values keep their type",
-                    names[k]
-                )));
+        // The body is converted with the carried values' types; where the body gives a value
+        // of the same rank and dtype but other extents, those extents are left to run time
+        // and the body converted again (at most once per extent).
+        let mut carried_types: Vec<Type> = inits.iter().map(|(_, t)| t.clone()).collect();
+        let snapshot = self.clone();
+        let (inner_state, outs, carried, lists, temps, targets, iter_reg) = loop {
+            match self.loop_body(ctx, node, &body, &carried_types, max, cond0, &inits, n_scan)? {
+                Ok(state) => break state,
+                Err((k, ty)) => {
+                    *self = snapshot.clone();
+                    carried_types[k] = ty;
+                }
             }
-            let tmp = self.new_reg(got);
-            self.instrs.push(Instr::Move { dst: tmp, src });
-            temps.push(tmp);
-        }
+        };
+        let (top, exit, go) = inner_state;
         // Scan outputs are copied into their lists before the carried registers change (a
         // scan output may be a carried input).
         let mut scan_types = Vec::with_capacity(n_scan);
@@ -204,4 +140,159 @@ impl Builder {
         }
         Ok(())
     }
+
+    /// The body of a run-time Loop over registers of `carried_types`, up to the moves of its
+    /// results into temporaries; `Err((k, wider))` when carried value `k` must take the wider
+    /// type `wider` (the body gives it other extents).
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn loop_body(
+        &mut self,
+        ctx: &Ctx<'_>,
+        node: &Node,
+        body: &Graph,
+        carried_types: &[Type],
+        max: usize,
+        cond0: usize,
+        inits: &[(usize, Type)],
+        n_scan: usize,
+    ) -> Result<std::result::Result<BodyState, (usize, Type)>> {
+        let err = |m: String| node_error(node, Msg(m));
+        let i64_t = Type::tensor(&[], kiln_ffi::DataType::int(64));
+        let bool_t = Type::tensor(&[], kiln_ffi::DataType::bool());
+        // The body's inputs: registers the iterations update.
+        let mut inner = Ctx {
+            model: ctx.model,
+            opset: ctx.opset,
+            values: ctx.values.clone(),
+        };
+        let (iter_reg, v) = self.reg_var(&body.inputs[0].name, i64_t.clone());
+        inner.values.insert(body.inputs[0].name.clone(), v);
+        self.instrs.push(Instr::Call {
+            func: "int64_scalar".into(),
+            args: Vec::new(),
+            ints: vec![0],
+            rets: vec![iter_reg],
+        });
+        let (cond_reg, v) = self.reg_var(&body.inputs[1].name, bool_t.clone());
+        inner.values.insert(body.inputs[1].name.clone(), v);
+        self.instrs.push(Instr::Move {
+            dst: cond_reg,
+            src: cond0,
+        });
+        let mut carried = Vec::with_capacity(inits.len());
+        for (k, ((init, _), ty)) in inits.iter().zip(carried_types).enumerate() {
+            let name = &body.inputs[2 + k].name;
+            let (reg, v) = self.reg_var(name, ty.clone());
+            inner.values.insert(name.clone(), v);
+            self.instrs.push(Instr::Move {
+                dst: reg,
+                src: *init,
+            });
+            carried.push(reg);
+        }
+        for t in body.initializers() {
+            let e = typed(Expr::constant(to_runtime(t)?)).map_err(|m| err(m.0))?;
+            inner.values.insert(t.name.clone(), e);
+        }
+        let lists: Vec<usize> = (0..n_scan)
+            .map(|_| self.call_reg("list_new", Vec::new(), Type::tuple(Vec::new())))
+            .collect();
+        let top = self.instrs.len();
+        let go = self.new_reg(bool_t);
+        self.instrs.push(Instr::Call {
+            func: "loop_continue".into(),
+            args: vec![iter_reg, max, cond_reg],
+            ints: Vec::new(),
+            rets: vec![go],
+        });
+        let exit = self.instrs.len();
+        self.instrs.push(Instr::JumpUnless {
+            cond: go,
+            target: usize::MAX,
+        });
+        let names: Vec<String> = body.outputs.iter().map(|o| o.name.clone()).collect();
+        let outs = self
+            .convert(&mut inner, &body.nodes, &names)
+            .map_err(|e| err(format!("body: {e}")))?;
+        // New values through temporaries, so a body that swaps carried values stays right.
+        let mut targets = vec![cond_reg];
+        targets.extend(&carried);
+        let mut temps = Vec::with_capacity(targets.len());
+        for (k, (&src, &dst)) in outs.iter().zip(&targets).enumerate() {
+            let want = self.reg_types[dst].clone();
+            let got = self.reg_types[src].clone();
+            let same = if k == 0 {
+                got.as_tensor()
+                    .is_some_and(|(s, _)| s.iter().product::<i64>() == 1)
+            } else {
+                fits(&want, &got)
+            };
+            if !same && k > 0 {
+                if let Some(wider) = widened(&want, &got) {
+                    return Ok(Err((k - 1, wider)));
+                }
+            }
+            if !same {
+                return Err(err(format!(
+                    "body output #{k} ('{}') is {got} but the loop carries {want}; Kiln compiles \
+                     the body once, so loop-carried values keep their rank and dtype",
+                    names[k]
+                )));
+            }
+            let tmp = self.new_reg(got);
+            self.instrs.push(Instr::Move { dst: tmp, src });
+            temps.push(tmp);
+        }
+        Ok(Ok((
+            (top, exit, go),
+            outs,
+            carried,
+            lists,
+            temps,
+            targets,
+            iter_reg,
+        )))
+    }
+}
+
+/// The registers and places of a converted Loop body: (loop top, exit jump, its condition),
+/// the body's outputs, the carried registers, the scan lists, the temporaries holding the new
+/// values, their targets and the iteration counter.
+type BodyState = (
+    (usize, usize, usize),
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+    usize,
+);
+
+/// Whether a value of type `got` fits a register of type `want`: equal, or tensors of one
+/// rank and dtype whose extents agree where `want` fixes them.
+fn fits(want: &Type, got: &Type) -> bool {
+    if want == got {
+        return true;
+    }
+    match (want.as_tensor(), got.as_tensor()) {
+        (Some((w, wd)), Some((g, gd))) => {
+            wd == gd && w.len() == g.len() && w.iter().zip(g).all(|(&a, &b)| a == -1 || a == b)
+        }
+        _ => false,
+    }
+}
+
+/// `want` with the extents where `got` differs left to run time, when both are tensors of one
+/// rank and dtype and `want` is not that already.
+fn widened(want: &Type, got: &Type) -> Option<Type> {
+    let ((w, wd), (g, gd)) = (want.as_tensor()?, got.as_tensor()?);
+    if wd != gd || w.len() != g.len() {
+        return None;
+    }
+    let shape: Vec<i64> = w
+        .iter()
+        .zip(g)
+        .map(|(&a, &b)| if a == b { a } else { -1 })
+        .collect();
+    (shape != w).then(|| Type::tensor(&shape, wd))
 }

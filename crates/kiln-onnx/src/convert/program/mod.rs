@@ -49,6 +49,7 @@ use crate::{Graph, Node, OnnxError, Result};
 
 /// The program state: code, segments and the register each register-backed variable stands
 /// for.
+#[derive(Clone)]
 struct Builder {
     instrs: Vec<Instr>,
     reg_types: Vec<Type>,
