@@ -111,17 +111,20 @@ def test_nearest_resize_of_integers_by_run_time_scales(tmp_path):
 
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
 def test_upsampling_an_image_of_any_size_from_one_library(tmp_path, mode):
-    # A detector's neck: Conv, then Resize by constant scales 2 (nearest, as YOLO exports
-    # it, or linear), then Concat with a skip path; height and width left to run time.
+    # A detector's neck: Conv, Split of its channels (as C2f blocks do), Resize of one part
+    # by constant scales 2 (nearest, as YOLO exports it, or linear), then Concat with a skip
+    # path; height and width left to run time.
     rng = np.random.default_rng(23)
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
-             helper.make_node("Resize", ["c", "", "scales"], ["u"], mode=mode),
+             helper.make_node("Split", ["c", "parts"], ["c1", "c2"], axis=1),
+             helper.make_node("Resize", ["c2", "", "scales"], ["u"], mode=mode),
              helper.make_node("Concat", ["u", "x"], ["y"], axis=1)]
     m = _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, "h", "w"])],
-               [helper.make_tensor_value_info("y", F, [1, 7, None, None])],
+               [helper.make_tensor_value_info("y", F, [1, 6, None, None])],
                [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
                                         "w"),
-                numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
+                numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+                numpy_helper.from_array(np.array([1, 3], np.int64), "parts")])
     gm, sess = _vm(m, None, tmp_path, dims={"h": "any", "w": "any"}), _ort(m)
     for h, w in ((8, 8), (16, 10), (32, 24), (8, 8)):
         _check(gm, sess, {"x": rng.standard_normal((1, 3, h, w)).astype(np.float32)})

@@ -343,6 +343,25 @@ def test_a_node_without_a_run_time_kernel_is_named(tmp_path):
         kiln.onnx.compile(m, target="llvm", dims={"h": "any"})
 
 
+def test_squeeze_without_axes_of_a_run_time_shaped_value(tmp_path):
+    # The dimensions known to be 1 go; one left to run time stays, and may not come out 1 (the
+    # result's rank would depend on it): refused, naming the check, the machine usable after.
+    nodes = [helper.make_node("Squeeze", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [1, "n", 1, 3])],
+               [helper.make_tensor_value_info("y", F, [None, 3])])
+    gm = _vm(m, None, tmp_path, dims={"n": "any"})
+    sess = _ort(m)
+    rng = np.random.default_rng(61)
+    for n in (4, 2, 7):
+        feeds = {"x": rng.standard_normal((1, n, 1, 3)).astype(np.float32)}
+        (got,) = _run(gm, feeds, 1)
+        np.testing.assert_array_equal(got, sess.run(None, feeds)[0])
+    with pytest.raises(ValueError, match=r"do not fit"):
+        _run(gm, {"x": np.zeros((1, 1, 1, 3), np.float32)}, 1)
+    (got,) = _run(gm, feeds, 1)
+    np.testing.assert_array_equal(got, sess.run(None, feeds)[0])
+
+
 def test_split_by_run_time_sizes(tmp_path):
     I64 = TensorProto.INT64
     nodes = [helper.make_node("Split", ["x", "sizes"], ["a", "b", "c"], axis=1),

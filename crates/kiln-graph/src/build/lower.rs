@@ -161,10 +161,10 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
     let rounds = params.iter().map(|p| p.0.len()).sum::<usize>() + 1;
     for _ in 0..rounds {
         let (fc, met) = kiln_topi::extent::collecting(|| fused_compute_over(f, cpu, &params));
-        if met.is_empty() {
+        let map = meetings_map(met);
+        if map.is_empty() {
             return fc;
         }
-        let map: HashMap<kiln_tir::Var, PrimExpr> = met.into_iter().collect();
         for d in params.iter_mut().flat_map(|p| p.0.iter_mut()) {
             *d = kiln_tir::mutator::substitute(d, &map);
         }
@@ -172,6 +172,32 @@ pub fn fused_compute(f: &Function, cpu: &CpuDesc) -> Result<FusedCompute> {
     Err(Error::value_error(
         "graph build: the run-time extents of a fused function do not settle",
     ))
+}
+
+/// The substitution the meetings of one round make, in order: each meeting is read through
+/// those before it (so `a` meeting `b` then `b` meeting `a` is one meeting, not a swap), and
+/// one that joins what is already joined adds nothing.
+fn meetings_map(met: Vec<(kiln_tir::Var, PrimExpr)>) -> HashMap<kiln_tir::Var, PrimExpr> {
+    use kiln_tir::mutator::substitute;
+    let mut map: HashMap<kiln_tir::Var, PrimExpr> = HashMap::new();
+    for (v, e) in met {
+        let (a, b) = (substitute(&v.to_expr(), &map), substitute(&e, &map));
+        if kiln_tir::structural_equal(&a, &b) {
+            continue;
+        }
+        // The variable goes (a constant stays).
+        let (gone, kept) = match (a.as_var(), b.as_var()) {
+            (Some(x), _) => (x, b),
+            (None, Some(y)) => (y, a),
+            (None, None) => continue,
+        };
+        let step = HashMap::from([(gone.clone(), kept.clone())]);
+        for val in map.values_mut() {
+            *val = substitute(val, &step);
+        }
+        map.insert(gone, kept);
+    }
+    map
 }
 
 /// [`fused_compute`] over placeholders of the given dimensions, dtypes and names.

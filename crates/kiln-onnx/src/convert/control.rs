@@ -134,6 +134,55 @@ fn if_op(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     inline_subgraph(ctx, node, attr)
 }
 
+/// The nodes of the branch an If with a constant condition takes, then an Identity per output
+/// (its initializers bound in `ctx`); `None` for an If decided at run time. A program converts
+/// them in place of the If, so that the branch's nodes may compute at run time too.
+pub(super) fn taken_branch(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>>> {
+    let Some(cond) = ctx.const_input(node, 0)? else {
+        return Ok(None);
+    };
+    let v = cond.to_f64_vec()?;
+    if v.len() != 1 {
+        return Err(Msg(format!(
+            "the condition must hold one element, it holds {}",
+            v.len()
+        )));
+    }
+    let attr = if v[0] != 0.0 {
+        "then_branch"
+    } else {
+        "else_branch"
+    };
+    let sub = subgraph(ctx, node, attr)?;
+    if !sub.inputs.is_empty() || sub.outputs.len() != node.outputs.len() {
+        return Err(Msg(format!(
+            "{attr} has {} input(s) and {} output(s); an If branch has none and the node's {}",
+            sub.inputs.len(),
+            sub.outputs.len(),
+            node.outputs.len()
+        )));
+    }
+    for t in sub.initializers() {
+        let e = typed(Expr::constant(to_runtime(t)?))?;
+        ctx.bind(&t.name, e);
+    }
+    let mut nodes = sub.nodes.clone();
+    for (o, out) in sub.outputs.iter().zip(&node.outputs) {
+        if out.is_empty() {
+            continue;
+        }
+        nodes.push(Node {
+            name: node.name.clone(),
+            op_type: "Identity".into(),
+            domain: String::new(),
+            inputs: vec![o.name.clone()],
+            outputs: vec![out.clone()],
+            attributes: Vec::new(),
+        });
+    }
+    Ok(Some(nodes))
+}
+
 fn loop_op(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let trip = match node.input(0) {
         None => None,

@@ -152,16 +152,44 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
                 &[(0, None)],
             )?))
         }
-        "Split" if ctx.opset >= 13 && run_time(1)? => {
+        "Split"
+            if (ctx.opset >= 13 && run_time(1)?)
+                || super::shaped::run_time_shaped(&ctx.input(node, 0)?) =>
+        {
             // One kernel, a slice per piece: begin and step of each from the shape function.
             let x = ctx.input(node, 0)?;
-            let rank = shape_of(&x)?.len();
+            let xs = shape_of(&x)?;
+            let rank = xs.len();
             let axis = norm_axis(node.attr_i("axis", 0)?, rank)?;
             let pieces = node.outputs.len();
-            if length(ctx, node, 1)? != pieces {
+            // The sizes: a run-time input, or known at compile time (given, or equal pieces of
+            // an axis whose extent is known).
+            let sizes = if ctx.opset >= 13 && run_time(1)? {
+                None
+            } else {
+                let given = if ctx.opset < 13 {
+                    node.opt_ints("split")?
+                } else {
+                    ctx.const_ints(node, 1)?
+                };
+                match given {
+                    Some(v) => Some(v),
+                    None if xs[axis] >= 0 => {
+                        let (n, k) = (xs[axis], pieces as i64);
+                        let chunk = (n + k - 1) / k;
+                        Some((0..k).map(|i| chunk.min(n - i * chunk).max(0)).collect())
+                    }
+                    None => return Ok(None),
+                }
+            };
+            let split = match &sizes {
+                Some(v) => super::const_i64(v)?,
+                None => ctx.input(node, 1)?,
+            };
+            if length_of(&split)? != pieces {
                 return Err(Msg(format!(
                     "input #1 (split) holds {} sizes for {pieces} outputs",
-                    length(ctx, node, 1)?
+                    length_of(&split)?
                 )));
             }
             let i64_t = kiln_ffi::DataType::int(64);
@@ -191,17 +219,17 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
                     ints: vec![axis as i64],
                     ranks: vec![rank; 3 * pieces],
                 },
-                vec![x.clone(), ctx.input(node, 1)?],
+                vec![x.clone(), split],
                 vec![(x, px)],
                 body,
                 &results,
             )?;
-            let ty = Type::tensor(
-                &vec![-1; rank],
-                dtype_of(&k.kernel.as_ref().expect("a kernel").inputs[0])?,
-            );
-            for r in &mut k.results {
-                r.ty = ty.clone();
+            // Each piece: the data's extents, its size along the axis (-1 where not known).
+            let dtype = dtype_of(&k.kernel.as_ref().expect("a kernel").inputs[0])?;
+            for (j, r) in k.results.iter_mut().enumerate() {
+                let mut dims = xs.clone();
+                dims[axis] = sizes.as_ref().map_or(-1, |v| v[j]);
+                r.ty = Type::tensor(&dims, dtype);
             }
             k.shape_inputs = shape_inputs;
             Ok(Some(k))
@@ -209,6 +237,11 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
         "Reshape" | "Squeeze" | "Unsqueeze" => run_time_view(ctx, node),
         _ => Ok(None),
     }
+}
+
+/// The length of `e`, a 1-D tensor of known length.
+fn length_of(e: &Expr) -> CResult<usize> {
+    super::shaped::length(e, "input #1 (split)")
 }
 
 /// The shape program of Expand (`kiln_runtime::vm::shape_expr`) over its data (rank `rx`) and
@@ -247,6 +280,10 @@ fn expand_program(rx: usize, l: usize) -> Vec<i64> {
 fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let since = if node.op_type == "Reshape" { 5 } else { 13 };
     let data_run_time = super::shaped::run_time_shaped(&ctx.input(node, 0)?);
+    let no_axes = node.input(1).is_none() && (ctx.opset >= 13 || node.opt_ints("axes")?.is_none());
+    if node.op_type == "Squeeze" && data_run_time && no_axes {
+        return squeeze_known_ones(ctx, node).map(Some);
+    }
     if ctx.opset < since
         || node.input(1).is_none()
         || (ctx.const_input(node, 1)?.is_some() && !data_run_time)
@@ -256,7 +293,11 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     let x = ctx.input(node, 0)?;
     let arg = ctx.input(node, 1)?;
     let rank = shape_of(&x)?.len();
-    let n = super::shaped::length(&arg, "input #1")?;
+    // A scalar axis (onnxruntime takes one) counts as one.
+    let n = match shape_of(&arg)?.as_slice() {
+        [] => 1,
+        _ => super::shaped::length(&arg, "input #1")?,
+    };
     let (func, ints, out_rank) = match node.op_type.as_str() {
         "Reshape" => ("reshape_shape", vec![node.attr_i("allowzero", 0)?], n),
         "Squeeze" if n == 0 => {
@@ -297,6 +338,51 @@ fn run_time_view(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
             ty: Type::tensor(&known, dtype),
         }],
     }))
+}
+
+/// Squeeze without axes of a value shaped at run time: the dimensions known to be 1 go; one
+/// known only at run time stays, and must not come out 1 (the result's rank would depend on
+/// it), which the view's shape program checks.
+fn squeeze_known_ones(ctx: &Ctx<'_>, node: &Node) -> CResult<ShapedKernel> {
+    let x = ctx.input(node, 0)?;
+    let xs = shape_of(&x)?;
+    let mut code = Vec::new();
+    let mut dims = Vec::new();
+    for (j, &d) in xs.iter().enumerate() {
+        if d == 1 {
+            continue;
+        }
+        if d < 0 {
+            code.extend([
+                op::DIM,
+                0,
+                j as i64,
+                op::PUSH,
+                1,
+                op::EQ,
+                op::PUSH,
+                0,
+                op::EQ,
+            ]);
+            code.push(op::CHECK);
+        }
+        code.extend([op::DIM, 0, j as i64, op::EMIT]);
+        dims.push(d);
+    }
+    Ok(ShapedKernel {
+        shapes: Shapes::Program {
+            code,
+            rank: dims.len(),
+        },
+        shape_args: vec![x.clone()],
+        shape_inputs: Vec::new(),
+        kernel: None,
+        results: vec![Result_ {
+            source: Source::Value(x.clone()),
+            view: Some(0),
+            ty: Type::tensor(&dims, dtype_of(&x)?),
+        }],
+    })
 }
 
 /// The dimensions of a view of `x` (dimensions -1 where known at run time) known at compile

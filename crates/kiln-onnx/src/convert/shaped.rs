@@ -139,14 +139,15 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     }
 }
 
-/// The internal nodes computing `node` when an operator computes it at run time in several
-/// kernels (Resize: [`super::resize_run_time`]), each converted as a node of its own; `None`
-/// for other nodes.
+/// The nodes computing `node` in its place, each converted as a node of its own: an operator
+/// computed at run time in several kernels (Resize: [`super::resize_run_time`]), the taken
+/// branch of an If decided at compile time; `None` for other nodes.
 pub(super) fn expansion(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>>> {
     match node.op_type.as_str() {
         "Resize" | "Upsample" if node.domain.is_empty() => {
             super::resize_run_time::expand(ctx, node)
         }
+        "If" if node.domain.is_empty() => super::control::taken_branch(ctx, node),
         _ => Ok(None),
     }
 }

@@ -34,7 +34,8 @@ pub(crate) fn matmul_shape(ctx: &RelCtx<'_>, ta: bool, tb: bool, dt: DataType) -
     } else {
         (b[rb - 2], b[rb - 1])
     };
-    if ka != kb {
+    // A dimension known only at run time (-1) meets the other (the kernel checks them).
+    if ka != kb && ka >= 0 && kb >= 0 {
         return Err(ctx.err(format!(
             "reduction dimensions differ: `{}` has {ka}, `{}` has {kb} ({} x {})",
             ctx.arg_name(0),

@@ -485,7 +485,15 @@ impl Builder {
             cond: cond_reg,
             target: usize::MAX,
         });
+        // The else branch's types first (converted on a copy): a single-element output whose
+        // rank differs between the branches takes the higher rank in both.
+        let probe_types = self.clone().branch(ctx, node, "else_branch")?.1;
         let (then_regs, then_types) = self.branch(ctx, node, "then_branch")?;
+        let then_types: Vec<Type> = then_types
+            .iter()
+            .zip(&probe_types)
+            .map(|(t, e)| ones_of_rank(t, e).unwrap_or_else(|| t.clone()))
+            .collect();
         let outs: Vec<(usize, Expr)> = node
             .outputs
             .iter()
@@ -493,7 +501,7 @@ impl Builder {
             .map(|(name, ty)| self.reg_var(name, ty.clone()))
             .collect();
         for ((dst, _), &src) in outs.iter().zip(&then_regs) {
-            self.instrs.push(Instr::Move { dst: *dst, src });
+            self.move_or_view(*dst, src);
         }
         let jump_end = self.instrs.len();
         self.instrs.push(Instr::Jump { target: usize::MAX });
@@ -502,6 +510,11 @@ impl Builder {
             target: self.instrs.len(),
         };
         let (else_regs, else_types) = self.branch(ctx, node, "else_branch")?;
+        let else_types: Vec<Type> = else_types
+            .iter()
+            .zip(&then_types)
+            .map(|(e, t)| ones_of_rank(e, t).unwrap_or_else(|| e.clone()))
+            .collect();
         // Outputs of one dtype and rank whose dimensions differ between the branches get -1
         // there: known at run time (see `check_static_inputs` for the nodes that may read
         // them).
@@ -534,7 +547,7 @@ impl Builder {
             outs[k].1 = v;
         }
         for ((dst, _), &src) in outs.iter().zip(&else_regs) {
-            self.instrs.push(Instr::Move { dst: *dst, src });
+            self.move_or_view(*dst, src);
         }
         self.instrs[jump_end] = Instr::Jump {
             target: self.instrs.len(),
@@ -545,6 +558,29 @@ impl Builder {
             }
         }
         Ok(())
+    }
+
+    /// `dst = src`, viewed under `dst`'s shape when their ranks differ (a single element).
+    fn move_or_view(&mut self, dst: usize, src: usize) {
+        let (want, got) = (self.reg_types[dst].clone(), self.reg_types[src].clone());
+        match (want.as_tensor(), got.as_tensor()) {
+            (Some((w, _)), Some((g, _))) if w.len() != g.len() => {
+                let shape =
+                    self.new_reg(Type::tensor(&[w.len() as i64], kiln_ffi::DataType::int(64)));
+                let mut code = Vec::new();
+                for &d in w {
+                    code.extend([kiln_runtime::vm::shape_expr::op::PUSH, d]);
+                    code.push(kiln_runtime::vm::shape_expr::op::EMIT);
+                }
+                self.instrs.push(Instr::Shape {
+                    dst: shape,
+                    args: Vec::new(),
+                    code,
+                });
+                self.instrs.push(Instr::View { dst, src, shape });
+            }
+            _ => self.instrs.push(Instr::Move { dst, src }),
+        }
     }
 
     /// Converts branch `attr` of If `node` in a copy of `ctx` (its values stay inside) and
@@ -585,6 +621,14 @@ impl Builder {
         let types = regs.iter().map(|&r| self.reg_types[r].clone()).collect();
         Ok((regs, types))
     }
+}
+
+/// `other`'s type for a single element of type `t` when `other` is a single element of the
+/// same dtype and a higher rank (an If whose branches give a scalar and a `[1]`).
+fn ones_of_rank(t: &Type, other: &Type) -> Option<Type> {
+    let ((ts, td), (os, od)) = (t.as_tensor()?, other.as_tensor()?);
+    let single = |s: &[i64]| s.iter().all(|&d| d == 1);
+    (td == od && os.len() > ts.len() && single(ts) && single(os)).then(|| other.clone())
 }
 
 /// What a node is to the program.
