@@ -124,3 +124,49 @@ def test_mel_weight_matrix(bins, dft, rate, lo, hi):
     (want, _) = ReferenceEvaluator(m).run(None, {"x": x})
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def _stft_ref(x, step, frame, w, onesided):
+    frames = 1 + (x.shape[1] - frame) // step
+    idx = np.arange(frames)[:, None] * step + np.arange(frame)
+    sig = x[..., 0] + (1j * x[..., 1] if x.shape[2] == 2 else 0)
+    spec = np.fft.fft(sig[:, idx].astype(np.complex128) * w, axis=-1)
+    if onesided:
+        spec = spec[..., : frame // 2 + 1]
+    return np.stack([spec.real, spec.imag], -1)
+
+
+@pytest.mark.parametrize("window,onesided", [(False, 1), (True, 0), (True, 1)])
+def test_stft_by_run_time_step_and_length_from_one_library(tmp_path, window, onesided):
+    # Step and frame length (or the window, whose length is the frame's) given per run, the
+    # signal's length left to run time: one VM library, each run against numpy's FFT with
+    # outputs poisoned between runs; a step of 0 or a frame past the signal is refused.
+    from test_vm import _run, _vm
+    inputs = [_f("x", [2, "n", 1]), helper.make_tensor_value_info("step", TensorProto.INT64, [])]
+    names = ["x", "step", "", "frame"]
+    if window:
+        inputs.append(_f("w", ["k"]))
+        names = ["x", "step", "w"]
+    else:
+        inputs.append(helper.make_tensor_value_info("frame", TensorProto.INT64, []))
+    m = _model([helper.make_node("STFT", names, ["y"], onesided=onesided)], inputs,
+               [_f("y", [None] * 4)], 17)
+    dims = {"n": "any", "k": "any"} if window else {"n": "any"}
+    gm = _vm(m, None, tmp_path, dims=dims)
+    rng = np.random.default_rng(window * 2 + onesided + 40)
+    for length, frame, step in ((64, 16, 6), (50, 9, 4), (20, 20, 3), (64, 16, 6)):
+        x = rng.standard_normal((2, length, 1)).astype(np.float32)
+        w = rng.uniform(0.5, 1.0, frame).astype(np.float32) if window else np.ones(frame)
+        feeds = {"x": x, "step": np.array(step, np.int64)}
+        if window:
+            feeds["w"] = w
+        else:
+            feeds["frame"] = np.array(frame, np.int64)
+        (got,) = _run(gm, feeds, 1)
+        want = _stft_ref(x, step, frame, w, onesided)
+        assert got.shape == want.shape, (length, frame, step)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=5e-5)
+    for bad in (dict(feeds, step=np.array(0, np.int64)),
+                dict(feeds, x=np.zeros((2, 8, 1), np.float32))):
+        with pytest.raises(ValueError, match=r"do not fit"):
+            _run(gm, bad, 1)

@@ -127,8 +127,10 @@ pub(super) fn kernel(
 /// The kernel computing `node`, when it is an operator with one and an input deciding its
 /// shapes is known only at run time.
 pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
-    if node.domain == super::resize_run_time::DOMAIN {
-        return super::resize_run_time::kernel_of(ctx, node);
+    match node.domain.as_str() {
+        super::resize_run_time::DOMAIN => return super::resize_run_time::kernel_of(ctx, node),
+        super::signal::DOMAIN => return super::signal::kernel_of(ctx, node),
+        _ => {}
     }
     if !node.domain.is_empty() {
         return Ok(None);
@@ -148,6 +150,7 @@ pub(super) fn expansion(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<No
             super::resize_run_time::expand(ctx, node)
         }
         "If" if node.domain.is_empty() => super::control::taken_branch(ctx, node),
+        "STFT" if node.domain.is_empty() => super::signal::stft_expand(ctx, node),
         _ => Ok(None),
     }
 }
@@ -440,6 +443,7 @@ pub(super) fn may_need(op: &str) -> bool {
             "TopK",
             "Resize",
             "Upsample",
+            "STFT",
         ]
         .contains(&op)
 }

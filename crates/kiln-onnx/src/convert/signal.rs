@@ -14,11 +14,13 @@
 use std::collections::HashMap;
 use std::f64::consts::PI;
 
-use kiln_graph::ir::Expr;
+use kiln_graph::ir::{Expr, Var};
+use kiln_runtime::vm::shape_expr::op;
 
 use super::conv::slice_axis;
 use super::generate::attr_dtype;
 use super::nn::matmul_of;
+use super::shaped::{kernel, run_time_shaped, ShapedKernel, Shapes};
 use super::{
     call, constant, dtype_of, norm_axis, reshape, shape_of, transpose, CResult, ConvertFn, Ctx, Msg,
 };
@@ -283,4 +285,177 @@ pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("DFT", dft_op);
     t.insert("STFT", stft);
     t.insert("MelWeightMatrix", mel_weight_matrix);
+}
+
+/// The domain of the internal node a run-time STFT becomes.
+pub(super) const DOMAIN: &str = "kiln.signal";
+
+/// STFT whose step or frame length is known only at run time, or whose signal or window has
+/// run-time extents: one kernel (`dyn.stft`) over the signal, the step and a window whose
+/// length is the frame length (ones of the frame length, made first, when none is given).
+pub(super) fn stft_expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>>> {
+    let x = ctx.input(node, 0)?;
+    let window = ctx.opt_input(node, 2)?;
+    let run_time = run_time_shaped(&x)
+        || window.as_ref().is_some_and(run_time_shaped)
+        || ctx.run_time_input(node, 1)?
+        || ctx.run_time_input(node, 3)?;
+    if !run_time {
+        return Ok(None);
+    }
+    let s = shape_of(&x)?;
+    if s.len() != 3 {
+        return Err(Msg(format!(
+            "the signal must be [batch, length, 1 or 2], got {s:?}"
+        )));
+    }
+    let out = node
+        .outputs
+        .first()
+        .filter(|o| !o.is_empty())
+        .ok_or("output #0 is required")?;
+    let internal = |what: &str| format!("{out}::{what}");
+    let step = node.input(1).ok_or("input #1 (frame_step) is required")?;
+    let frame_length = node.input(3).map(str::to_string);
+    let mut nodes = Vec::new();
+    let plain = |op: &str, inputs: Vec<String>, output: String| Node {
+        name: node.name.clone(),
+        op_type: op.into(),
+        domain: String::new(),
+        inputs,
+        outputs: vec![output],
+        attributes: Vec::new(),
+    };
+    let window = match (node.input(2), &frame_length) {
+        (Some(w), _) => w.to_string(),
+        (None, Some(len)) => {
+            // Ones of the frame length: the rectangular window.
+            let (one, shape1) = (internal("one"), internal("shape1"));
+            ctx.bind(&one, super::scalar(1.0, dtype_of(&x)?)?);
+            ctx.bind(&shape1, super::const_i64(&[1])?);
+            let names = ["len1", "zeros", "zeros_like", "window"].map(internal);
+            nodes.push(plain(
+                "Reshape",
+                vec![len.clone(), shape1],
+                names[0].clone(),
+            ));
+            nodes.push(plain(
+                "ConstantOfShape",
+                vec![names[0].clone()],
+                names[1].clone(),
+            ));
+            nodes.push(plain(
+                "CastLike",
+                vec![names[1].clone(), node.inputs[0].clone()],
+                names[2].clone(),
+            ));
+            nodes.push(plain("Add", vec![names[2].clone(), one], names[3].clone()));
+            names[3].clone()
+        }
+        (None, None) if s[1] >= 0 => {
+            let w = internal("window");
+            ctx.bind(
+                &w,
+                constant(&vec![1.0; s[1] as usize], &[s[1]], dtype_of(&x)?)?,
+            );
+            w
+        }
+        (None, None) => {
+            return Err(
+                "a window or frame_length is needed when the signal's length is known only at \
+                 run time"
+                    .into(),
+            )
+        }
+    };
+    let mut inputs = vec![node.inputs[0].clone(), step.to_string(), window];
+    inputs.extend(frame_length);
+    nodes.push(Node {
+        name: node.name.clone(),
+        op_type: "Stft".into(),
+        domain: DOMAIN.into(),
+        inputs,
+        outputs: vec![out.clone()],
+        attributes: vec![(
+            "onesided".into(),
+            crate::attr::AttrValue::Int(node.attr_i("onesided", 1)?),
+        )],
+    });
+    Ok(Some(nodes))
+}
+
+/// The kernel of the internal STFT node: the shape program checks a positive step, a frame
+/// no longer than the signal and a window of the frame length.
+pub(super) fn kernel_of(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    let vars = (0..3)
+        .map(|i| {
+            let e = ctx.input(node, i)?;
+            let v = Var::new(&format!("p{i}"), e.ty()?);
+            Ok((e, v))
+        })
+        .collect::<CResult<Vec<_>>>()?;
+    let body = call(
+        "dyn.stft",
+        vars.iter().map(|(_, v)| v.expr()).collect(),
+        &[],
+    )?;
+    // Shape arguments: 0 the signal, 1 the step, 2 the window, 3 the frame length if given.
+    let mut code = vec![op::PUSH, 0, op::VALUE, 1, 0, op::LT, op::CHECK];
+    code.extend([
+        op::DIM,
+        2,
+        0,
+        op::DIM,
+        0,
+        1,
+        op::PUSH,
+        1,
+        op::ADD,
+        op::LT,
+        op::CHECK,
+    ]);
+    let mut args: Vec<Expr> = vars.iter().map(|(e, _)| e.clone()).collect();
+    if let Some(len) = ctx.opt_input(node, 3)? {
+        code.extend([op::VALUE, 3, 0, op::DIM, 2, 0, op::EQ, op::CHECK]);
+        args.push(len);
+    }
+    code.extend([op::DIM, 0, 0, op::EMIT]);
+    code.extend([
+        op::DIM,
+        0,
+        1,
+        op::DIM,
+        2,
+        0,
+        op::SUB,
+        op::VALUE,
+        1,
+        0,
+        op::FLOOR_DIV,
+    ]);
+    code.extend([op::PUSH, 1, op::ADD, op::EMIT]);
+    if node.attr_i("onesided", 1)? != 0 {
+        code.extend([
+            op::DIM,
+            2,
+            0,
+            op::PUSH,
+            2,
+            op::FLOOR_DIV,
+            op::PUSH,
+            1,
+            op::ADD,
+            op::EMIT,
+        ]);
+    } else {
+        code.extend([op::DIM, 2, 0, op::EMIT]);
+    }
+    code.extend([op::PUSH, 2, op::EMIT]);
+    Ok(Some(kernel(
+        Shapes::Program { code, rank: 4 },
+        args,
+        vars,
+        body,
+        &[(0, None)],
+    )?))
 }

@@ -97,6 +97,8 @@ impl Operand {
                     "float literal {v:?} used with an expression of type {dtype}"
                 )))
             }
+            // Rounded once, to `dtype` (not first to float32).
+            Operand::Float(v) => PrimExpr::f64(v),
             other => other.into_expr(),
         };
         super::adapt_literal(e, dtype)

@@ -31,6 +31,7 @@ mod resize;
 pub mod run_time;
 mod scatter;
 pub mod schedule;
+pub mod spectral;
 mod split;
 mod squeeze;
 mod strided_slice;

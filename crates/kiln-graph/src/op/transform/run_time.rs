@@ -12,6 +12,7 @@
 //! - `dyn.pad(data, pads, value, axes, mode)`: ONNX Pad with run-time pads;
 //! - `dyn.pad_axes(data, pads, value, axes, mode)`: the same with run-time axes (a tensor);
 //! - `dyn.affine_grid(theta, align_corners)`: ONNX AffineGrid with a run-time size;
+//! - `dyn.stft(signal, step, window)`: ONNX STFT with run-time frames, step or length;
 //! - `dyn.cosine_window(window, periodic, dtype)`: ONNX's cosine windows of a run-time size;
 //! - `dyn.broadcast_to(data, rank)`: ONNX Expand with a run-time shape (the result's
 //!   dimensions that `data` fixes are known, the others -1).
@@ -139,6 +140,24 @@ fn pad_axes_rel(ctx: &RelCtx<'_>) -> Result<Type> {
         return Err(ctx.err(format!("the value must be one {dtype}, got {vt}{v:?}")));
     }
     Ok(Type::tensor(&vec![-1; s.len()], dtype))
+}
+
+fn stft_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, dtype) = ctx.tensor(0)?;
+    let (st, sd) = ctx.tensor(1)?;
+    let (w, wd) = ctx.tensor(2)?;
+    let ok = matches!(s, [_, _, 1 | 2])
+        && st.iter().product::<i64>() == 1
+        && (sd == DataType::int(64) || sd == DataType::int(32))
+        && w.len() == 1
+        && wd == dtype;
+    if !ok {
+        return Err(ctx.err(format!(
+            "the signal must be [batch, length, 1 or 2], the step one integer and the window a \
+             1-D {dtype}; got {dtype}{s:?}, {sd}{st:?} and {wd}{w:?}"
+        )));
+    }
+    Ok(Type::tensor(&[s[0], -1, -1, 2], dtype))
 }
 
 fn affine_grid_rel(ctx: &RelCtx<'_>) -> Result<Type> {
@@ -294,6 +313,22 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 input(op, i, 2)?,
                 rt::PadAxes::RunTime(input(op, i, 3)?),
                 &a.str("mode")?,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.stft",
+            &["signal", "step", "window"],
+            OpPattern::Opaque,
+            stft_rel,
+        )
+        .compute(|i, _, _| {
+            let op = "dyn.stft";
+            one(kiln_topi::transform::spectral::stft_run_time(
+                input(op, i, 0)?,
+                input(op, i, 1)?,
+                input(op, i, 2)?,
             ))
         }),
     );
