@@ -170,3 +170,27 @@ def test_stft_by_run_time_step_and_length_from_one_library(tmp_path, window, one
                 dict(feeds, x=np.zeros((2, 8, 1), np.float32))):
         with pytest.raises(ValueError, match=r"do not fit"):
             _run(gm, bad, 1)
+
+
+def test_mel_weight_matrix_of_run_time_parameters_from_one_library(tmp_path):
+    # Every parameter given per run (the result's extents with them), against ONNX's
+    # reference; a non-positive bin count is refused.
+    from test_vm import _run, _vm
+    i64 = TensorProto.INT64
+    inputs = [helper.make_tensor_value_info(k, i64, []) for k in ("bins", "dft", "rate")]
+    inputs += [_f("lo", []), _f("hi", [])]
+    node = helper.make_node("MelWeightMatrix", ["bins", "dft", "rate", "lo", "hi"], ["y"])
+    m = _model([node], inputs, [_f("y", [None, None])], 17)
+    gm = _vm(m, None, tmp_path)
+    ref = ReferenceEvaluator(m)
+    for bins, dft, rate, lo, hi in ((8, 64, 8000, 20.0, 4000.0), (20, 512, 16000, 0.0, 8000.0),
+                                    (5, 32, 1000, 100.0, 300.0), (8, 64, 8000, 20.0, 4000.0)):
+        feeds = {"bins": np.array(bins, np.int64), "dft": np.array(dft, np.int64),
+                 "rate": np.array(rate, np.int64), "lo": np.array(lo, np.float32),
+                 "hi": np.array(hi, np.float32)}
+        (got,) = _run(gm, feeds, 1)
+        (want,) = ref.run(None, feeds)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"do not fit"):
+        _run(gm, dict(feeds, bins=np.array(0, np.int64)), 1)

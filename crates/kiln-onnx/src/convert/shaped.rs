@@ -168,6 +168,7 @@ fn own(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
         "Pad" => super::shape_run_time::pad_run_time(ctx, node)?,
         "AffineGrid" => super::grid_sample::affine_grid_run_time(ctx, node)?,
         "TopK" => super::index::topk_run_time(ctx, node)?,
+        "MelWeightMatrix" => super::signal::mel_run_time(ctx, node)?,
         op if WINDOWS.contains(&op) => super::generate::window_run_time(ctx, node)?,
         _ => None,
     })
@@ -444,6 +445,7 @@ pub(super) fn may_need(op: &str) -> bool {
             "Resize",
             "Upsample",
             "STFT",
+            "MelWeightMatrix",
         ]
         .contains(&op)
 }

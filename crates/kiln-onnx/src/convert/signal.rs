@@ -459,3 +459,54 @@ pub(super) fn kernel_of(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKern
         &[(0, None)],
     )?))
 }
+
+/// MelWeightMatrix with a parameter known only at run time: one kernel, its extents from the
+/// number of bins and the DFT length (each checked positive, as the sample rate).
+pub(super) fn mel_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    let mut run_time = false;
+    for i in 0..5 {
+        run_time |= ctx.run_time_input(node, i)?;
+    }
+    if !run_time {
+        return Ok(None);
+    }
+    let inputs = (0..5)
+        .map(|i| ctx.input(node, i))
+        .collect::<CResult<Vec<_>>>()?;
+    let vars = inputs[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Ok((e.clone(), Var::new(&format!("p{i}"), e.ty()?))))
+        .collect::<CResult<Vec<_>>>()?;
+    let d = attr_dtype(node, "output_datatype", kiln_ffi::DataType::float(32))?;
+    let body = call(
+        "dyn.mel_weight_matrix",
+        vars.iter().map(|(_, v)| v.expr()).collect(),
+        &[("dtype", d.to_string().as_str().into())],
+    )?;
+    // Shape arguments: 0 the bins, 1 the DFT length, 2 the sample rate.
+    let mut code = Vec::new();
+    for a in 0..3 {
+        code.extend([op::PUSH, 0, op::VALUE, a, 0, op::LT, op::CHECK]);
+    }
+    code.extend([
+        op::VALUE,
+        1,
+        0,
+        op::PUSH,
+        2,
+        op::FLOOR_DIV,
+        op::PUSH,
+        1,
+        op::ADD,
+        op::EMIT,
+    ]);
+    code.extend([op::VALUE, 0, 0, op::EMIT]);
+    Ok(Some(kernel(
+        Shapes::Program { code, rank: 2 },
+        inputs[..3].to_vec(),
+        vars,
+        body,
+        &[(0, None)],
+    )?))
+}

@@ -78,3 +78,66 @@ pub fn stft_run_time(signal: &Tensor, step: &Tensor, window: &Tensor) -> Result<
         tag::INJECTIVE,
     )
 }
+
+/// ONNX MelWeightMatrix of run-time parameters: `[dft_length / 2 + 1, num_mel_bins]` (both
+/// bound from the result) of triangular filters between mel points spaced evenly from
+/// `lower` to `upper` hertz, `dft_length`, `sample_rate` (one-element integer tensors) and
+/// `lower`, `upper` (one-element float tensors) read per run; computed in float64 as ONNX's
+/// reference does, returned as `dtype`. Frequency bins a filter reaches past the spectrum are
+/// not part of the result.
+///
+/// # Errors
+/// As `compute`.
+pub fn mel_weight_matrix_run_time(
+    dft_length: &Tensor,
+    rate: &Tensor,
+    lower: &Tensor,
+    upper: &Tensor,
+    dtype: DataType,
+) -> Result<Tensor> {
+    let f64t = DataType::float(64);
+    let scalar = |t: &Tensor| cast(f64t, t.at(&vec![PrimExpr::i32(0); t.ndim()]));
+    let (n, rate) = (scalar(dft_length), scalar(rate));
+    let dims = run_time_dims(2);
+    let bins = cast(f64t, dims[1].clone());
+    let ln10 = std::f64::consts::LN_10;
+    let mel = |hz: PrimExpr| kiln_tir::op::log1p(hz / 700.0) * 2595.0 / ln10;
+    let (lo, hi) = (mel(scalar(lower)), mel(scalar(upper)));
+    let step = (hi - lo.clone()) / (bins + 2.0);
+    // Mel point `i` as a frequency bin: floor((dft_length + 1) * hz / sample_rate).
+    let point = |i: PrimExpr| {
+        let m = cast(f64t, i) * step.clone() + lo.clone();
+        let hz = kiln_tir::op::expm1(m / 2595.0 * ln10) * 700.0;
+        kiln_tir::op::floor((n.clone() + 1.0) * hz / rate.clone())
+    };
+    compute_tagged(
+        &dims,
+        |i| {
+            let (j, band) = (cast(f64t, i[0].to_expr()), i[1].to_expr());
+            let (l, c, h) = (
+                point(band.clone()),
+                point(band.clone() + 1),
+                point(band + 2),
+            );
+            let zero = PrimExpr::f64(0.0);
+            let up = select(
+                c.clone().equal(l.clone()),
+                select(j.clone().equal(c.clone()), PrimExpr::f64(1.0), zero.clone()),
+                select(
+                    j.clone().ge(l.clone()).logical_and(j.clone().le(c.clone())),
+                    (j.clone() - l.clone()) / (c.clone() - l),
+                    zero,
+                ),
+            );
+            let falling = h
+                .clone()
+                .gt(c.clone())
+                .logical_and(j.clone().ge(c.clone()))
+                .logical_and(j.clone().lt(h.clone()));
+            let down = (h.clone() - j) / (h - c);
+            cast(dtype, select(falling, down, up))
+        },
+        "mel_weight_matrix",
+        tag::INJECTIVE,
+    )
+}

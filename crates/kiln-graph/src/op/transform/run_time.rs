@@ -13,6 +13,8 @@
 //! - `dyn.pad_axes(data, pads, value, axes, mode)`: the same with run-time axes (a tensor);
 //! - `dyn.affine_grid(theta, align_corners)`: ONNX AffineGrid with a run-time size;
 //! - `dyn.stft(signal, step, window)`: ONNX STFT with run-time frames, step or length;
+//! - `dyn.mel_weight_matrix(dft_length, sample_rate, lower, upper, dtype)`: ONNX
+//!   MelWeightMatrix of run-time parameters (the bins bound from the result);
 //! - `dyn.cosine_window(window, periodic, dtype)`: ONNX's cosine windows of a run-time size;
 //! - `dyn.broadcast_to(data, rank)`: ONNX Expand with a run-time shape (the result's
 //!   dimensions that `data` fixes are known, the others -1).
@@ -158,6 +160,17 @@ fn stft_rel(ctx: &RelCtx<'_>) -> Result<Type> {
         )));
     }
     Ok(Type::tensor(&[s[0], -1, -1, 2], dtype))
+}
+
+fn mel_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    for i in 0..4 {
+        let (s, _) = ctx.tensor(i)?;
+        if s.iter().product::<i64>() != 1 {
+            return Err(ctx.err(format!("argument {i} must hold one value, it is {s:?}")));
+        }
+    }
+    let dtype = parse_dtype(&ctx.attrs.str("dtype")?).map_err(|e| ctx.err(e.message()))?;
+    Ok(Type::tensor(&[-1, -1], dtype))
 }
 
 fn affine_grid_rel(ctx: &RelCtx<'_>) -> Result<Type> {
@@ -329,6 +342,30 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 input(op, i, 0)?,
                 input(op, i, 1)?,
                 input(op, i, 2)?,
+            ))
+        }),
+    );
+    v.push(
+        OpDef::new(
+            "dyn.mel_weight_matrix",
+            &[
+                "dft_length",
+                "sample_rate",
+                "lower_edge_hertz",
+                "upper_edge_hertz",
+            ],
+            OpPattern::Opaque,
+            mel_rel,
+        )
+        .attrs(vec![AttrSpec::new("dtype", AttrKind::Str, "float32")])
+        .compute(|i, a, _| {
+            let op = "dyn.mel_weight_matrix";
+            one(kiln_topi::transform::spectral::mel_weight_matrix_run_time(
+                input(op, i, 0)?,
+                input(op, i, 1)?,
+                input(op, i, 2)?,
+                input(op, i, 3)?,
+                parse_dtype(&a.str("dtype")?)?,
             ))
         }),
     );
