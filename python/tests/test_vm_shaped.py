@@ -11,7 +11,7 @@ import kiln
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from test_vm import _model, _ort, _run, _vm  # noqa: E402
 
@@ -384,6 +384,33 @@ def test_split_by_run_time_sizes(tmp_path):
             np.testing.assert_array_equal(g, w)
     with pytest.raises(ValueError, match=r"sizes \[2, 2, 2\] must be non-negative and add up to 7"):
         _run(gm, dict(feeds, sizes=np.array([2, 2, 2], np.int64)), 3)
+
+
+def test_sequences_split_by_run_time_sizes(tmp_path):
+    # SplitToSequence by sizes given per run: its items read by SequenceAt (then a Relu), the
+    # items concatenated again (ConcatFromSequence), and the sequence's length (a constant,
+    # returned from the library's own storage, so not poisoned).
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    nodes = [helper.make_node("SplitToSequence", ["x", "s"], ["seq"], axis=1),
+             helper.make_node("SequenceAt", ["seq", "one"], ["p"]),
+             helper.make_node("Relu", ["p"], ["y0"]),
+             helper.make_node("ConcatFromSequence", ["seq"], ["y1"], axis=1),
+             helper.make_node("SequenceLength", ["seq"], ["y2"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 10]),
+                       helper.make_tensor_value_info("s", TensorProto.INT64, [3])],
+               [helper.make_tensor_value_info("y0", F, [2, None]),
+                helper.make_tensor_value_info("y1", F, [2, None]),
+                helper.make_tensor_value_info("y2", TensorProto.INT64, [])], [one])
+    gm = _vm(m, None, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng(67)
+    for sizes in ([2, 3, 5], [5, 5, 0], [1, 8, 1], [2, 3, 5]):
+        feeds = {"x": rng.standard_normal((2, 10)).astype(np.float32),
+                 "s": np.array(sizes, np.int64)}
+        got = _run(gm, feeds, 2) + [gm.get_output(2).numpy()]
+        for g, w in zip(got, sess.run(None, feeds)):
+            assert g.shape == w.shape, (sizes, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w)
 
 
 def test_expand_by_a_run_time_shape(tmp_path):

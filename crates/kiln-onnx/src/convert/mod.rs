@@ -17,6 +17,7 @@
 //! at compile time. The finished module goes through `InferType`.
 
 mod attention;
+mod col2im_run_time;
 mod control;
 mod conv;
 mod data_dependent;

@@ -171,6 +171,98 @@ fn split_to_sequence(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![sequence(parts)?])
 }
 
+/// SplitToSequence by sizes known only at run time (a 1-D input of known length): a Split into
+/// that many pieces, which a program computes with run-time extents, and the sequence of them;
+/// `None` otherwise.
+pub(super) fn split_to_sequence_expand(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>>> {
+    if !ctx.run_time_input(node, 1)? {
+        return Ok(None);
+    }
+    let split = ctx.input(node, 1)?;
+    let [n] = shape_of(&split)?[..] else {
+        return Err(ctx.not_constant_for(
+            node,
+            1,
+            "a split size given as a scalar decides the sequence's length",
+        ));
+    };
+    let out = node
+        .outputs
+        .first()
+        .filter(|o| !o.is_empty())
+        .ok_or("output #0 is required")?;
+    let parts: Vec<String> = (0..n.max(0)).map(|k| format!("{out}::part{k}")).collect();
+    let plain = |op: &str, inputs: Vec<String>, outputs: Vec<String>, attributes| Node {
+        name: node.name.clone(),
+        op_type: op.into(),
+        domain: String::new(),
+        inputs,
+        outputs,
+        attributes,
+    };
+    let axis = (
+        "axis".to_string(),
+        crate::attr::AttrValue::Int(node.attr_i("axis", 0)?),
+    );
+    Ok(Some(vec![
+        plain(
+            "Split",
+            node.inputs[..2].to_vec(),
+            parts.clone(),
+            vec![axis],
+        ),
+        plain("SequenceConstruct", parts, vec![out.clone()], Vec::new()),
+    ]))
+}
+
+/// ConcatFromSequence of a sequence holding values shaped at run time: each item named, then
+/// one Concat (after an Unsqueeze of each item for `new_axis`), which a program computes with
+/// run-time extents; `None` for a sequence of static shapes.
+pub(super) fn concat_from_sequence_expand(
+    ctx: &mut Ctx<'_>,
+    node: &Node,
+) -> CResult<Option<Vec<Node>>> {
+    let seq = items(&ctx.input(node, 0)?)?;
+    if !seq.iter().any(super::shaped::run_time_shaped) {
+        return Ok(None);
+    }
+    let rank = shape_of(&seq[0])?.len();
+    let new_axis = node.attr_i("new_axis", 0)? != 0;
+    let axis = norm_axis(node.attr_i("axis", 0)?, rank + usize::from(new_axis))? as i64;
+    let out = node
+        .outputs
+        .first()
+        .filter(|o| !o.is_empty())
+        .ok_or("output #0 is required")?;
+    let plain = |op: &str, inputs: Vec<String>, output: String, attributes| Node {
+        name: node.name.clone(),
+        op_type: op.into(),
+        domain: String::new(),
+        inputs,
+        outputs: vec![output],
+        attributes,
+    };
+    let axes = format!("{out}::axes");
+    ctx.bind(&axes, const_i64(&[axis])?);
+    let mut nodes = Vec::new();
+    let mut names = Vec::with_capacity(seq.len());
+    for (k, item) in seq.into_iter().enumerate() {
+        let name = format!("{out}::item{k}");
+        ctx.bind(&name, item);
+        if new_axis {
+            let lifted = format!("{out}::lifted{k}");
+            let inputs = vec![name, axes.clone()];
+            nodes.push(plain("Unsqueeze", inputs, lifted.clone(), Vec::new()));
+            names.push(lifted);
+        } else {
+            names.push(name);
+        }
+    }
+    let attr = vec![("axis".to_string(), crate::attr::AttrValue::Int(axis))];
+    nodes.push(plain("Concat", names, out.clone(), attr));
+    Ok(Some(nodes))
+}
+
 /// Registers the sequence operators.
 pub(super) fn register(t: &mut HashMap<&'static str, ConvertFn>) {
     t.insert("SequenceConstruct", construct);

@@ -152,10 +152,8 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
                 &[(0, None)],
             )?))
         }
-        "Split"
-            if (ctx.opset >= 13 && run_time(1)?)
-                || super::shaped::run_time_shaped(&ctx.input(node, 0)?) =>
-        {
+        // (Sizes as an input before opset 13: SplitToSequence's run-time form.)
+        "Split" if run_time(1)? || super::shaped::run_time_shaped(&ctx.input(node, 0)?) => {
             // One kernel, a slice per piece: begin and step of each from the shape function.
             let x = ctx.input(node, 0)?;
             let xs = shape_of(&x)?;
@@ -164,7 +162,7 @@ pub(super) fn run_time_shaped(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<Shap
             let pieces = node.outputs.len();
             // The sizes: a run-time input, or known at compile time (given, or equal pieces of
             // an axis whose extent is known).
-            let sizes = if ctx.opset >= 13 && run_time(1)? {
+            let sizes = if run_time(1)? {
                 None
             } else {
                 let given = if ctx.opset < 13 {

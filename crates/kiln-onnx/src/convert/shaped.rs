@@ -130,6 +130,7 @@ pub(super) fn run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKerne
     match node.domain.as_str() {
         super::resize_run_time::DOMAIN => return super::resize_run_time::kernel_of(ctx, node),
         super::signal::DOMAIN => return super::signal::kernel_of(ctx, node),
+        super::col2im_run_time::DOMAIN => return super::col2im_run_time::kernel_of(ctx, node),
         _ => {}
     }
     if !node.domain.is_empty() {
@@ -151,6 +152,13 @@ pub(super) fn expansion(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<No
         }
         "If" if node.domain.is_empty() => super::control::taken_branch(ctx, node),
         "STFT" if node.domain.is_empty() => super::signal::stft_expand(ctx, node),
+        "Col2Im" if node.domain.is_empty() => super::col2im_run_time::expand(ctx, node),
+        "SplitToSequence" if node.domain.is_empty() => {
+            super::sequence::split_to_sequence_expand(ctx, node)
+        }
+        "ConcatFromSequence" if node.domain.is_empty() => {
+            super::sequence::concat_from_sequence_expand(ctx, node)
+        }
         _ => Ok(None),
     }
 }
@@ -446,6 +454,8 @@ pub(super) fn may_need(op: &str) -> bool {
             "Upsample",
             "STFT",
             "MelWeightMatrix",
+            "Col2Im",
+            "SplitToSequence",
         ]
         .contains(&op)
 }

@@ -6,6 +6,7 @@
 
 pub mod batch_matmul;
 pub mod batch_norm;
+pub mod col2im;
 pub mod conv2d;
 pub mod conv2d_1x1;
 pub mod conv2d_packed;

@@ -13,6 +13,8 @@
 //! - `dyn.pad_axes(data, pads, value, axes, mode)`: the same with run-time axes (a tensor);
 //! - `dyn.affine_grid(theta, align_corners)`: ONNX AffineGrid with a run-time size;
 //! - `dyn.stft(signal, step, window)`: ONNX STFT with run-time frames, step or length;
+//! - `dyn.col2im(cols, strides, dilations, pads)`: ONNX Col2Im of run-time image and block
+//!   shapes, over its columns viewed as `[N, C, block..., windows...]`;
 //! - `dyn.mel_weight_matrix(dft_length, sample_rate, lower, upper, dtype)`: ONNX
 //!   MelWeightMatrix of run-time parameters (the bins bound from the result);
 //! - `dyn.cosine_window(window, periodic, dtype)`: ONNX's cosine windows of a run-time size;
@@ -171,6 +173,19 @@ fn mel_rel(ctx: &RelCtx<'_>) -> Result<Type> {
     }
     let dtype = parse_dtype(&ctx.attrs.str("dtype")?).map_err(|e| ctx.err(e.message()))?;
     Ok(Type::tensor(&[-1, -1], dtype))
+}
+
+fn col2im_rel(ctx: &RelCtx<'_>) -> Result<Type> {
+    let (s, dtype) = ctx.tensor(0)?;
+    let r = ctx.attrs.ints("strides")?.len();
+    if r == 0 || s.len() != 2 + 2 * r {
+        return Err(ctx.err(format!(
+            "the columns must be [N, C, block..., windows...] for {r} spatial axes, got {s:?}"
+        )));
+    }
+    let mut out = s[..2].to_vec();
+    out.extend(vec![-1; r]);
+    Ok(Type::tensor(&out, dtype))
 }
 
 fn affine_grid_rel(ctx: &RelCtx<'_>) -> Result<Type> {
@@ -368,6 +383,22 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
                 parse_dtype(&a.str("dtype")?)?,
             ))
         }),
+    );
+    v.push(
+        OpDef::new("dyn.col2im", &["cols"], OpPattern::Opaque, col2im_rel)
+            .attrs(vec![
+                AttrSpec::new("strides", AttrKind::Ints, Vec::<i64>::new()),
+                AttrSpec::new("dilations", AttrKind::Ints, Vec::<i64>::new()),
+                AttrSpec::new("pads", AttrKind::Ints, Vec::<i64>::new()),
+            ])
+            .compute(|i, a, _| {
+                one(kiln_topi::nn::col2im::col2im_run_time(
+                    input("dyn.col2im", i, 0)?,
+                    &a.ints("strides")?,
+                    &a.ints("dilations")?,
+                    &a.ints("pads")?,
+                ))
+            }),
     );
     v.push(
         OpDef::new(

@@ -85,7 +85,13 @@ impl Builder {
     /// they read. The names are rebound to the registers' variables.
     fn materialize(&mut self, ctx: &mut Ctx<'_>, names: &[String], constants: bool) -> Result<()> {
         let mut seen = HashSet::new();
-        let mut picked: Vec<(String, Expr)> = Vec::new();
+        // The values to compute, by name and (for a sequence, a tuple of values) item.
+        let mut picked: Vec<(String, Option<usize>, Expr)> = Vec::new();
+        // Sequences whose items are put into registers one by one: name -> items.
+        let mut sequences: Vec<(String, Vec<Expr>)> = Vec::new();
+        let needed = |this: &Self, e: &Expr| {
+            this.reg_of(e).is_none() && (constants || !matches!(e, Expr::Constant(_)))
+        };
         for name in names {
             if !seen.insert(name.clone()) {
                 continue;
@@ -93,16 +99,34 @@ impl Builder {
             let Some(e) = ctx.values.get(name) else {
                 continue; // defined inside a subgraph
             };
-            if self.reg_of(e).is_some() || (!constants && matches!(e, Expr::Constant(_))) {
+            if !needed(self, e) {
                 continue;
             }
-            picked.push((name.clone(), e.clone()));
+            let ty = e.ty().map_err(|m| OnnxError::Graph(m.to_string()))?;
+            match ty {
+                Type::Tuple(t) => {
+                    let items: Vec<Expr> = match e {
+                        Expr::Tuple(t) => t.fields.to_vec(),
+                        _ => (0..t.fields.len())
+                            .map(|k| typed(Expr::get_item(e.clone(), k)))
+                            .collect::<std::result::Result<_, Msg>>()
+                            .map_err(|m| OnnxError::Graph(m.0))?,
+                    };
+                    for (k, item) in items.iter().enumerate() {
+                        if needed(self, item) {
+                            picked.push((name.clone(), Some(k), item.clone()));
+                        }
+                    }
+                    sequences.push((name.clone(), items));
+                }
+                _ => picked.push((name.clone(), None, e.clone())),
+            }
         }
         if picked.is_empty() {
-            return Ok(());
+            return self.rebind_sequences(ctx, sequences, &HashMap::new());
         }
         let mut types = Vec::with_capacity(picked.len());
-        for (name, e) in &picked {
+        for (name, _, e) in &picked {
             let ty = e.ty().map_err(|m| OnnxError::Graph(m.to_string()))?;
             if ty.as_tensor().is_none() {
                 return Err(OnnxError::Graph(format!(
@@ -111,7 +135,7 @@ impl Builder {
             }
             types.push(ty);
         }
-        let outs: Vec<Expr> = picked.iter().map(|(_, e)| e.clone()).collect();
+        let outs: Vec<Expr> = picked.iter().map(|(_, _, e)| e.clone()).collect();
         let body = if outs.len() == 1 {
             outs[0].clone()
         } else {
@@ -142,16 +166,44 @@ impl Builder {
         let segment = self.segments.len();
         self.segments.push(module);
         let mut rets = Vec::with_capacity(picked.len());
-        for ((name, _), ty) in picked.iter().zip(types) {
+        let mut items_now = HashMap::new();
+        for ((name, item, _), ty) in picked.iter().zip(types) {
             let (reg, v) = self.reg_var(name, ty);
             rets.push(reg);
-            ctx.values.insert(name.clone(), v);
+            match item {
+                Some(k) => {
+                    items_now.insert((name.clone(), *k), v);
+                }
+                None => {
+                    ctx.values.insert(name.clone(), v);
+                }
+            }
         }
         self.instrs.push(Instr::Run {
             segment,
             args,
             rets,
         });
+        self.rebind_sequences(ctx, sequences, &items_now)
+    }
+
+    /// Binds each sequence's name to the tuple of its items, those computed now
+    /// (`items_now`, by name and position) as their registers.
+    fn rebind_sequences(
+        &self,
+        ctx: &mut Ctx<'_>,
+        sequences: Vec<(String, Vec<Expr>)>,
+        items_now: &HashMap<(String, usize), Expr>,
+    ) -> Result<()> {
+        for (name, items) in sequences {
+            let items: Vec<Expr> = items
+                .into_iter()
+                .enumerate()
+                .map(|(k, e)| items_now.get(&(name.clone(), k)).cloned().unwrap_or(e))
+                .collect();
+            let t = typed(Expr::tuple(items)).map_err(|m| OnnxError::Graph(m.0))?;
+            ctx.values.insert(name, t);
+        }
         Ok(())
     }
 
@@ -241,7 +293,12 @@ impl Builder {
                     .values
                     .get(name)
                     .ok_or_else(|| OnnxError::Graph(format!("output '{name}' is undefined")))?;
-                Ok(self.reg_of(e).expect("materialized"))
+                self.reg_of(e).ok_or_else(|| {
+                    OnnxError::Graph(format!(
+                        "output '{name}' is not a tensor (a sequence?); Kiln's VM passes \
+                         tensors only"
+                    ))
+                })
             })
             .collect()
     }
@@ -650,11 +707,24 @@ enum Decision {
 /// Loop's scan output, a builtin's result, an If output whose branches differ in shape) and
 /// that no kernel with run-time extents computes ([`shaped`] is asked first).
 fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
+    // Sequences are tuples of values: building and indexing them computes nothing.
+    if node.domain.is_empty() && SEQUENCE_STRUCTURE.contains(&node.op_type.as_str()) {
+        return Ok(());
+    }
     for name in node.inputs.iter().filter(|n| !n.is_empty()) {
         let Some(e) = ctx.values.get(name) else {
             continue;
         };
-        if let Some((shape, _)) = e.checked_type().and_then(|t| t.as_tensor()) {
+        // A sequence (a tuple) is checked by its items.
+        let items: Vec<Type> = match e.checked_type() {
+            Some(Type::Tuple(t)) => t.fields.to_vec(),
+            Some(t) => vec![t.clone()],
+            None => Vec::new(),
+        };
+        for item in &items {
+            let Some((shape, _)) = item.as_tensor() else {
+                continue;
+            };
             if shape.contains(&-1) {
                 return Err(node_error(
                     node,
@@ -672,6 +742,15 @@ fn check_static_inputs(ctx: &Ctx<'_>, node: &Node) -> Result<()> {
     }
     Ok(())
 }
+
+/// The sequence operators that only build or index a sequence (a tuple of values).
+const SEQUENCE_STRUCTURE: [&str; 5] = [
+    "SequenceConstruct",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceAt",
+    "SequenceLength",
+];
 
 /// The names `nodes` read, their subgraphs included (a subgraph's own names too: reading more
 /// than needed only keeps a value in a register).
