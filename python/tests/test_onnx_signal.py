@@ -194,3 +194,25 @@ def test_mel_weight_matrix_of_run_time_parameters_from_one_library(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match=r"do not fit"):
         _run(gm, dict(feeds, bins=np.array(0, np.int64)), 1)
+
+
+@pytest.mark.parametrize("onesided", [0, 1])
+def test_dft_along_a_run_time_axis_from_one_library(tmp_path, onesided):
+    # The axis given per run (either spelling), the length fixed: one VM library whose If
+    # chain picks the transform; the last axis and axes out of range are refused.
+    from test_vm import _run, _vm
+    inits = [numpy_helper.from_array(np.array(10, np.int64), "n")]
+    m = _model([helper.make_node("DFT", ["x", "n", "axis"], ["y"], onesided=onesided)],
+               [_f("x", [2, 8, 6, 1]), helper.make_tensor_value_info("axis", TensorProto.INT64, [])],
+               [_f("y", [None] * 4)], 20, inits)
+    gm = _vm(m, None, tmp_path)
+    rng = np.random.default_rng(71 + onesided)
+    for axis in (1, -2, 0, -3, 2, 1):
+        x = rng.standard_normal((2, 8, 6, 1)).astype(np.float32)
+        (got,) = _run(gm, {"x": x, "axis": np.array(axis, np.int64)}, 1)
+        want = _dft_ref(x.astype(np.float64), axis % 4, 10, 0, onesided)
+        assert got.shape == want.shape, axis
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5, err_msg=str(axis))
+    for bad in (3, -1, 4, -5):
+        with pytest.raises(ValueError, match=r"do not fit"):
+            _run(gm, {"x": x, "axis": np.array(bad, np.int64)}, 1)

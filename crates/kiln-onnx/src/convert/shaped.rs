@@ -152,6 +152,7 @@ pub(super) fn expansion(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<No
         }
         "If" if node.domain.is_empty() => super::control::taken_branch(ctx, node),
         "STFT" if node.domain.is_empty() => super::signal::stft_expand(ctx, node),
+        "DFT" if node.domain.is_empty() => super::signal::dft_expand(ctx, node),
         "Col2Im" if node.domain.is_empty() => super::col2im_run_time::expand(ctx, node),
         "SplitToSequence" if node.domain.is_empty() => {
             super::sequence::split_to_sequence_expand(ctx, node)
@@ -456,6 +457,7 @@ pub(super) fn may_need(op: &str) -> bool {
             "MelWeightMatrix",
             "Col2Im",
             "SplitToSequence",
+            "DFT",
         ]
         .contains(&op)
 }

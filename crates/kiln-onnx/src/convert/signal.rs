@@ -20,10 +20,12 @@ use kiln_runtime::vm::shape_expr::op;
 use super::conv::slice_axis;
 use super::generate::attr_dtype;
 use super::nn::matmul_of;
-use super::shaped::{kernel, run_time_shaped, ShapedKernel, Shapes};
+use super::shaped::{kernel, run_time_shaped, Result_, ShapedKernel, Shapes, Source};
 use super::{
     call, constant, dtype_of, norm_axis, reshape, shape_of, transpose, CResult, ConvertFn, Ctx, Msg,
 };
+use crate::attr::AttrValue;
+use crate::proto::{AttributeProto, GraphProto, NodeProto, ValueInfoProto};
 use crate::Node;
 
 /// What a DFT computes.
@@ -378,7 +380,7 @@ pub(super) fn stft_expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<
         outputs: vec![out.clone()],
         attributes: vec![(
             "onesided".into(),
-            crate::attr::AttrValue::Int(node.attr_i("onesided", 1)?),
+            AttrValue::Int(node.attr_i("onesided", 1)?),
         )],
     });
     Ok(Some(nodes))
@@ -387,6 +389,9 @@ pub(super) fn stft_expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<
 /// The kernel of the internal STFT node: the shape program checks a positive step, a frame
 /// no longer than the signal and a window of the frame length.
 pub(super) fn kernel_of(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
+    if node.op_type == "AxisCheck" {
+        return axis_check(ctx, node).map(Some);
+    }
     let vars = (0..3)
         .map(|i| {
             let e = ctx.input(node, i)?;
@@ -509,4 +514,189 @@ pub(super) fn mel_run_time(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedK
         body,
         &[(0, None)],
     )?))
+}
+
+/// DFT (opset 20) whose axis is known only at run time: the axis checked first (a signal
+/// axis, not the last: a shape program refuses others), then a chain of Ifs on its value,
+/// each branch the DFT along one axis (compiled like any DFT); `None` otherwise.
+pub(super) fn dft_expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>>> {
+    if ctx.opset < 20 || !ctx.run_time_input(node, 2)? {
+        return Ok(None);
+    }
+    let r = shape_of(&ctx.input(node, 0)?)?.len() as i64;
+    if r < 2 {
+        return Err(Msg(format!(
+            "the input must have a signal axis, its rank is {r}"
+        )));
+    }
+    let out = node
+        .outputs
+        .first()
+        .filter(|o| !o.is_empty())
+        .ok_or("output #0 is required")?
+        .clone();
+    let internal = |w: String| format!("{out}::{w}");
+    let (axis, checked) = (node.inputs[2].clone(), internal("checked".into()));
+    let plain = |op: &str, domain: &str, inputs: Vec<String>, output: String| Node {
+        name: node.name.clone(),
+        op_type: op.into(),
+        domain: domain.into(),
+        inputs,
+        outputs: vec![output],
+        attributes: Vec::new(),
+    };
+    let mut nodes = vec![plain(
+        "AxisCheck",
+        DOMAIN,
+        vec![node.inputs[0].clone(), axis.clone()],
+        checked.clone(),
+    )];
+    // cond_k: the axis is k, or k counted from the end.
+    for k in 0..r - 1 {
+        let (pos, neg) = (
+            internal(format!("axis{k}")),
+            internal(format!("axis{k}_from_end")),
+        );
+        ctx.bind(
+            &pos,
+            super::reshape(super::const_i64(&[k])?, Vec::<i64>::new())?,
+        );
+        ctx.bind(
+            &neg,
+            super::reshape(super::const_i64(&[k - r])?, Vec::<i64>::new())?,
+        );
+        let (e, f) = (
+            internal(format!("is{k}")),
+            internal(format!("is{k}_from_end")),
+        );
+        nodes.push(plain("Equal", "", vec![axis.clone(), pos], e.clone()));
+        nodes.push(plain("Equal", "", vec![axis.clone(), neg], f.clone()));
+        nodes.push(plain("Or", "", vec![e, f], internal(format!("cond{k}"))));
+    }
+    let int_attr = |n: &str| -> CResult<AttributeProto> {
+        Ok(AttributeProto {
+            name: Some(n.into()),
+            i: Some(node.attr_i(n, 0)?),
+            r#type: Some(2),
+            ..Default::default()
+        })
+    };
+    let attrs = vec![int_attr("inverse")?, int_attr("onesided")?];
+    let len = node.input(1).unwrap_or("").to_string();
+    let dft_along = |k: i64, output: &str| NodeProto {
+        input: vec![checked.clone(), len.clone(), internal(format!("axis{k}"))],
+        output: vec![output.into()],
+        op_type: Some("DFT".into()),
+        attribute: attrs.clone(),
+        ..Default::default()
+    };
+    let graph = |name: String, nodes: Vec<NodeProto>, output: String| GraphProto {
+        name: Some(name),
+        node: nodes,
+        output: vec![ValueInfoProto {
+            name: Some(output),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let graph_attr = |n: &str, g: GraphProto| AttributeProto {
+        name: Some(n.into()),
+        g: Some(g),
+        r#type: Some(5),
+        ..Default::default()
+    };
+    // From the last candidate axis back: branch k takes axis k, else the chain after it.
+    let last = r - 2;
+    let mut chain: Vec<NodeProto> = vec![dft_along(last, &internal(format!("dft{last}")))];
+    let mut chain_out = internal(format!("dft{last}"));
+    for k in (0..last).rev() {
+        let then_out = internal(format!("dft{k}"));
+        let then_g = graph(
+            internal(format!("then{k}")),
+            vec![dft_along(k, &then_out)],
+            then_out,
+        );
+        let else_g = graph(internal(format!("else{k}")), chain, chain_out);
+        let if_out = internal(format!("pick{k}"));
+        chain = vec![NodeProto {
+            input: vec![internal(format!("cond{k}"))],
+            output: vec![if_out.clone()],
+            op_type: Some("If".into()),
+            attribute: vec![
+                graph_attr("then_branch", then_g),
+                graph_attr("else_branch", else_g),
+            ],
+            ..Default::default()
+        }];
+        chain_out = if_out;
+    }
+    // The chain's outermost node runs at the top level (its output renamed to the node's).
+    let top = chain.pop().expect("one node");
+    let attributes = top
+        .attribute
+        .into_iter()
+        .map(|a| {
+            (
+                a.name.clone().unwrap_or_default(),
+                AttrValue::Graph(Box::new(a.g.unwrap_or_default())),
+            )
+        })
+        .collect::<Vec<_>>();
+    let top_node = if top.op_type.as_deref() == Some("If") {
+        Node {
+            name: node.name.clone(),
+            op_type: "If".into(),
+            domain: String::new(),
+            inputs: top.input,
+            outputs: vec![out],
+            attributes,
+        }
+    } else {
+        let mut n = node.clone();
+        n.inputs = top.input;
+        n.outputs = vec![out];
+        n
+    };
+    nodes.push(top_node);
+    Ok(Some(nodes))
+}
+
+/// The internal check of a run-time DFT axis: the signal itself, its axis (the shape
+/// program's second argument) a signal axis.
+fn axis_check(ctx: &Ctx<'_>, node: &Node) -> CResult<ShapedKernel> {
+    let x = ctx.input(node, 0)?;
+    let r = shape_of(&x)?.len() as i64;
+    let norm = [
+        op::VALUE,
+        1,
+        0,
+        op::VALUE,
+        1,
+        0,
+        op::PUSH,
+        0,
+        op::LT,
+        op::PUSH,
+        r,
+        op::PUSH,
+        0,
+        op::SELECT,
+        op::ADD,
+    ];
+    let mut code = vec![op::PUSH, -1];
+    code.extend(norm);
+    code.extend([op::LT, op::CHECK]);
+    code.extend(norm);
+    code.extend([op::PUSH, r - 1, op::LT, op::CHECK]);
+    Ok(ShapedKernel {
+        shapes: Shapes::Program { code, rank: 0 },
+        shape_args: vec![x.clone(), ctx.input(node, 1)?],
+        shape_inputs: Vec::new(),
+        kernel: None,
+        results: vec![Result_ {
+            source: Source::Value(x.clone()),
+            view: None,
+            ty: x.ty()?,
+        }],
+    })
 }
