@@ -66,18 +66,33 @@ impl Builder {
         // The body is converted with the carried values' types; where the body gives a value
         // of the same rank and dtype but other extents, those extents are left to run time
         // and the body converted again (at most once per extent).
-        let mut carried_types: Vec<Type> = inits.iter().map(|(_, t)| t.clone()).collect();
+        let mut entry = LoopEntry {
+            carried_types: inits.iter().map(|(_, t)| t.clone()).collect(),
+            inits,
+            max,
+            cond0,
+            n_scan,
+        };
         let snapshot = self.clone();
-        let (inner_state, outs, carried, lists, temps, targets, iter_reg) = loop {
-            match self.loop_body(ctx, node, &body, &carried_types, max, cond0, &inits, n_scan)? {
+        let BodyState {
+            top,
+            exit,
+            go,
+            outs,
+            carried,
+            lists,
+            temps,
+            targets,
+            iter_reg,
+        } = loop {
+            match self.loop_body(ctx, node, &body, &entry)? {
                 Ok(state) => break state,
                 Err((k, ty)) => {
                     *self = snapshot.clone();
-                    carried_types[k] = ty;
+                    entry.carried_types[k] = ty;
                 }
             }
         };
-        let (top, exit, go) = inner_state;
         // Scan outputs are copied into their lists before the carried registers change (a
         // scan output may be a carried input).
         let mut scan_types = Vec::with_capacity(n_scan);
@@ -141,21 +156,24 @@ impl Builder {
         Ok(())
     }
 
-    /// The body of a run-time Loop over registers of `carried_types`, up to the moves of its
-    /// results into temporaries; `Err((k, wider))` when carried value `k` must take the wider
-    /// type `wider` (the body gives it other extents).
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    /// The body of a run-time Loop over registers of the entry's carried types, up to the
+    /// moves of its results into temporaries; `Err((k, wider))` when carried value `k` must
+    /// take the wider type `wider` (the body gives it other extents).
     fn loop_body(
         &mut self,
         ctx: &Ctx<'_>,
         node: &Node,
         body: &Graph,
-        carried_types: &[Type],
-        max: usize,
-        cond0: usize,
-        inits: &[(usize, Type)],
-        n_scan: usize,
+        entry: &LoopEntry,
     ) -> Result<std::result::Result<BodyState, (usize, Type)>> {
+        let LoopEntry {
+            carried_types,
+            inits,
+            max,
+            cond0,
+            n_scan,
+        } = entry;
+        let (max, cond0, n_scan) = (*max, *cond0, *n_scan);
         let err = |m: String| node_error(node, Msg(m));
         let i64_t = Type::tensor(&[], kiln_ffi::DataType::int(64));
         let bool_t = Type::tensor(&[], kiln_ffi::DataType::bool());
@@ -243,30 +261,51 @@ impl Builder {
             self.instrs.push(Instr::Move { dst: tmp, src });
             temps.push(tmp);
         }
-        Ok(Ok((
-            (top, exit, go),
+        Ok(Ok(BodyState {
+            top,
+            exit,
+            go,
             outs,
             carried,
             lists,
             temps,
             targets,
             iter_reg,
-        )))
+        }))
     }
 }
 
-/// The registers and places of a converted Loop body: (loop top, exit jump, its condition),
-/// the body's outputs, the carried registers, the scan lists, the temporaries holding the new
-/// values, their targets and the iteration counter.
-type BodyState = (
-    (usize, usize, usize),
-    Vec<usize>,
-    Vec<usize>,
-    Vec<usize>,
-    Vec<usize>,
-    Vec<usize>,
-    usize,
-);
+/// What a run-time Loop's body starts from: the carried values' registers and types, the
+/// registers of the trip count and first condition, and the number of scan outputs.
+struct LoopEntry {
+    carried_types: Vec<Type>,
+    inits: Vec<(usize, Type)>,
+    max: usize,
+    cond0: usize,
+    n_scan: usize,
+}
+
+/// The registers and places of a converted Loop body.
+struct BodyState {
+    /// The instruction the loop returns to.
+    top: usize,
+    /// The exit jump (its target set once the loop's end is known).
+    exit: usize,
+    /// The register of the loop's go-on condition.
+    go: usize,
+    /// The body's outputs.
+    outs: Vec<usize>,
+    /// The carried values' registers.
+    carried: Vec<usize>,
+    /// The scan outputs' lists.
+    lists: Vec<usize>,
+    /// The temporaries holding the new condition and carried values.
+    temps: Vec<usize>,
+    /// Where the temporaries go.
+    targets: Vec<usize>,
+    /// The iteration counter.
+    iter_reg: usize,
+}
 
 /// Whether a value of type `got` fits a register of type `want`: equal, or tensors of one
 /// rank and dtype whose extents agree where `want` fixes them.
