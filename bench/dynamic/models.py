@@ -1,6 +1,8 @@
 """The cost of being dynamic on whole models: a CRNN line recognizer (convolutions, poolings,
-a bidirectional LSTM, a classifier) compiled ONCE with its width left to run time, and a
-BERT-style encoder layer compiled ONCE with batch and sequence length left to run time
+a bidirectional LSTM, a classifier) compiled ONCE with its width left to run time, a
+BERT-style encoder layer compiled ONCE with batch and sequence length left to run time, and a
+YOLOv8-style detector (C2f, SPPF, a nearest Resize x2 path; bench/models' `yolo` with its
+head reshaped by -1) compiled ONCE with height and width left to run time
 (`dims={...: "any"}`), each against the same model compiled for every shape (static) and
 onnxruntime, one thread, engines timed in turns, medians of 5 turns. Run with one thread:
 
@@ -13,6 +15,8 @@ import tempfile
 import time
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 
 import kiln
@@ -20,7 +24,9 @@ from kiln.graph_executor import GraphModule
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python", "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "zoo"))
 from bench_common import cpu_name, median_ms  # noqa: E402
+from make_arch import yolo  # noqa: E402
 from test_vm import _bert, _bert_feeds, _crnn_any_width  # noqa: E402
 
 OUT = tempfile.mkdtemp(prefix="kiln_dynamic_")
@@ -73,3 +79,22 @@ bert_cases = []
 for b, s in ((1, 7), (1, 16), (1, 64), (1, 128), (4, 7), (4, 16), (4, 64), (4, 128)):
     bert_cases.append((f"{b}x{s}", _bert_feeds(rng, b, s), {"ids": (b, s), "mask": (b, s)}))
 compare("bert", _bert(), {"batch": "any", "seq": "any"}, bert_cases)
+
+
+def yolo_any_size():
+    """bench/models' detector with its head reshaped by -1 and height and width symbolic."""
+    m = yolo()
+    reshape = next(n for n in m.graph.node if n.op_type == "Reshape")
+    init = next(t for t in m.graph.initializer if t.name == reshape.input[1])
+    init.CopyFrom(onnx.numpy_helper.from_array(np.array([1, 3, 85, -1], np.int64), init.name))
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_param, dims[3].dim_param = "h", "w"
+    del m.graph.output[0].type.tensor_type.shape.dim[:]
+    return m
+
+
+yolo_cases = []
+for h, w in ((320, 320), (256, 416), (480, 640), (640, 640)):
+    img = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+    yolo_cases.append((f"{h}x{w}", {"x": img}, {"x": img.shape}))
+compare("yolo", yolo_any_size(), {"h": "any", "w": "any"}, yolo_cases)

@@ -145,6 +145,9 @@ fn reduces_before(t: &Tensor) -> bool {
 /// The axis of `r` (not the last) whose tile of rows reuses a vector along the last axis: the
 /// innermost one that some read along the last axis does not use (a matrix product's rows,
 /// a convolution's output channels), if any.
+/// The name of a convolution's padding stage (`crate::nn::conv2d`).
+const PADDING: &str = "pad_data";
+
 fn row_axis(r: &Tensor) -> Option<usize> {
     let c = r.op().as_compute()?;
     let axes: Vec<Var> = c.axis.iter().map(|iv| iv.var().clone()).collect();
@@ -186,9 +189,12 @@ fn schedule_product(
     externs: &mut Vec<Tensor>,
 ) -> Result<()> {
     let lanes = cpu.lanes(out.dtype()).max(1);
-    // Everything but the product and the output inlined (padding, epilogues).
+    // Everything but the product and the output inlined (epilogues), except a convolution's
+    // padding, computed first into a buffer of its own: inlined, every load of the product's
+    // inner loop would test the borders.
     let mut todo: Vec<Tensor> = out.op().input_tensors();
     let mut seen: Vec<Operation> = Vec::new();
+    let mut padded: Vec<Tensor> = Vec::new();
     while let Some(t) = todo.pop() {
         let op = t.op().clone();
         if seen.iter().any(|o| o.same_as(&op)) {
@@ -199,10 +205,19 @@ fn schedule_product(
             externs.push(t);
             continue;
         }
-        if !op.same_as(r.op()) {
+        if op.name() == PADDING {
+            padded.push(t.clone());
+        } else if !op.same_as(r.op()) {
             s.stage(&t).compute_inline()?;
         }
         todo.extend(op.input_tensors());
+    }
+    for p in &padded {
+        let st = s.stage(p);
+        let axes: Vec<IterVar> = p.op().as_compute().expect("a compute").axis.to_vec();
+        let (_, inner) = st.split(&axes[axes.len() - 1], lanes)?;
+        st.vectorize(&inner)?;
+        st.parallel(&axes[0])?;
     }
     let rows_at = row_axis(r);
     let (main, cl) = if out.op().same_as(r.op()) {
