@@ -131,24 +131,68 @@ pub fn is_depthwise(channels: i64, a: &Conv2dAttrs) -> bool {
 pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Tensor> {
     let ws = shape_nd(weight, 4, "conv2d")?;
     let out = conv2d_out_dims(data, &ws, attrs)?;
+    let depthwise = is_depthwise(ws[1] * attrs.groups, attrs);
+    if depthwise && attrs.strides.1 == 2 && attrs.dilation.1 == 1 && is_static(data) {
+        let ds = shape_nd(data, 4, "conv2d")?;
+        let out: Vec<i64> = out.iter().filter_map(|d| d.as_int()).collect();
+        let out: [i64; 4] = out.try_into().expect("static dimensions");
+        return depthwise_stride2(data, weight, attrs, &ds, &out);
+    }
+    let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
+    conv2d_over(&padded, weight, &ws, attrs, &out)
+}
+
+/// [`conv2d`] of `data` whose extents are known only at run time, its output's width computed
+/// in whole vectors of `lanes` (the padding widened on the right by the zeros the extra
+/// columns read) and then cut to the width: a schedule's vectors along the width never test
+/// the end of a row inside the product, only when the cut result is stored.
+pub fn conv2d_run_time(
+    data: &Tensor,
+    weight: &Tensor,
+    attrs: &Conv2dAttrs,
+    lanes: usize,
+) -> Result<Tensor> {
+    let ws = shape_nd(weight, 4, "conv2d")?;
+    let out = conv2d_out_dims(data, &ws, attrs)?;
+    let lanes = lanes.max(1) as i64;
+    if lanes == 1 || out[3].as_int().is_some() {
+        return conv2d(data, weight, attrs);
+    }
+    let mut wide = attrs.padding;
+    wide.right += (lanes - 1) * attrs.strides.1;
+    let padded = pad_nchw(data, wide, 0.0, "pad_data")?;
+    let mut whole = out.clone();
+    whole[3] = floordiv(out[3].clone() + (lanes - 1), lanes) * lanes;
+    let full = conv2d_over(&padded, weight, &ws, attrs, &whole)?;
+    let tag = full.op().tag().to_string();
+    compute_tagged(
+        &out,
+        |i| full.at(&i.iter().map(|v| v.to_expr()).collect::<Vec<_>>()),
+        "conv2d_cut",
+        &tag,
+    )
+}
+
+/// The convolution of `padded` (already padded) by `weight` (`ws` its shape) over an output
+/// of extents `out`.
+fn conv2d_over(
+    padded: &Tensor,
+    weight: &Tensor,
+    ws: &[i64],
+    attrs: &Conv2dAttrs,
+    out: &[PrimExpr],
+) -> Result<Tensor> {
     let (cpg, kh, kw) = (ws[1], ws[2], ws[3]);
     let opg = ws[0] / attrs.groups;
     let (sh, sw) = attrs.strides;
     let (dh, dw) = attrs.dilation;
-    let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
     let weight = weight.clone();
     let depthwise = is_depthwise(cpg * attrs.groups, attrs);
-    if depthwise && sw == 2 && dw == 1 && is_static(data) {
-        let ds = shape_nd(data, 4, "conv2d")?;
-        let out: Vec<i64> = out.iter().filter_map(|d| d.as_int()).collect();
-        let out: [i64; 4] = out.try_into().expect("static dimensions");
-        return depthwise_stride2(data, &weight, attrs, &ds, &out);
-    }
     if depthwise {
         return compute_tagged(
-            &out,
+            out,
             |i| {
                 let (n, o, y, x) = (
                     i[0].to_expr(),
@@ -169,7 +213,7 @@ pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Ten
     }
     let rc = reduce_axis_n(cpg, "rc");
     compute_tagged(
-        &out,
+        out,
         |i| {
             let (n, o, y, x) = (
                 i[0].to_expr(),

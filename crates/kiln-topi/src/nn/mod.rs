@@ -27,7 +27,7 @@ pub mod softmax;
 
 pub use batch_matmul::batch_matmul;
 pub use batch_norm::{batch_norm_inference, BatchNormAttrs};
-pub use conv2d::{conv2d, Conv2dAttrs};
+pub use conv2d::{conv2d, conv2d_run_time, Conv2dAttrs};
 pub use conv2d_1x1::conv2d_1x1;
 pub use conv2d_packed::{conv2d_packed, conv2d_packed_in, PackedLayouts};
 pub use conv2d_transpose::{conv2d_transpose, Conv2dTransposeAttrs};

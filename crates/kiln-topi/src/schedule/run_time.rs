@@ -102,7 +102,8 @@ pub fn schedule_run_time(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()
 }
 
 /// The one reduction of `out`'s compute (through elementwise stages) when its result has
-/// `out`'s shape, rank 2 or more, and nothing before it reduces: a product.
+/// `out`'s shape (or a wider last axis), rank 2 or more, and nothing before it reduces: a
+/// product.
 fn product_of(out: &Tensor) -> Option<Tensor> {
     let mut found: Vec<Tensor> = Vec::new();
     let mut todo = vec![out.clone()];
@@ -119,10 +120,12 @@ fn product_of(out: &Tensor) -> Option<Tensor> {
     let [r] = found.as_slice() else {
         return None;
     };
+    // The same shape, or wider along the last axis (computed in whole vectors, then cut).
     let same_shape = r.ndim() == out.ndim()
         && r.shape()
             .iter()
             .zip(out.shape())
+            .take(out.ndim().saturating_sub(1))
             .all(|(a, b)| kiln_tir::structural_equal(a, b));
     let last_is_one = out.shape().last().is_some_and(|d| d.as_int() == Some(1));
     let before_reduces = reduces_before(r);
@@ -142,12 +145,12 @@ fn reduces_before(t: &Tensor) -> bool {
     false
 }
 
-/// The axis of `r` (not the last) whose tile of rows reuses a vector along the last axis: the
-/// innermost one that some read along the last axis does not use (a matrix product's rows,
-/// a convolution's output channels), if any.
 /// The name of a convolution's padding stage (`crate::nn::conv2d`).
 const PADDING: &str = "pad_data";
 
+/// The axis of `r` (not the last) whose tile of rows reuses a vector along the last axis: the
+/// innermost one that some read along the last axis does not use (a matrix product's rows,
+/// a convolution's output channels), if any.
 fn row_axis(r: &Tensor) -> Option<usize> {
     let c = r.op().as_compute()?;
     let axes: Vec<Var> = c.axis.iter().map(|iv| iv.var().clone()).collect();

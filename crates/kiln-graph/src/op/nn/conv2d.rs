@@ -234,8 +234,14 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
         return one(nn::conv2d_packed_in(data, weight, &a, layouts));
     }
     if !nn::is_static(data) {
-        // Extents known only at run time: the direct compute over them.
-        return one(nn::conv2d(data, weight, &a));
+        // Extents known only at run time: the direct compute over them, its width in whole
+        // vectors of the target's lanes.
+        return one(nn::conv2d_run_time(
+            data,
+            weight,
+            &a,
+            cpu.lanes(data.dtype()).max(1) as usize,
+        ));
     }
     let ds = nn::const_shape(data, "nn.conv2d")?;
     let ws = nn::const_shape(weight, "nn.conv2d")?;
