@@ -12,7 +12,8 @@
 Input shapes come from the model; ``shape_dict`` (``{name: (1, 3, 224, 224)}``) gives
 static shapes to inputs with symbolic dimensions; ``frozen_inputs`` (``{name: array}``) fixes
 run-time inputs to values at import, so that shapes computed from them (Resize's ``sizes``,
-Reshape's ``shape``, a Reduce's ``axes``) are known at compile time. Errors keep the front end's messages: an
+Reshape's ``shape``, a Reduce's ``axes``) are known at compile time (left as inputs, they make
+a VM library whose kernels take run-time extents). Errors keep the front end's messages: an
 unsupported operator raises one error listing every unsupported op type.
 """
 
