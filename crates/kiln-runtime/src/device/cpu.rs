@@ -14,8 +14,13 @@ pub struct CpuDeviceApi;
 /// The one CPU device API instance.
 pub static CPU: CpuDeviceApi = CpuDeviceApi;
 
-/// Bytes before each allocation that record its layout (size, alignment) for the free.
+/// Bytes before each allocation that record its layout (size, offset from the block's start)
+/// for the free.
 const HEADER: usize = 2 * std::mem::size_of::<usize>();
+
+/// The alignment blocks are requested with: the allocator's own (malloc's fast paths, where a
+/// larger alignment takes `memalign`'s slower, fragmenting one); the data is aligned inside.
+const BLOCK_ALIGN: usize = 16;
 
 /// Allocates `nbytes` of host memory aligned to `alignment` (a power of two, raised to
 /// [`ALLOC_ALIGNMENT`]). Never aborts: a size that cannot be allocated is an error.
@@ -26,10 +31,10 @@ pub fn alloc_aligned(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
         )));
     }
     let align = alignment.max(ALLOC_ALIGNMENT);
-    // The layout header sits in the `align` bytes in front of the returned pointer.
+    // The data starts at the first `align` boundary past the header.
     let layout = nbytes
-        .checked_add(align)
-        .and_then(|total| Layout::from_size_align(total, align).ok())
+        .checked_add(align + HEADER)
+        .and_then(|total| Layout::from_size_align(total, BLOCK_ALIGN).ok())
         .ok_or_else(|| {
             Error::value_error(format!(
                 "cannot allocate {nbytes} bytes aligned to {align} on cpu: size too large"
@@ -42,12 +47,14 @@ pub fn alloc_aligned(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
             "out of memory: cannot allocate {nbytes} bytes on cpu"
         )));
     }
-    // SAFETY: `align >= HEADER` bytes lie between base and data, all inside the allocation.
+    let offset = (base as usize + HEADER).next_multiple_of(align) - base as usize;
+    // SAFETY: `HEADER <= offset <= HEADER + align`, so the header and the `nbytes` of data lie
+    // inside the allocation.
     unsafe {
-        let data = base.add(align);
+        let data = base.add(offset);
         let header = data.sub(HEADER) as *mut usize;
         header.write(layout.size());
-        header.add(1).write(align);
+        header.add(1).write(offset);
         Ok(data as *mut c_void)
     }
 }
@@ -67,13 +74,13 @@ pub unsafe fn free_aligned(ptr: *mut c_void) -> Result<()> {
     }
     let data = ptr as *mut u8;
     // SAFETY: the caller guarantees `ptr` came from alloc_aligned, which stored the allocation's
-    // size and alignment in the HEADER bytes before it and placed it `align` bytes in.
+    // size and the data's offset in it in the HEADER bytes before it.
     unsafe {
         let header = data.sub(HEADER) as *const usize;
-        let (size, align) = (header.read(), header.add(1).read());
+        let (size, offset) = (header.read(), header.add(1).read());
         std::alloc::dealloc(
-            data.sub(align),
-            Layout::from_size_align_unchecked(size, align),
+            data.sub(offset),
+            Layout::from_size_align_unchecked(size, BLOCK_ALIGN),
         );
     }
     Ok(())
