@@ -358,12 +358,22 @@ fn schedule(fc: &FusedCompute, family: ScheduleFamily, cpu: &CpuDesc) -> Result<
     let symbolic = |t: &Tensor| !kiln_topi::nn::is_static(t);
     let injective =
         master.is_none_or(|d| d.schedule.is_none() && d.pattern <= OpPattern::Injective);
+    // A last extent the injective schedule takes in whole vectors (it leaves others scalar).
+    let whole_vectors = out
+        .shape()
+        .last()
+        .and_then(|d| d.as_int())
+        .is_some_and(|l| {
+            let v = cpu.lanes(out.dtype());
+            v > 1 && (l % v == 0 || l % (v / 2).max(1) == 0)
+        });
     if family == ScheduleFamily::X86
-        && !injective
+        && !(injective && whole_vectors)
         && (fc.inputs.iter().any(symbolic) || symbolic(out))
     {
         // Extents known only at run time: one schedule for every compute (the operators'
-        // own schedules tile by static extents); injective ones keep theirs.
+        // own schedules tile by static extents); injective ones keep theirs when their rows
+        // are whole vectors (else vectors and a tail here).
         kiln_topi::schedule::schedule_run_time(&s, out, cpu)?;
         return Ok(s);
     }
