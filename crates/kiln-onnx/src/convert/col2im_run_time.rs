@@ -7,7 +7,9 @@
 use kiln_graph::ir::{AttrValue as GAttr, Expr, Type, Var};
 use kiln_runtime::vm::shape_expr::op;
 
-use super::shaped::{kernel, length, run_time_shaped, Result_, ShapedKernel, Shapes, Source};
+use super::shaped::{
+    kernel, length, run_time_shaped, step_node, Result_, ShapedKernel, Shapes, Source,
+};
 use super::{call, dtype_of, shape_of, CResult, Ctx, Msg};
 use crate::attr::AttrValue;
 use crate::Node;
@@ -60,28 +62,19 @@ pub(super) fn expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>
         )));
     }
     let [strides, dilations, pads] = geometry(node, r)?;
-    let out = node
-        .outputs
-        .first()
-        .filter(|o| !o.is_empty())
-        .ok_or("output #0 is required")?;
+    let out = super::shaped::first_output(node)?;
     let attrs = vec![
         ("strides".to_string(), AttrValue::Ints(strides)),
         ("dilations".to_string(), AttrValue::Ints(dilations)),
         ("pads".to_string(), AttrValue::Ints(pads)),
     ];
     let cols = format!("{out}::cols");
-    let step = |op: &str, inputs: Vec<String>, output: &str| Node {
-        name: node.name.clone(),
-        op_type: op.into(),
-        domain: DOMAIN.into(),
-        inputs,
-        outputs: vec![output.into()],
-        attributes: attrs.clone(),
+    let step = |op: &str, inputs: Vec<String>, output: &str| {
+        step_node(node, op, DOMAIN, inputs, vec![output.into()], attrs.clone())
     };
     Ok(Some(vec![
         step("View", node.inputs[..3].to_vec(), &cols),
-        step("Col2Im", vec![cols.clone(), node.inputs[1].clone()], out),
+        step("Col2Im", vec![cols.clone(), node.inputs[1].clone()], &out),
     ]))
 }
 

@@ -111,6 +111,19 @@ fn inline_subgraph(ctx: &mut Ctx<'_>, node: &Node, attr: &str) -> CResult<Vec<Ex
     Ok(outs)
 }
 
+/// The branch attribute a constant If condition `cond` (one element) takes.
+fn taken_attr(cond: &kiln_runtime::tensor::Tensor) -> CResult<&'static str> {
+    let v = cond.to_f64_vec()?;
+    match v.as_slice() {
+        [c] if *c != 0.0 => Ok("then_branch"),
+        [_] => Ok("else_branch"),
+        _ => Err(Msg(format!(
+            "the condition must hold one element, it holds {}",
+            v.len()
+        ))),
+    }
+}
+
 fn if_op(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let cond = ctx.const_input(node, 0)?.ok_or_else(|| {
         ctx.not_constant_for(
@@ -119,18 +132,7 @@ fn if_op(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
             "Kiln compiles If by its taken branch, so the condition must be known at compile time",
         )
     })?;
-    let v = cond.to_f64_vec()?;
-    if v.len() != 1 {
-        return Err(Msg(format!(
-            "the condition must hold one element, it holds {}",
-            v.len()
-        )));
-    }
-    let attr = if v[0] != 0.0 {
-        "then_branch"
-    } else {
-        "else_branch"
-    };
+    let attr = taken_attr(&cond)?;
     inline_subgraph(ctx, node, attr)
 }
 
@@ -141,18 +143,7 @@ pub(super) fn taken_branch(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec
     let Some(cond) = ctx.const_input(node, 0)? else {
         return Ok(None);
     };
-    let v = cond.to_f64_vec()?;
-    if v.len() != 1 {
-        return Err(Msg(format!(
-            "the condition must hold one element, it holds {}",
-            v.len()
-        )));
-    }
-    let attr = if v[0] != 0.0 {
-        "then_branch"
-    } else {
-        "else_branch"
-    };
+    let attr = taken_attr(&cond)?;
     let sub = subgraph(ctx, node, attr)?;
     if !sub.inputs.is_empty() || sub.outputs.len() != node.outputs.len() {
         return Err(Msg(format!(

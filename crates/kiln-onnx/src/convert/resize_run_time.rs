@@ -55,12 +55,7 @@ pub(super) fn expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<Node>
         )));
     }
     let mut axes = resized_axes(node, rank)?;
-    let out = node
-        .outputs
-        .first()
-        .filter(|o| !o.is_empty())
-        .ok_or("output #0 is required")?
-        .clone();
+    let out = super::shaped::first_output(node)?;
     let internal = |what: &str| format!("{out}::{what}");
     // The target: a given scales or sizes input of known length (an empty one is absent).
     let given = |i: Option<usize>| -> CResult<Option<usize>> {
@@ -275,6 +270,7 @@ fn sampling_attrs(
     ])
 }
 
+/// Step `op` of Resize `node` in [`DOMAIN`].
 fn internal_node(
     node: &Node,
     op: &str,
@@ -282,14 +278,7 @@ fn internal_node(
     output: &str,
     attributes: Vec<(String, AttrValue)>,
 ) -> Node {
-    Node {
-        name: node.name.clone(),
-        op_type: op.into(),
-        domain: DOMAIN.into(),
-        inputs,
-        outputs: vec![output.into()],
-        attributes,
-    }
+    super::shaped::step_node(node, op, DOMAIN, inputs, vec![output.into()], attributes)
 }
 
 /// The graph operator's attributes from an internal node's.

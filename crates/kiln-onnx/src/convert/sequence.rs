@@ -186,19 +186,10 @@ pub(super) fn split_to_sequence_expand(ctx: &Ctx<'_>, node: &Node) -> CResult<Op
             "a split size given as a scalar decides the sequence's length",
         ));
     };
-    let out = node
-        .outputs
-        .first()
-        .filter(|o| !o.is_empty())
-        .ok_or("output #0 is required")?;
+    let out = super::shaped::first_output(node)?;
     let parts: Vec<String> = (0..n.max(0)).map(|k| format!("{out}::part{k}")).collect();
-    let plain = |op: &str, inputs: Vec<String>, outputs: Vec<String>, attributes| Node {
-        name: node.name.clone(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs,
-        outputs,
-        attributes,
+    let plain = |op: &str, inputs: Vec<String>, outputs: Vec<String>, attributes| {
+        super::shaped::step_node(node, op, "", inputs, outputs, attributes)
     };
     let axis = (
         "axis".to_string(),
@@ -229,18 +220,9 @@ pub(super) fn concat_from_sequence_expand(
     let rank = shape_of(&seq[0])?.len();
     let new_axis = node.attr_i("new_axis", 0)? != 0;
     let axis = norm_axis(node.attr_i("axis", 0)?, rank + usize::from(new_axis))? as i64;
-    let out = node
-        .outputs
-        .first()
-        .filter(|o| !o.is_empty())
-        .ok_or("output #0 is required")?;
-    let plain = |op: &str, inputs: Vec<String>, output: String, attributes| Node {
-        name: node.name.clone(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs,
-        outputs: vec![output],
-        attributes,
+    let out = super::shaped::first_output(node)?;
+    let plain = |op: &str, inputs: Vec<String>, output: String, attributes| {
+        super::shaped::step_node(node, op, "", inputs, vec![output], attributes)
     };
     let axes = format!("{out}::axes");
     ctx.bind(&axes, const_i64(&[axis])?);

@@ -183,6 +183,35 @@ fn own(ctx: &Ctx<'_>, node: &Node) -> CResult<Option<ShapedKernel>> {
     })
 }
 
+/// A node computing one step of `node` (named as it, for messages): `op` of `domain` (`""`
+/// for ONNX's own).
+pub(super) fn step_node(
+    node: &Node,
+    op: &str,
+    domain: &str,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+    attributes: Vec<(String, crate::attr::AttrValue)>,
+) -> Node {
+    Node {
+        name: node.name.clone(),
+        op_type: op.into(),
+        domain: domain.into(),
+        inputs,
+        outputs,
+        attributes,
+    }
+}
+
+/// The name of `node`'s first output, which its expansion computes last.
+pub(super) fn first_output(node: &Node) -> CResult<String> {
+    node.outputs
+        .first()
+        .filter(|o| !o.is_empty())
+        .cloned()
+        .ok_or_else(|| "output #0 is required".into())
+}
+
 /// The length of `e`, a 1-D tensor whose length is known at compile time (`what` names it in
 /// the error).
 pub(super) fn length(e: &Expr, what: &str) -> CResult<usize> {

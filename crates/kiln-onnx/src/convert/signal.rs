@@ -20,7 +20,7 @@ use kiln_runtime::vm::shape_expr::op;
 use super::conv::slice_axis;
 use super::generate::attr_dtype;
 use super::nn::matmul_of;
-use super::shaped::{kernel, run_time_shaped, Result_, ShapedKernel, Shapes, Source};
+use super::shaped::{kernel, run_time_shaped, step_node, Result_, ShapedKernel, Shapes, Source};
 use super::{
     call, constant, dtype_of, norm_axis, reshape, shape_of, transpose, CResult, ConvertFn, Ctx, Msg,
 };
@@ -311,22 +311,13 @@ pub(super) fn stft_expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<
             "the signal must be [batch, length, 1 or 2], got {s:?}"
         )));
     }
-    let out = node
-        .outputs
-        .first()
-        .filter(|o| !o.is_empty())
-        .ok_or("output #0 is required")?;
+    let out = super::shaped::first_output(node)?;
     let internal = |what: &str| format!("{out}::{what}");
     let step = node.input(1).ok_or("input #1 (frame_step) is required")?;
     let frame_length = node.input(3).map(str::to_string);
     let mut nodes = Vec::new();
-    let plain = |op: &str, inputs: Vec<String>, output: String| Node {
-        name: node.name.clone(),
-        op_type: op.into(),
-        domain: String::new(),
-        inputs,
-        outputs: vec![output],
-        attributes: Vec::new(),
+    let plain = |op: &str, inputs: Vec<String>, output: String| {
+        step_node(node, op, "", inputs, vec![output], Vec::new())
     };
     let window = match (node.input(2), &frame_length) {
         (Some(w), _) => w.to_string(),
@@ -529,21 +520,11 @@ pub(super) fn dft_expand(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Option<Vec<N
             "the input must have a signal axis, its rank is {r}"
         )));
     }
-    let out = node
-        .outputs
-        .first()
-        .filter(|o| !o.is_empty())
-        .ok_or("output #0 is required")?
-        .clone();
+    let out = super::shaped::first_output(node)?;
     let internal = |w: String| format!("{out}::{w}");
     let (axis, checked) = (node.inputs[2].clone(), internal("checked".into()));
-    let plain = |op: &str, domain: &str, inputs: Vec<String>, output: String| Node {
-        name: node.name.clone(),
-        op_type: op.into(),
-        domain: domain.into(),
-        inputs,
-        outputs: vec![output],
-        attributes: Vec::new(),
+    let plain = |op: &str, domain: &str, inputs: Vec<String>, output: String| {
+        step_node(node, op, domain, inputs, vec![output], Vec::new())
     };
     let mut nodes = vec![plain(
         "AxisCheck",

@@ -138,7 +138,7 @@ pub fn conv2d(data: &Tensor, weight: &Tensor, attrs: &Conv2dAttrs) -> Result<Ten
         let out: [i64; 4] = out.try_into().expect("static dimensions");
         return depthwise_stride2(data, weight, attrs, &ds, &out);
     }
-    let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
+    let padded = pad_nchw(data, attrs.padding, 0.0, super::pad::PAD_STAGE)?;
     conv2d_over(&padded, weight, &ws, attrs, &out)
 }
 
@@ -160,7 +160,7 @@ pub fn conv2d_run_time(
     }
     let mut wide = attrs.padding;
     wide.right += (lanes - 1) * attrs.strides.1;
-    let padded = pad_nchw(data, wide, 0.0, "pad_data")?;
+    let padded = pad_nchw(data, wide, 0.0, super::pad::PAD_STAGE)?;
     let mut whole = out.clone();
     whole[3] = floordiv(out[3].clone() + (lanes - 1), lanes) * lanes;
     let full = conv2d_over(&padded, weight, &ws, attrs, &whole)?;
@@ -266,7 +266,7 @@ fn depthwise_stride2(
             let zero = kiln_tir::PrimExpr::const_float(v.dtype(), 0.0);
             kiln_te::if_then_else(inside, v, zero)
         },
-        "pad_data",
+        super::pad::PAD_STAGE,
         tag::INJECTIVE,
     )?;
     let (sh, dh) = (attrs.strides.0, attrs.dilation.0);

@@ -99,7 +99,7 @@ pub fn conv2d_packed_in(
     let (cpg, kh, kw) = (ws[1], ws[2], ws[3]);
     let (sh, sw) = attrs.strides;
     let (dh, dw) = attrs.dilation;
-    let padded = pad_nchw(data, attrs.padding, 0.0, "pad_data")?;
+    let padded = pad_nchw(data, attrs.padding, 0.0, super::pad::PAD_STAGE)?;
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
     // Blocked data: the channels as (block, channel in block), the latter innermost.

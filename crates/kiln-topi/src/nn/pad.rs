@@ -52,6 +52,9 @@ impl Padding2d {
     }
 }
 
+/// The name of the padding stage of the convolutions and poolings, which schedules look for.
+pub const PAD_STAGE: &str = "pad_data";
+
 /// `data` (N, C, H, W, or channel blocks N, C/b, H, W, b) padded on H and W with `value`
 /// (returns `data` itself when `pad` is zero). The op is tagged injective and named `name`.
 pub fn pad_nchw(data: &Tensor, pad: Padding2d, value: f64, name: &str) -> Result<Tensor> {

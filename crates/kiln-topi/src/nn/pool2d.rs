@@ -227,7 +227,7 @@ pub fn max_pool2d(data: &Tensor, attrs: &Pool2dAttrs) -> Result<Tensor> {
             right: (span_w - ds[3] - p.left).max(0),
             ..p
         };
-        let padded = pad_nchw(data, pad, f64::NEG_INFINITY, "pad_data")?;
+        let padded = pad_nchw(data, pad, f64::NEG_INFINITY, super::pad::PAD_STAGE)?;
         return compute_tagged(
             &consts(&out),
             |i| {

@@ -88,7 +88,7 @@ pub fn inline_all_but_padding(
     let pad = op
         .input_tensors()
         .into_iter()
-        .find(|t| t.op().name() == "pad_data");
+        .find(|t| t.op().name() == crate::nn::pad::PAD_STAGE);
     let mut kept: Vec<_> = keep.to_vec();
     kept.extend(pad.iter().map(|p| p.op().clone()));
     inline_injective(s, out, &kept)?;

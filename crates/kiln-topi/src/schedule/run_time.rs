@@ -145,9 +145,6 @@ fn reduces_before(t: &Tensor) -> bool {
     false
 }
 
-/// The name of a convolution's padding stage (`crate::nn::conv2d`).
-const PADDING: &str = "pad_data";
-
 /// The axis of `r` (not the last) whose tile of rows reuses a vector along the last axis: the
 /// innermost one that some read along the last axis does not use (a matrix product's rows,
 /// a convolution's output channels), if any.
@@ -208,7 +205,7 @@ fn schedule_product(
             externs.push(t);
             continue;
         }
-        if op.name() == PADDING {
+        if op.name() == crate::nn::pad::PAD_STAGE {
             padded.push(t.clone());
         } else if !op.same_as(r.op()) {
             s.stage(&t).compute_inline()?;
