@@ -268,3 +268,36 @@ fn let_bindings_evaluate_like_the_originals() {
         );
     }
 }
+
+#[test]
+fn divisions_by_a_multiple_of_every_coefficient_drop_the_factor() {
+    // `(f*x + k*y + c) / d` and `% d` with `f` dividing every coefficient and `d`: the
+    // constant's part below `f` cannot carry, so the factor goes (`(4x + 1) / 68` is `x / 17`).
+    let (x, y) = (Var::int32("x"), Var::int32("y"));
+    let raw = |op, a: PrimExpr, b: i64| PrimExpr::binary_raw(op, a, PrimExpr::i32(b));
+    for (f, d) in [(4, 68), (2, 34), (3, 12), (8, 16)] {
+        for c in -9..=9 {
+            let sum = &x * f + &y * (2 * f) + c;
+            for op in [BinOp::FloorDiv, BinOp::FloorMod] {
+                let e = raw(op, sum.clone(), d);
+                let s = Analyzer::new().simplify(&e);
+                for xv in -40..40 {
+                    for yv in -5..5 {
+                        let env = [(x.clone(), xv), (y.clone(), yv)];
+                        assert_eq!(
+                            eval(&e, &env).unwrap(),
+                            eval(&s, &env).unwrap(),
+                            "{e} vs {s}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let e = PrimExpr::binary_raw(BinOp::FloorDiv, &x * 4 + 1, PrimExpr::i32(68));
+    let rows = PrimExpr::binary_raw(BinOp::FloorDiv, &x * 2 + 1, PrimExpr::i32(34));
+    let mut an = Analyzer::new();
+    let (a, b) = (an.simplify(&e), an.simplify(&rows));
+    assert!(structural_equal(&a, &b), "{a} vs {b}");
+    assert_eq!(a.to_string(), "x // 17");
+}

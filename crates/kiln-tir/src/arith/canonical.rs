@@ -345,6 +345,28 @@ fn div_mod(
     } else {
         (r, c)
     };
+    // A factor common to the divisor and the coefficients (not the constant): with
+    // `r = f*Y + r0`, `0 <= r0 < f` and `f` dividing `c`, `r / c = Y / (c/f)` and
+    // `r % c = f * (Y % (c/f)) + r0` (`(4x + 1) / 68` is `x / 17`).
+    let f = r.terms.iter().fold(c, |g, (_, k)| gcd(g, *k));
+    if f > 1 && !r.terms.is_empty() {
+        let q0 = floor_div(r.constant as i128, f as i128) as i64;
+        let r0 = r.constant - q0 * f;
+        let mut y = Sum::new(r.dtype);
+        for (a, k) in &r.terms {
+            y.add_term(a.clone(), k / f);
+        }
+        y.constant = q0;
+        let inner = div_mod(an, &y, c / f, DivKind::Floor, is_div, t);
+        return if is_div {
+            q.add_expr(&inner, 1);
+            q.to_expr()
+        } else {
+            let mut out = Sum::of(&inner).scaled(f * g.max(1));
+            out.constant = out.wrap(out.constant.wrapping_add(r0 * g.max(1)));
+            out.to_expr()
+        };
+    }
     let trunc_ok = kind == DivKind::Trunc && an.const_int_bound(&r.to_expr()).min >= 0;
     let (div_op, mod_op) = if trunc_ok {
         (BinOp::Div, BinOp::Mod)

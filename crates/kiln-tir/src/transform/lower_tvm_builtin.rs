@@ -1,7 +1,7 @@
 //! LowerTVMBuiltin: large allocations go to the runtime's workspace.
 //!
-//! An `Allocate` of more than 1024 bytes (TVM's `kMaxStackAlloca`) or of a non-constant size
-//! becomes
+//! An `Allocate` of more than 1024 bytes (TVM's `kMaxStackAlloca`; 64 KiB for `local` register
+//! tiles) or of a non-constant size becomes
 //!
 //! ```text
 //! buf = T.TVMBackendAllocWorkspace(1, 0, T.int64(nbytes), dtype_code, dtype_bits)
@@ -24,6 +24,11 @@ use kiln_ffi::DataType;
 
 /// Allocations up to this many bytes stay on the stack.
 pub const MAX_STACK_ALLOCA: i64 = 1024;
+
+/// `local` allocations (a schedule's register tiles: 24 accumulators of 64 bytes are 1536)
+/// up to this many bytes stay on the stack, where code generation can keep them in
+/// registers; in the workspace every access would be a memory access.
+pub const MAX_LOCAL_STACK_ALLOCA: i64 = 64 * 1024;
 
 /// The LowerTVMBuiltin pass (`tir.LowerTVMBuiltin`, opt level 0).
 pub fn lower_tvm_builtin() -> Pass {
@@ -67,7 +72,12 @@ impl StmtMutator for Lower {
         });
         let nbytes = crate::arith::simplify(&(count * elem_bytes));
         let on_device = self.device_type != 1;
-        if !on_device && nbytes.as_int().is_some_and(|b| b <= MAX_STACK_ALLOCA) {
+        let limit = if a.scope == "local" {
+            MAX_LOCAL_STACK_ALLOCA
+        } else {
+            MAX_STACK_ALLOCA
+        };
+        if !on_device && nbytes.as_int().is_some_and(|b| b <= limit) {
             return if body.same_as(&a.body) {
                 s.clone()
             } else {
@@ -178,5 +188,29 @@ mod tests {
             ),
         );
         assert_structural_equal(&out, &expected);
+    }
+
+    #[test]
+    fn register_tiles_stay_on_the_stack() {
+        // 24 accumulators of 16 float32 lanes: 1536 bytes in `local` scope.
+        let f32 = DataType::float(32);
+        let tile = Buffer::decl_in("acc", f32, vec![PrimExpr::i32(384)], "local");
+        let s = Stmt::allocate_buffer(&tile, tile.store(1.0, vec![PrimExpr::i32(0)]));
+        let out = lower_builtin_stmt(&s);
+        assert!(matches!(out.kind(), StmtKind::Allocate(_)), "{out}");
+        // Past the `local` limit, or in `global` scope, the workspace.
+        let n = MAX_LOCAL_STACK_ALLOCA / 4 + 1;
+        let huge = Buffer::decl_in("acc", f32, vec![PrimExpr::i32(n)], "local");
+        let s = Stmt::allocate_buffer(&huge, huge.store(1.0, vec![PrimExpr::i32(0)]));
+        assert!(matches!(
+            lower_builtin_stmt(&s).kind(),
+            StmtKind::LetStmt(_)
+        ));
+        let global = Buffer::decl("g", f32, vec![PrimExpr::i32(384)]);
+        let s = Stmt::allocate_buffer(&global, global.store(1.0, vec![PrimExpr::i32(0)]));
+        assert!(matches!(
+            lower_builtin_stmt(&s).kind(),
+            StmtKind::LetStmt(_)
+        ));
     }
 }

@@ -372,7 +372,15 @@ impl Vectorizer {
                         return None;
                     }
                     let t = self.stmt(&i.then_case)?;
-                    return predicable(&t).then(|| Stmt::if_then_else_raw(c, t, None));
+                    if predicable(&t, false) {
+                        return Some(Stmt::if_then_else_raw(c, t, None));
+                    }
+                    // Loads of one address (a weight broadcast to every lane) are not per
+                    // lane: they run where the scalar loop ran them, under some lane holding.
+                    let first = first_lane_guard(&c)?;
+                    let inner = Stmt::if_then_else_raw(c, t, None);
+                    return predicable(&inner_then(&inner), true)
+                        .then(|| Stmt::if_then_else_raw(op::likely(first), inner, None));
                 }
                 let t = self.stmt(&i.then_case)?;
                 let e = match &i.else_case {
@@ -400,6 +408,13 @@ impl Vectorizer {
 /// trap), casts, selects, float math and nested `if_then_else`. A load of one scalar index is
 /// not: it is not per lane, so no mask guards it.
 pub fn maskable(e: &PrimExpr) -> bool {
+    maskable_with(e, false)
+}
+
+/// [`maskable`], loads of one scalar index also allowed where `scalar_loads` (the vector code
+/// runs only when some lane holds, see [`first_lane_guard`]).
+fn maskable_with(e: &PrimExpr, scalar_loads: bool) -> bool {
+    let maskable = |x: &PrimExpr| maskable_with(x, scalar_loads);
     match e.kind() {
         ExprKind::IntImm(_) | ExprKind::FloatImm(_) | ExprKind::Var(_) => true,
         ExprKind::Binary(op, a, b) => {
@@ -415,7 +430,10 @@ pub fn maskable(e: &PrimExpr) -> bool {
         ExprKind::Ramp { base, stride, .. } => maskable(base) && maskable(stride),
         ExprKind::Broadcast { value, .. } => maskable(value),
         ExprKind::BufferLoad { indices, .. } => {
-            indices.last().is_some_and(strided) && indices.iter().all(maskable)
+            let last = indices.last();
+            let per_lane = last.is_some_and(strided);
+            let scalar = scalar_loads && last.is_some_and(|i| lanes_of(i) == 1);
+            (per_lane || scalar) && indices.iter().all(maskable)
         }
         ExprKind::Call { op, args } => {
             let pure = op == op::IF_THEN_ELSE
@@ -429,18 +447,48 @@ pub fn maskable(e: &PrimExpr) -> bool {
 
 /// Whether vector statement `s` may run under a per-lane predicate: contiguous vector stores
 /// of [`maskable`] values (code generation masks the stores and their loads).
-fn predicable(s: &Stmt) -> bool {
+/// With `scalar_loads`, values may also load one scalar address (see [`maskable_with`]).
+fn predicable(s: &Stmt, scalar_loads: bool) -> bool {
     match s.kind() {
         StmtKind::BufferStore(st) => {
             st.indices.last().is_some_and(|i| match i.kind() {
                 ExprKind::Ramp { stride, .. } => stride.is_const_int(1),
                 _ => false,
             }) && st.indices.iter().all(maskable)
-                && maskable(&st.value)
+                && maskable_with(&st.value, scalar_loads)
         }
-        StmtKind::Seq(q) => q.seq.iter().all(predicable),
+        StmtKind::Seq(q) => q.seq.iter().all(|x| predicable(x, scalar_loads)),
         _ => false,
     }
+}
+
+/// The then-case of `if` statement `s` (or `s` itself).
+fn inner_then(s: &Stmt) -> Stmt {
+    match s.kind() {
+        StmtKind::IfThenElse(i) => i.then_case.clone(),
+        _ => s.clone(),
+    }
+}
+
+/// For a per-lane condition `ramp(base, stride, n) < bound` (or `<=`) with a positive
+/// constant stride, as a split's guard is once vectorized: lanes hold in order, so some lane
+/// holds exactly when lane 0 does. Returns lane 0's condition, `base < bound`.
+fn first_lane_guard(c: &PrimExpr) -> Option<PrimExpr> {
+    let ExprKind::Binary(op @ (BinOp::Lt | BinOp::Le), a, b) = c.kind() else {
+        return None;
+    };
+    let ExprKind::Ramp { base, stride, .. } = a.kind() else {
+        return None;
+    };
+    if stride.as_int()? <= 0 {
+        return None;
+    }
+    let bound = match b.kind() {
+        ExprKind::Broadcast { value, .. } => value.clone(),
+        _ if lanes_of(b) == 1 => b.clone(),
+        _ => return None,
+    };
+    Some(PrimExpr::binary_raw(op, base.clone(), bound))
 }
 
 /// Lane `k` (an int32 expression) of vector expression `e` as a scalar expression: how code
@@ -519,250 +567,4 @@ fn constant(e: &PrimExpr) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::*;
-
-    fn loop_kind(s: &Stmt) -> ForKind {
-        match s.kind() {
-            StmtKind::For(f) => f.kind,
-            _ => panic!("not a loop: {s}"),
-        }
-    }
-
-    #[test]
-    fn elementwise_becomes_vector_code() {
-        let f32 = DataType::float(32);
-        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
-        let c = Buffer::decl("C", f32, vec![PrimExpr::i32(64)]);
-        let (io, ii) = (Var::int32("io"), Var::int32("ii"));
-        let x = Var::new("x", f32);
-        let idx = &io * 4 + &ii;
-        let body = Stmt::for_loop(
-            &ii,
-            0,
-            4,
-            ForKind::Vectorized,
-            c.store(a.load(vec![idx.clone()]) * &x + 1.0, vec![idx]),
-        );
-        let out = vectorize_stmt(&body, true);
-        let ramp = PrimExpr::ramp_raw(
-            PrimExpr::binary_raw(BinOp::Add, &io * 4, PrimExpr::i32(0)),
-            PrimExpr::i32(1),
-            4,
-        );
-        let load = PrimExpr::buffer_load_raw(a.clone(), vec![ramp.clone()]);
-        let value = PrimExpr::binary_raw(
-            BinOp::Add,
-            PrimExpr::binary_raw(BinOp::Mul, load, PrimExpr::broadcast_raw(x.to_expr(), 4)),
-            PrimExpr::broadcast_raw(PrimExpr::f32(1.0), 4),
-        );
-        let expected = Stmt::buffer_store_raw(c.clone(), value, vec![ramp]);
-        assert_structural_equal(&out, &expected);
-    }
-
-    #[test]
-    fn falls_back_to_serial() {
-        let f32 = DataType::float(32);
-        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
-        let (i, j) = (Var::int32("i"), Var::int32("j"));
-        // A condition that varies across lanes, with an else branch.
-        let cond = Stmt::for_loop(
-            &i,
-            0,
-            4,
-            ForKind::Vectorized,
-            Stmt::if_then_else(
-                i.lt(2),
-                a.store(1.0, vec![i.to_expr()]),
-                Some(a.store(2.0, vec![i.to_expr()])),
-            ),
-        );
-        assert_eq!(loop_kind(&vectorize_stmt(&cond, true)), ForKind::Serial);
-        // A per-lane choice whose side gathers (a load at lane-scattered indices).
-        let b = Buffer::decl("B", f32, vec![PrimExpr::i32(64)]);
-        let gather = Stmt::for_loop(
-            &i,
-            0,
-            4,
-            ForKind::Vectorized,
-            b.store(
-                crate::op::if_then_else(i.lt(2), a.load(vec![&i * &i]), PrimExpr::f32(0.0)),
-                vec![i.to_expr()],
-            ),
-        );
-        assert_eq!(loop_kind(&vectorize_stmt(&gather, true)), ForKind::Serial);
-        // An inner loop.
-        let inner = Stmt::for_loop(
-            &i,
-            0,
-            4,
-            ForKind::Vectorized,
-            Stmt::for_loop(&j, 0, 2, ForKind::Serial, a.store(1.0, vec![&i * 2 + &j])),
-        );
-        assert_eq!(loop_kind(&vectorize_stmt(&inner, true)), ForKind::Serial);
-        // A store that does not depend on the loop variable (a reduction into one place).
-        let red = Stmt::for_loop(
-            &i,
-            0,
-            4,
-            ForKind::Vectorized,
-            a.store(
-                a.load(vec![PrimExpr::i32(0)]) + a.load(vec![&i + 1]),
-                vec![PrimExpr::i32(0)],
-            ),
-        );
-        assert_eq!(loop_kind(&vectorize_stmt(&red, true)), ForKind::Serial);
-        // Disabled: serial.
-        let ok = Stmt::for_loop(
-            &i,
-            0,
-            4,
-            ForKind::Vectorized,
-            a.store(1.0, vec![i.to_expr()]),
-        );
-        assert_eq!(loop_kind(&vectorize_stmt(&ok, false)), ForKind::Serial);
-        // Scalar condition and math intrinsic: vectorized.
-        let n = Var::int32("n");
-        let good = Stmt::for_loop(
-            &i,
-            0,
-            8,
-            ForKind::Vectorized,
-            Stmt::if_then_else(
-                n.lt(3),
-                a.store(crate::op::exp(a.load(vec![i.to_expr()])), vec![i.to_expr()]),
-                None,
-            ),
-        );
-        let out = vectorize_stmt(&good, true);
-        assert!(matches!(out.kind(), StmtKind::IfThenElse(_)), "{out}");
-        assert!(out.to_string().contains("T.exp"), "{out}");
-        // `if_then_else` with a lane-invariant condition (a padding row): one choice of
-        // vectors (a per-lane one: `per_lane_choices_become_masked_vector_code`).
-        let pick = |cond: PrimExpr| {
-            Stmt::for_loop(
-                &i,
-                0,
-                8,
-                ForKind::Vectorized,
-                a.store(
-                    crate::op::if_then_else(cond, a.load(vec![&i + &n]), PrimExpr::f32(0.0)),
-                    vec![i.to_expr()],
-                ),
-            )
-        };
-        let out = vectorize_stmt(&pick(n.ge(1)), true);
-        assert!(!matches!(out.kind(), StmtKind::For(_)), "{out}");
-        let text = out.to_string();
-        assert!(
-            text.contains("T.if_then_else(n >= 1, A[T.Ramp(0 + n, 1, 8)]"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn per_lane_choices_become_masked_vector_code() {
-        let f32 = DataType::float(32);
-        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
-        let b = Buffer::decl("B", f32, vec![PrimExpr::i32(64)]);
-        let i = Var::int32("i");
-        // A padded row: the interior read (stride 1 and 2), zeros at the edges.
-        for stride in [1, 2] {
-            let src = &i * stride - 1;
-            let body = b.store(
-                crate::op::if_then_else(src.ge(0), a.load(vec![src.clone()]), PrimExpr::f32(0.0)),
-                vec![i.to_expr()],
-            );
-            let out = vectorize_stmt(&Stmt::for_loop(&i, 0, 8, ForKind::Vectorized, body), true);
-            let StmtKind::BufferStore(st) = out.kind() else {
-                panic!("not vector code: {out}");
-            };
-            let ExprKind::Call { op, args } = st.value.kind() else {
-                panic!("not an if_then_else: {out}");
-            };
-            assert_eq!(op, crate::op::IF_THEN_ELSE);
-            assert_eq!(args[0].dtype().lanes(), 8, "{out}");
-            let ExprKind::BufferLoad { indices, .. } = args[1].kind() else {
-                panic!("{out}");
-            };
-            assert!(
-                matches!(indices[0].kind(), ExprKind::Ramp { stride: s, .. } if s.is_const_int(stride)),
-                "{out}"
-            );
-        }
-        // A store under a per-lane condition: predicated.
-        let n = Var::int32("n");
-        let guarded = Stmt::for_loop(
-            &i,
-            0,
-            8,
-            ForKind::Vectorized,
-            Stmt::if_then_else(
-                crate::op::likely(i.lt(&n)),
-                b.store(a.load(vec![i.to_expr()]) * 2.0, vec![i.to_expr()]),
-                None,
-            ),
-        );
-        let out = vectorize_stmt(&guarded, true);
-        let StmtKind::IfThenElse(p) = out.kind() else {
-            panic!("not predicated: {out}");
-        };
-        assert_eq!(p.condition.dtype().lanes(), 8, "{out}");
-        assert!(
-            matches!(p.then_case.kind(), StmtKind::BufferStore(_)),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn guard_of_whole_vectors_is_one_branch() {
-        // `likely(io * 8 + ii < 48)`: all lanes of a vector agree, so it stays a scalar `if`.
-        let f32 = DataType::float(32);
-        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
-        let (io, ii) = (Var::int32("io"), Var::int32("ii"));
-        let idx = &io * 8 + &ii;
-        let body = Stmt::for_loop(
-            &ii,
-            0,
-            8,
-            ForKind::Vectorized,
-            Stmt::if_then_else(
-                crate::op::likely(idx.lt(48)),
-                a.store(1.0, vec![idx.clone()]),
-                None,
-            ),
-        );
-        let out = vectorize_stmt(&body, true);
-        let StmtKind::IfThenElse(p) = out.kind() else {
-            panic!("{out}");
-        };
-        assert_eq!(p.condition.dtype().lanes(), 1, "{out}");
-        // Not whole vectors (49): a per-lane predicate.
-        let body = Stmt::for_loop(
-            &ii,
-            0,
-            8,
-            ForKind::Vectorized,
-            Stmt::if_then_else(crate::op::likely(idx.lt(49)), a.store(1.0, vec![idx]), None),
-        );
-        let out = vectorize_stmt(&body, true);
-        let StmtKind::IfThenElse(p) = out.kind() else {
-            panic!("not predicated: {out}");
-        };
-        assert_eq!(p.condition.dtype().lanes(), 8);
-    }
-
-    #[test]
-    fn lanes_of_vector_code_as_scalars() {
-        let f32 = DataType::float(32);
-        let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
-        let (x, k) = (Var::int32("x"), Var::int32("k"));
-        let ramp = PrimExpr::ramp_raw(x.to_expr(), PrimExpr::i32(2), 4);
-        let e = PrimExpr::buffer_load_raw(a.clone(), vec![ramp]);
-        let l = lane(&e, &k.to_expr()).unwrap();
-        assert_eq!(l.dtype().lanes(), 1);
-        let text = l.to_string();
-        assert!(text.contains("A[x + T.Cast(\"int32\", k) * 2]"), "{text}");
-    }
-}
+mod tests;

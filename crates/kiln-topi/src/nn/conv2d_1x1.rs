@@ -19,11 +19,12 @@ use kiln_tir::{floordiv, floormod, CpuDesc};
 pub const MIN_POSITIONS: i64 = 256;
 
 /// From this many float32 lanes per register on, planes under [`MIN_POSITIONS`] take the
-/// channel-blocked kernel whatever the register tiles: measured on AVX-512 (AMD Zen 4, `kiln
-/// tune`), it won on all 33 such 1x1 layers of inception v1, resnet50, squeezenet and
-/// shufflenet (13x13, 7x7, 6x6 and 14x14 planes; 1.1-1.8x per layer, squeezenet's 512 -> 1000
-/// classifier 2.22 -> 1.68 ms), where the tile comparison below chose the spatial one. The
-/// comparison stays for narrower vectors, where it was measured (AVX2).
+/// channel-blocked kernel whatever the register tiles, unless groups would pad its blocks:
+/// measured on AVX-512 (AMD Zen 4, `kiln tune`), it won on most such 1x1 layers of inception
+/// v1, resnet50, squeezenet and shufflenet (13x13, 7x7, 6x6 and 14x14 planes; squeezenet's
+/// 512 -> 1000 classifier 2.22 -> 1.68 ms), where the tile comparison below chose the spatial
+/// one; shufflenet's groups of 34 and 68 filters, padded to blocks of 16, ran 1.2-1.8x faster
+/// spatially. The comparison stays for narrower vectors, where it was measured (AVX2).
 pub const WIDE_LANES: i64 = 16;
 
 /// The most input channels per group for which [`conv2d_1x1`] is chosen for a grouped
@@ -33,7 +34,8 @@ pub const MAX_GROUP_CHANNELS: i64 = 96;
 
 /// Whether [`conv2d_1x1`] computes this convolution (`data` `[N, C, H, W]`, OIHW `weight`) on
 /// `cpu`: a 1x1 kernel, stride 1, no padding, and either a plane of at least
-/// [`MIN_POSITIONS`] or, on CPUs with fewer than [`WIDE_LANES`] float32 lanes, a register tile
+/// [`MIN_POSITIONS`], or groups of filters that are not whole vectors on CPUs with at least
+/// [`WIDE_LANES`] float32 lanes, or, on CPUs with fewer lanes, a register tile
 /// ([`crate::schedule::x86::conv2d::spatial_tile`]) with more accumulators than the
 /// channel-blocked kernel's ([`crate::schedule::x86::conv2d::register_tile`]: 7 columns on
 /// AVX2). Tuning records
@@ -65,7 +67,9 @@ pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> 
     }
     let lanes = cpu.f32_lanes();
     if lanes >= WIDE_LANES {
-        return false;
+        // Groups whose filters are not whole blocks of lanes would pad every group's blocks
+        // and unpack the product afterwards.
+        return a.groups > 1 && (o / a.groups) % lanes != 0;
     }
     let (tb, cols) = register_tile(w, (o + lanes - 1) / lanes, 1, 1, cpu);
     let (rows, positions) = spatial_tile(o, h * w, cpu);

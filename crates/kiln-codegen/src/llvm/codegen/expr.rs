@@ -676,7 +676,19 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         let lanes = index.dtype().lanes();
         let mem_t = buffer.dtype().with_lanes(elem_t.lanes() * lanes);
         let value_t = t;
-        let raw = if let (Some(mask), true) = (self.mask, lanes > 1) {
+        let stack_base = unit_stride_base(index)
+            .filter(|b| self.mask.is_some() && self.within_stack_array(buffer, b, lanes as i64));
+        let raw = if let (Some(mask), Some(base)) = (self.mask, stack_base) {
+            // Inside a stack array: the whole vector, the lanes not chosen zeroed.
+            let i = self.expr(base)?;
+            let p = self.element_ptr(buffer, i, base.dtype())?;
+            let align = self.access_align(buffer, base, elem_bytes);
+            let v = self.load(mem_t, p, align)?;
+            let zero = const_zero(v.get_type());
+            self.b
+                .build_select(mask, v, zero, "lanes")
+                .map_err(llvm_error)?
+        } else if let (Some(mask), true) = (self.mask, lanes > 1) {
             self.masked_load(buffer, index, mem_t, mask)?
         } else if lanes == 1 {
             let i = self.expr(index)?;

@@ -68,6 +68,13 @@ pub struct CodeGen<'a, 'ctx> {
     /// The lanes a vector `if_then_else` side is evaluated for: its vector loads are masked
     /// to them (lanes outside may address memory that is not there).
     pub(crate) mask: Option<inkwell::values::VectorValue<'ctx>>,
+    /// The element count of each stack array of constant size, by its buffer variable: a
+    /// predicated access inside one reads and writes whole vectors (a blend in registers)
+    /// instead of masked memory operations, which would keep an accumulator in memory.
+    pub(crate) stack_len: HashMap<Var, i64>,
+    /// The ranges of the enclosing serial loops of constant bounds (for
+    /// [`CodeGen::within_stack_array`]).
+    pub(crate) loop_ranges: kiln_tir::arith::Analyzer,
 }
 
 impl<'a, 'ctx> CodeGen<'a, 'ctx> {
@@ -89,6 +96,8 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             func_name: String::new(),
             tbaa: HashMap::new(),
             mask: None,
+            stack_len: HashMap::new(),
+            loop_ranges: kiln_tir::arith::Analyzer::new(),
         }
     }
 
@@ -258,6 +267,28 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         value: BasicValueEnum<'ctx>,
     ) -> Option<BasicValueEnum<'ctx>> {
         self.vars.insert(v.clone(), value)
+    }
+
+    /// Whether the `lanes` elements of `buffer` from index `base` lie inside a stack array of
+    /// constant size (see [`CodeGen::stack_len`]) whatever the enclosing loops' variables.
+    pub(crate) fn within_stack_array(
+        &self,
+        buffer: &kiln_tir::Buffer,
+        base: &kiln_tir::PrimExpr,
+        lanes: i64,
+    ) -> bool {
+        let Some(&len) = self.stack_len.get(buffer.data()) else {
+            return false;
+        };
+        let Some(off) = buffer.elem_offset().as_int() else {
+            return false;
+        };
+        let b = self.loop_ranges.const_int_bound(base);
+        let inside = b.min > kiln_tir::arith::NEG_INF
+            && b.max < kiln_tir::arith::POS_INF
+            && b.min + off >= 0
+            && b.max + off + lanes <= len;
+        buffer.dtype().lanes() == 1 && inside
     }
 
     /// Restores the binding of `v` that [`bind`](Self::bind) returned.

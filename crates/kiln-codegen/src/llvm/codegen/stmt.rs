@@ -111,7 +111,16 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                 .build_int_nsw_add(min, ext, "end")
                 .map_err(llvm_error)?
         };
-        self.emit_loop(&f.loop_var, min, end, None, &f.body)
+        let known = f.min.as_int().zip(f.extent.as_int()).is_some();
+        if known {
+            let range = kiln_tir::Range::from_min_extent(f.min.clone(), f.extent.clone());
+            self.loop_ranges.bind(&f.loop_var, &range);
+        }
+        let r = self.emit_loop(&f.loop_var, min, end, None, &f.body);
+        if known {
+            self.loop_ranges.unbind(&f.loop_var);
+        }
+        r
     }
 
     /// `for j in begin..end: body` with `var = offset + j` (or `j`), as a counted loop.
@@ -194,6 +203,24 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             return self.store_tagged(value, p, align, buffer);
         }
         if let (Some(mask), Some(base)) = (self.mask, unit_stride_base(index)) {
+            if self.within_stack_array(buffer, base, lanes as i64) {
+                // Whole vectors in and out: the lanes not chosen keep their old values.
+                let i = self.expr(base)?;
+                let p = self.element_ptr(buffer, i, base.dtype())?;
+                let align = self.access_align(buffer, base, elem_bytes);
+                let old = self
+                    .b
+                    .build_load(value.get_type(), p, "old")
+                    .map_err(llvm_error)?;
+                if let Some(i) = old.as_instruction_value() {
+                    let _ = i.set_alignment(align);
+                }
+                let blend = self
+                    .b
+                    .build_select(mask, value, old, "blend")
+                    .map_err(llvm_error)?;
+                return self.store_tagged(blend, p, align, buffer);
+            }
             let i = self.expr(base)?;
             let p = self.unchecked_element_ptr(buffer, i, base.dtype())?;
             let align = self.access_align(buffer, base, elem_bytes);
@@ -275,7 +302,14 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                     inkwell::types::BasicTypeEnum::PointerType(t) => t.array_type(n).into(),
                     other => other,
                 };
-                self.entry_alloca(ty, 64, a.buffer_var.name())?
+                let p = self.entry_alloca(ty, 64, a.buffer_var.name())?;
+                let prev = self.stack_len.insert(a.buffer_var.clone(), i64::from(n));
+                let r = self.with_binding(&a.buffer_var, p.into(), &a.body);
+                match prev {
+                    Some(l) => self.stack_len.insert(a.buffer_var.clone(), l),
+                    None => self.stack_len.remove(&a.buffer_var),
+                };
+                return r;
             }
             _ => {
                 let mut count: Option<IntValue> = None;
@@ -298,9 +332,14 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                 p
             }
         };
-        let prev = self.bind(&a.buffer_var, ptr.into());
-        let r = self.stmt(&a.body);
-        self.unbind(&a.buffer_var, prev);
+        self.with_binding(&a.buffer_var, ptr.into(), &a.body)
+    }
+
+    /// Generates `body` with `var` bound to `value`.
+    fn with_binding(&mut self, var: &Var, value: BasicValueEnum<'ctx>, body: &Stmt) -> Result<()> {
+        let prev = self.bind(var, value);
+        let r = self.stmt(body);
+        self.unbind(var, prev);
         r
     }
 
