@@ -146,7 +146,8 @@ fn max_and_avg_pool2d() {
 #[test]
 fn global_pools() {
     let seed = seed("global_pool2d");
-    for (k, ds) in [[1i64, 8, 7, 7], [2, 3, 5, 16]].into_iter().enumerate() {
+    let shapes = [[1i64, 8, 7, 7], [2, 3, 5, 16], [1, 4, 13, 13], [1, 2, 3, 3]];
+    for (k, ds) in shapes.into_iter().enumerate() {
         let data = input(&ds, "data");
         let inputs = [data.clone()];
         let vals = random_inputs(&inputs, seed + k as u64);
@@ -160,28 +161,33 @@ fn global_pools() {
             .iter()
             .map(|p| p.iter().sum::<f32>() / plane as f32)
             .collect();
-        let mx = nn::global_max_pool2d(&data).unwrap();
-        check(
-            "global max",
-            &mx,
-            &inputs,
-            &vals,
-            x86::schedule_pool,
-            &want_max,
-            1e-5,
-            seed,
-        );
-        let avg = nn::global_avg_pool2d(&data).unwrap();
-        check(
-            "global avg",
-            &avg,
-            &inputs,
-            &vals,
-            x86::schedule_pool,
-            &want_avg,
-            1e-5,
-            seed,
-        );
+        // Planes reduced by scalar chains and in lane partials of 8 and 16 (whole vectors
+        // and a tail; fewer than two vectors reduce directly).
+        for lanes in [1, 8, 16] {
+            let what = |op: &str| format!("global {op} in vectors of {lanes}");
+            let mx = nn::global_max_pool2d(&data, lanes).unwrap();
+            check(
+                &what("max"),
+                &mx,
+                &inputs,
+                &vals,
+                x86::schedule_pool,
+                &want_max,
+                1e-5,
+                seed,
+            );
+            let avg = nn::global_avg_pool2d(&data, lanes).unwrap();
+            check(
+                &what("avg"),
+                &avg,
+                &inputs,
+                &vals,
+                x86::schedule_pool,
+                &want_avg,
+                1e-5,
+                seed,
+            );
+        }
     }
 }
 
@@ -396,7 +402,7 @@ fn pools_over_channel_blocks() {
         .collect();
     check(
         "blocked global avg",
-        &nn::global_avg_pool2d(&data).unwrap(),
+        &nn::global_avg_pool2d(&data, 16).unwrap(),
         &[data],
         &[to_blocks(&vals[0], ds, b)],
         x86::schedule_pool,

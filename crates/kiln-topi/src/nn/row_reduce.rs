@@ -32,8 +32,22 @@ pub fn reduce_row(
     combine: Combiner,
     name: &str,
 ) -> Result<Tensor> {
+    reduce_row_tagged(reduced, n, lanes, f, combine, name, tag::COMM_REDUCE)
+}
+
+/// [`reduce_row`] with the final stage tagged `final_tag` (the partials stay
+/// [`tag::COMM_REDUCE`]), for operators whose schedules find their reduction by tag.
+pub fn reduce_row_tagged(
+    reduced: &[PrimExpr],
+    n: &PrimExpr,
+    lanes: i64,
+    f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
+    combine: Combiner,
+    name: &str,
+    final_tag: &'static str,
+) -> Result<Tensor> {
     let Some(n) = n.as_int() else {
-        return reduce_run_time_row(reduced, n, lanes, f, combine, name);
+        return reduce_run_time_row(reduced, n, lanes, f, combine, name, final_tag);
     };
     if lanes <= 1 || n < 2 * lanes {
         let k = reduce_axis_n(n, "k");
@@ -41,7 +55,7 @@ pub fn reduce_row(
             reduced,
             |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
             name,
-            tag::COMM_REDUCE,
+            final_tag,
         );
     }
     // Whole vectors in the partials; the last `n % lanes` elements join the final step.
@@ -65,7 +79,7 @@ pub fn reduce_row(
             combine(v, std::slice::from_ref(&r))
         },
         name,
-        tag::COMM_REDUCE,
+        final_tag,
     )
 }
 
@@ -79,6 +93,7 @@ fn reduce_run_time_row(
     f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
     combine: Combiner,
     name: &str,
+    final_tag: &'static str,
 ) -> Result<Tensor> {
     if lanes <= 1 {
         let k = reduce_axis_n(n.clone(), "k");
@@ -86,7 +101,7 @@ fn reduce_run_time_row(
             reduced,
             |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
             name,
-            tag::COMM_REDUCE,
+            final_tag,
         );
     }
     let full = kiln_tir::floordiv(n.clone(), lanes);
@@ -106,7 +121,7 @@ fn reduce_run_time_row(
             combine(v, std::slice::from_ref(&r))
         },
         name,
-        tag::COMM_REDUCE,
+        final_tag,
     )
 }
 

@@ -17,13 +17,15 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
 }
 
 /// The lowering of `nn.global_avg_pool2d` (TOPI compute).
-fn lower_avg(i: &[TeTensor], _: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
-    one(nn::global_avg_pool2d(input("nn.global_avg_pool2d", i, 0)?))
+fn lower_avg(i: &[TeTensor], _: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let x = input("nn.global_avg_pool2d", i, 0)?;
+    one(nn::global_avg_pool2d(x, cpu.lanes(x.dtype())))
 }
 
 /// The lowering of `nn.global_max_pool2d` (TOPI compute).
-fn lower_max(i: &[TeTensor], _: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
-    one(nn::global_max_pool2d(input("nn.global_max_pool2d", i, 0)?))
+fn lower_max(i: &[TeTensor], _: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTensor>> {
+    let x = input("nn.global_max_pool2d", i, 0)?;
+    one(nn::global_max_pool2d(x, cpu.lanes(x.dtype())))
 }
 
 /// The definitions of this file.

@@ -35,6 +35,16 @@ pub fn schedule_pool(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     if at_row {
         ps.compute_at(&st, &fused)?;
     }
+    // A global pool's lane partials (NCHW planes reduced in vectors) at each plane.
+    for t in pool.input_tensors() {
+        if t.op()
+            .name()
+            .ends_with(crate::nn::row_reduce::PARTIALS_SUFFIX)
+        {
+            s.stage(&t).compute_at(&st, &fused)?;
+            crate::schedule::vectorize_lane_partials(&s.stage(&t))?;
+        }
+    }
     if pool.tag() == tag::POOL2D {
         // A row of outputs in vectors, the window's taps outside: each tap one (strided)
         // vector load.
