@@ -7,7 +7,8 @@
 //!   channels gives its output in blocks (`out_layout`), and reads blocked data directly
 //!   (`data_layout`); one whose output channels are not whole blocks (a 1000-class or 255
 //!   channel head) reads blocked data and writes NCHW; a 1x1 convolution kept `OIHW` (the
-//!   flattened-row kernel, for NCHW rows) whose data arrives blocked gets its kernel packed too;
+//!   flattened-row kernel, for NCHW rows) whose data arrives blocked gets its kernel packed too
+//!   when its output channels are whole blocks, and NCHW data otherwise;
 //! - elementwise and broadcast operators (`add`, `relu`, `clip`, ...) with a blocked operand
 //!   and a 4-D result whose channels are whole blocks compute in blocks: a full operand is
 //!   transformed, a per-channel one (`[C, 1, 1]`, a bias) becomes `[1, C/b, 1, 1, b]`, one
@@ -232,6 +233,13 @@ impl Blocking {
         let mut weight = e.args()[1].clone();
         let mut attrs = e.as_call().expect("a call").attrs.clone();
         if kernel == "OIHW" && data_blocked && weight.as_constant().is_some() {
+            if !whole {
+                // Its output would be unpacked to NCHW from padded blocks in every tile: the
+                // NCHW-row kernel AlterOpLayout chose, on NCHW data, costs less even with its
+                // producer unpacking instead (a detector's 64 -> 255 head at 40x40 on
+                // AVX-512: 651 -> 494-543 us, its producer 216 -> 300-312 us).
+                return Ok(None);
+            }
             // A 1x1 convolution AlterOpLayout left for NCHW rows: blocks in, so pack it.
             weight = mk(
                 "layout_transform",
@@ -454,5 +462,39 @@ mod tests {
             ],
             "{m}"
         );
+    }
+
+    #[test]
+    fn row_kernel_heads_of_partial_blocks_read_nchw() {
+        // A 3x3 convolution in blocks feeding a 1x1 head over a plane of 400 positions (the
+        // NCHW-row kernel): with whole blocks of outputs the head reads blocks, with 20
+        // outputs (not whole blocks of 16) it reads NCHW and keeps its OIHW kernel.
+        for (heads, blocked) in [(32i64, true), (20, false)] {
+            let x = Var::new("x", Type::f32(&[1, 16, 20, 20]));
+            let w = |o: i64, c: i64, k: i64| {
+                let n = (o * c * k * k) as usize;
+                Expr::const_f32(&vec![0.5; n], &[o, c, k, k])
+            };
+            let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
+            let body = mk("nn.conv2d", vec![x.expr(), w(32, 16, 3)], &pad1);
+            let head = mk("nn.conv2d", vec![body, w(heads, 32, 1)], &[]);
+            let m = IRModule::from_main(Function::new(vec![x], head));
+            let ctx = PassContext::with_opt_level(3).with_cpu(CpuDesc::custom(512, 32));
+            let m = alter_op_layout().run(m, &ctx).unwrap();
+            let m = convert_blocked_layout().run(m, &ctx).unwrap();
+            let m = fold_constant().run(m, &ctx).unwrap();
+            let head = m.main().unwrap().body().clone();
+            let head = if head.op_name() == Some("layout_transform") {
+                head.args()[0].clone()
+            } else {
+                head
+            };
+            assert_eq!(head.op_name(), Some("nn.conv2d"), "{m}");
+            let a = head.attrs();
+            let want = if blocked { "NCHW16c" } else { "NCHW" };
+            assert_eq!(a.str("data_layout").unwrap(), want, "{m}");
+            let kernel = if blocked { "OIHW16o" } else { "OIHW" };
+            assert_eq!(a.str("kernel_layout").unwrap(), kernel, "{m}");
+        }
     }
 }
