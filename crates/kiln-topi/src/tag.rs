@@ -19,6 +19,8 @@ pub const CONV2D_NCHWC: &str = "conv2d_nchwc";
 /// [`CONV2D_NCHWC`] whose groups are padded to whole blocks (blocks do not line up with
 /// output channels).
 pub const CONV2D_NCHWC_GROUP_PADDED: &str = "conv2d_nchwc_group_padded";
+/// The output transform of a Winograd convolution (`crate::nn::conv2d_winograd`).
+pub const CONV2D_WINOGRAD: &str = "conv2d_winograd";
 /// A 1x1 convolution as a product over flattened spatial positions (`[N, O, H*W]`).
 pub const CONV2D_1X1_SPATIAL: &str = "conv2d_1x1_spatial";
 /// Depthwise 2-D convolution, NCHW.

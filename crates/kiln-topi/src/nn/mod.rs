@@ -11,6 +11,7 @@ pub mod conv2d;
 pub mod conv2d_1x1;
 pub mod conv2d_packed;
 pub mod conv2d_transpose;
+pub mod conv2d_winograd;
 pub mod deformable_conv2d;
 pub mod dense;
 pub mod dense_dot4;
