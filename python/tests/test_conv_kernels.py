@@ -1,5 +1,7 @@
-"""1x1 convolutions through ``kiln.onnx.compile`` against numpy (float64) on random inputs, for
-every x86 vector width the host runs: planes of whole vectors and of a shorter last vector
+"""1x1 and 3x3 convolutions through ``kiln.onnx.compile`` against numpy (float64) on random
+inputs, for every x86 vector width the host runs. 3x3 layers of whole channel blocks compute
+as Winograd F(2x2, 3x3): planes of whole 2x2 tiles and not, padding 0, 1 and asymmetric, two
+layers in a row (blocks between them) with a residual. 1x1 layers: planes of whole vectors and of a shorter last vector
 (14x14 is 12 vectors of 16 and 4 positions), groups whose filters are whole vector blocks or
 not (34 and 68 filters a group pad blocks of 16), with a bias, ReLU and a residual add fused.
 These shapes reach the spatial kernel's last tile (predicated vector code accumulating in a
@@ -18,11 +20,12 @@ from onnx import helper, numpy_helper
 
 rng = np.random.default_rng(23)
 
-TARGETS = ["llvm -mcpu=x86-64-v3"]
+TARGETS = ["llvm", "llvm -mcpu=x86-64-v3"]
 if "avx512f" in host_flags():
     TARGETS.append("llvm -mcpu=x86-64-v4")
 if not {"avx2", "fma"} <= host_flags():
     TARGETS = ["llvm"]
+# ("llvm": SSE, 4 float32 lanes; x86-64-v3: AVX2, 8; x86-64-v4: AVX-512, 16.)
 
 
 def conv_model(c, o, groups, h, w, residual):
@@ -83,6 +86,71 @@ def test_conv_1x1_matches_numpy(target, c, o, groups, h, w, residual):
             gm.set_input("r", r)
         gm.run()
         want = reference(x, weight, bias, groups, r)
+        got = gm.get_output(0).numpy()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def conv3x3_reference(x, weight, bias, pads):
+    """Direct 3x3 convolution (stride 1) in float64, `pads` = (top, left, bottom, right)."""
+    t, l, b, r = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, b), (l, r)))
+    n, c, h, w = xp.shape
+    oh, ow = h - 2, w - 2
+    y = np.zeros((n, weight.shape[0], oh, ow))
+    for ky in range(3):
+        for kx in range(3):
+            y += np.einsum("oc,ncyx->noyx", weight[:, :, ky, kx].astype(np.float64),
+                           xp[:, :, ky:ky + oh, kx:kx + ow])
+    return y + bias[None, :, None, None]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c,o,h,w,pads,chain", [
+    (16, 32, 14, 14, (1, 1, 1, 1), False),   # Winograd tiles whole
+    (32, 16, 13, 11, (1, 1, 1, 1), False),   # a last tile half outside the plane
+    (16, 16, 9, 9, (0, 0, 0, 0), True),      # no padding; two layers in channel blocks
+    (16, 32, 10, 7, (0, 1, 2, 1), False),    # asymmetric padding
+    (24, 24, 8, 8, (1, 1, 1, 1), False),     # 24 channels: Winograd in blocks of 8 on AVX2 only
+])
+def test_conv_3x3_matches_numpy(target, c, o, h, w, pads, chain):
+    w1 = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
+    b1 = rng.standard_normal(o).astype("float32")
+    w2 = (rng.standard_normal((o, o, 3, 3)) / np.sqrt(9 * o)).astype("float32")
+    b2 = rng.standard_normal(o).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=list(pads[:2]) + list(pads[2:])),
+             helper.make_node("Relu", ["c1"], ["y1"])]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1")]
+    last = "y1"
+    if chain:
+        nodes += [helper.make_node("Conv", ["y1", "w2", "b2"], ["c2"], pads=list(pads[:2]) + list(pads[2:])),
+                  helper.make_node("Add", ["c2", "y1r"], ["y"])]
+        # The residual: the first layer's output cropped to the second's plane.
+        crop = helper.make_node("Slice", ["y1", "starts", "ends", "axes"], ["y1r"])
+        nodes.insert(2, crop)
+        oh1, ow1 = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
+        oh2, ow2 = oh1 + pads[0] + pads[2] - 2, ow1 + pads[1] + pads[3] - 2
+        inits += [numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2"),
+                  numpy_helper.from_array(np.array([0, 0], np.int64), "starts"),
+                  numpy_helper.from_array(np.array([oh2, ow2], np.int64), "ends"),
+                  numpy_helper.from_array(np.array([2, 3], np.int64), "axes")]
+        last = "y"
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, h, w])],
+        [helper.make_empty_tensor_value_info(last)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    lib = kiln.onnx.compile(model.SerializeToString(), {"x": (1, c, h, w)}, target=target)
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    for _ in range(2):
+        x = rng.standard_normal((1, c, h, w)).astype("float32")
+        gm.set_input("x", x)
+        gm.run()
+        y1 = np.maximum(conv3x3_reference(x, w1, b1, pads), 0.0)
+        want = y1
+        if chain:
+            y2 = conv3x3_reference(y1, w2, b2, pads)
+            want = y2 + y1[:, :, :y2.shape[2], :y2.shape[3]]
         got = gm.get_output(0).numpy()
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

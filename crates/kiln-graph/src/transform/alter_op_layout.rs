@@ -315,6 +315,50 @@ fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     )))
 }
 
+/// A float32 3x3 convolution that computes as Winograd's F(2x2, 3x3) on `cpu`
+/// (`kiln_topi::nn::conv2d_winograd::applies`) with constant weights: the weights transformed
+/// here (`[16, C, K]`, kernel layout `WINOGRAD_F2x2_3x3`).
+fn alter_winograd(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
+    use kiln_topi::nn::conv2d_winograd as winograd;
+    let a = e.attrs();
+    let plain = a.str("data_layout")? == "NCHW"
+        && a.str("out_layout")?.is_empty()
+        && a.str("out_dtype")?.is_empty();
+    let (d_ty, w_ty) = (orig.args()[0].ty()?, orig.args()[1].ty()?);
+    let (Some((d, dt)), Some((w, _))) = (d_ty.as_tensor(), w_ty.as_tensor()) else {
+        return Ok(None);
+    };
+    if !plain || dt != kiln_ffi::DataType::float(32) {
+        return Ok(None);
+    }
+    let ta = crate::op::nn::conv2d::topi_attrs(&a)?;
+    if !winograd::applies(d, w, &ta, cpu) {
+        return Ok(None);
+    }
+    let Some(wt) = e.args()[1].as_constant() else {
+        return Ok(None);
+    };
+    let (k, c) = (w[0], w[1]);
+    let vals: Vec<f32> = eval::values(wt)?.into_iter().map(|v| v as f32).collect();
+    let u: Vec<f64> = winograd::transform_weights(&vals, k as usize, c as usize)
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let u = eval::make(&u, &Type::tensor(&[16, c, k], dt))?;
+    let call_attrs = &e.as_call().expect("a call").attrs;
+    let attrs = with_attr(
+        call_attrs,
+        "kernel_layout",
+        AttrValue::Str(winograd::KERNEL_LAYOUT.to_string()),
+    );
+    let attrs = with_attr(&attrs, "channels", AttrValue::Int(k));
+    Ok(Some(Expr::call_raw(
+        Expr::op("nn.conv2d"),
+        vec![e.args()[0].clone(), Expr::constant(u)],
+        attrs,
+    )))
+}
+
 fn alter(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
     let lanes = cpu.f32_lanes();
     if e.op_name() == Some("nn.conv2d_transpose") {
@@ -333,6 +377,9 @@ fn alter(orig: &Expr, e: &Expr, cpu: &CpuDesc) -> Result<Option<Expr>> {
         return Ok(None);
     }
     if let Some(x) = alter_integer_conv(orig, e, cpu)? {
+        return Ok(Some(x));
+    }
+    if let Some(x) = alter_winograd(orig, e, cpu)? {
         return Ok(Some(x));
     }
     let w_ty = orig.args()[1].ty()?;
@@ -407,13 +454,14 @@ mod tests {
 
     #[test]
     fn packs_conv_kernels_in_the_cpus_lanes_and_folds_them() {
+        // 6 input channels: not whole vectors for Winograd at any of these widths.
         for lanes in [16i64, 8, 4] {
-            let x = Var::new("x", Type::f32(&[1, 4, 8, 8]));
-            let vals: Vec<f32> = (0..32 * 4 * 9).map(|v| v as f32).collect();
-            let w = Expr::const_f32(&vals, &[32, 4, 3, 3]);
-            let dw = Expr::const_f32(&vals[..36], &[4, 1, 3, 3]);
+            let x = Var::new("x", Type::f32(&[1, 6, 8, 8]));
+            let vals: Vec<f32> = (0..32 * 6 * 9).map(|v| v as f32).collect();
+            let w = Expr::const_f32(&vals, &[32, 6, 3, 3]);
+            let dw = Expr::const_f32(&vals[..54], &[6, 1, 3, 3]);
             let conv = mk("nn.conv2d", vec![x.expr(), w], &[]);
-            let depthwise = mk("nn.conv2d", vec![x.expr(), dw], &[("groups", attr(4))]);
+            let depthwise = mk("nn.conv2d", vec![x.expr(), dw], &[("groups", attr(6))]);
             let body = Expr::tuple(vec![conv, depthwise]);
             let m = IRModule::from_main(Function::new(vec![x], body));
             let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(lanes as u32));
@@ -427,16 +475,55 @@ mod tests {
                 format!("OIHW{lanes}o")
             );
             let pw = packed.args()[1].as_constant().expect("folded weight");
-            assert_eq!(pw.shape(), &[32 / lanes, 4, 3, 3, lanes]);
+            assert_eq!(pw.shape(), &[32 / lanes, 6, 3, 3, lanes]);
             // Packing kept every filter value in its place.
             let got = eval::values(pw).unwrap();
             for (k, v) in got.iter().enumerate() {
                 let k = k as i64;
-                let (ob, inner, oi) = (k / (36 * lanes), (k / lanes) % 36, k % lanes);
-                assert_eq!(*v, vals[((ob * lanes + oi) * 36 + inner) as usize] as f64);
+                let (ob, inner, oi) = (k / (54 * lanes), (k / lanes) % 54, k % lanes);
+                assert_eq!(*v, vals[((ob * lanes + oi) * 54 + inner) as usize] as f64);
             }
             assert_eq!(packed.ty().unwrap(), Type::f32(&[1, 32, 6, 6]));
             assert_eq!(fields[1].attrs().str("kernel_layout").unwrap(), "OIHW");
+        }
+    }
+
+    #[test]
+    fn winograd_takes_3x3_layers_of_whole_vectors() {
+        use kiln_topi::nn::conv2d_winograd as winograd;
+        for lanes in [16i64, 8] {
+            let x = Var::new("x", Type::f32(&[1, 16, 8, 8]));
+            let vals: Vec<f32> = (0..32 * 16 * 9).map(|v| (v % 7) as f32 - 3.0).collect();
+            let w = Expr::const_f32(&vals, &[32, 16, 3, 3]);
+            let pad = [("padding", attr(vec![1i64, 1, 1, 1]))];
+            let conv = mk("nn.conv2d", vec![x.expr(), w.clone()], &pad);
+            let strided = mk(
+                "nn.conv2d",
+                vec![x.expr(), w],
+                &[
+                    ("padding", attr(vec![1i64, 1, 1, 1])),
+                    ("strides", attr(vec![2i64, 2])),
+                ],
+            );
+            let body = Expr::tuple(vec![conv, strided]);
+            let m = IRModule::from_main(Function::new(vec![x], body));
+            let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(lanes as u32));
+            let m = alter_op_layout().run(m, &ctx).unwrap();
+            let main = m.main().unwrap();
+            let fields = crate::ir::visit::children(main.body());
+            let a = fields[0].attrs();
+            assert_eq!(a.str("kernel_layout").unwrap(), winograd::KERNEL_LAYOUT);
+            let u = fields[0].args()[1]
+                .as_constant()
+                .expect("transformed weight");
+            assert_eq!(u.shape(), &[16, 16, 32]);
+            let want = winograd::transform_weights(&vals, 32, 16);
+            let got = eval::values(u).unwrap();
+            assert!(got.iter().zip(&want).all(|(g, w)| *g == *w as f64));
+            assert_eq!(fields[0].ty().unwrap(), Type::f32(&[1, 32, 8, 8]));
+            // Stride 2 keeps the packed direct kernel.
+            let b = fields[1].attrs().str("kernel_layout").unwrap();
+            assert_eq!(b, format!("OIHW{lanes}o"));
         }
     }
 

@@ -9,6 +9,8 @@
 //!   channel head) reads blocked data and writes NCHW; a 1x1 convolution kept `OIHW` (the
 //!   flattened-row kernel, for NCHW rows) whose data arrives blocked gets its kernel packed too
 //!   when its output channels are whole blocks, and NCHW data otherwise;
+//! - a Winograd convolution (`kernel_layout` `WINOGRAD_F2x2_3x3`) reads and writes blocks,
+//!   its data transformed to blocks where it comes NCHW;
 //! - elementwise and broadcast operators (`add`, `relu`, `clip`, ...) with a blocked operand
 //!   and a 4-D result whose channels are whole blocks compute in blocks: a full operand is
 //!   transformed, a per-channel one (`[C, 1, 1]`, a bias) becomes `[1, C/b, 1, 1, b]`, one
@@ -227,6 +229,20 @@ impl Blocking {
         // Output channels that are not whole blocks: blocks in, NCHW out (the padded last
         // block is dropped by the unpack).
         let whole = out[1] % b == 0;
+        if kernel == kiln_topi::nn::conv2d_winograd::KERNEL_LAYOUT && plain && whole {
+            // Winograd computes in blocks: blocked data in (transformed if it comes NCHW),
+            // blocks out.
+            let blocks = self.blocks(data);
+            let call = e.as_call().expect("a call");
+            let attrs = with_attr(
+                &call.attrs,
+                "data_layout",
+                AttrValue::Str(self.nchw_layout()),
+            );
+            let attrs = with_attr(&attrs, "out_layout", AttrValue::Str(self.nchw_layout()));
+            let new = Expr::call_raw(call.op.clone(), vec![blocks, e.args()[1].clone()], attrs);
+            return Ok(Some(self.mark(new)));
+        }
         if !plain || !(whole || data_blocked) {
             return Ok(None);
         }

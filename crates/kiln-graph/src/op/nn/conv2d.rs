@@ -15,6 +15,7 @@ use kiln_te::Tensor as TeTensor;
 use kiln_tir::CpuDesc;
 use kiln_topi::nn;
 use kiln_topi::nn::conv2d_packed::packed_blocks;
+use kiln_topi::nn::conv2d_winograd as winograd;
 use kiln_topi::schedule::x86;
 
 /// The conv2d attribute schema (shared with conv2d_transpose's layout attributes).
@@ -83,6 +84,15 @@ pub fn kernel_block(layout: &str) -> Option<Option<i64>> {
 /// the `channels` attribute).
 fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
     let layout = ctx.attrs.str("kernel_layout")?;
+    if layout == winograd::KERNEL_LAYOUT {
+        let (w, _) = ctx.tensor_rank(1, 3)?;
+        if w[0] != 16 {
+            return Err(ctx.err(format!(
+                "argument `weight` of kernel_layout {layout} must be [16, C, K], got {w:?}"
+            )));
+        }
+        return Ok(vec![w[2], w[1], 3, 3]);
+    }
     match kernel_block(&layout) {
         Some(None) => Ok(ctx.tensor_rank(1, 4)?.0.to_vec()),
         Some(Some(b)) => {
@@ -112,7 +122,13 @@ fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (d, dt, data_block) = nchw_arg(ctx, 0, "data_layout")?;
     let w = oihw_weight_shape(ctx)?;
-    let kernel_block = kernel_block(&ctx.attrs.str("kernel_layout")?).flatten();
+    let is_winograd = ctx.attrs.str("kernel_layout")? == winograd::KERNEL_LAYOUT;
+    // Winograd weights take data and output in blocks of any size dividing the channels.
+    let kernel_block = if is_winograd {
+        data_block.or(out_block(&ctx.attrs).map_err(|e| ctx.err(e.message()))?)
+    } else {
+        kernel_block(&ctx.attrs.str("kernel_layout")?).flatten()
+    };
     let out_block = out_block(&ctx.attrs).map_err(|e| ctx.err(e.message()))?;
     if data_block.is_some() && (kernel_block.is_none() || ctx.attrs.int("groups")? != 1) {
         return Err(
@@ -225,6 +241,9 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
             (data, weight) = (&widened[0], &widened[1]);
         }
     }
+    if attrs.str("kernel_layout")? == winograd::KERNEL_LAYOUT {
+        return lower_winograd(data, weight, attrs, &a, cpu);
+    }
     if weight.ndim() == 5 {
         let data_layout = attrs.str("data_layout")?;
         let layouts = nn::PackedLayouts {
@@ -250,6 +269,52 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
     } else {
         one(nn::conv2d(data, weight, &a))
     }
+}
+
+/// The Winograd lowering (`kernel_layout` [`winograd::KERNEL_LAYOUT`]): NCHW data is viewed
+/// in blocks of the CPU's lanes first, and an NCHW output is unpacked from the blocked one.
+fn lower_winograd(
+    data: &TeTensor,
+    weight: &TeTensor,
+    attrs: &Attrs<'_>,
+    a: &nn::Conv2dAttrs,
+    cpu: &CpuDesc,
+) -> Result<Vec<TeTensor>> {
+    let blocked_in = channel_block(&attrs.str("data_layout")?).flatten();
+    let ws = nn::const_shape(weight, "nn.conv2d")?;
+    let (c, k) = (ws[1], ws[2]);
+    let b = blocked_in.unwrap_or_else(|| cpu.f32_lanes());
+    if b < 1 || c % b != 0 || k % b != 0 {
+        return Err(kiln_ffi::Error::value_error(format!(
+            "nn.conv2d: Winograd weights of {c} -> {k} channels need whole blocks of {b}"
+        )));
+    }
+    let viewed;
+    let data = match blocked_in {
+        Some(_) => data,
+        None => {
+            viewed =
+                kiln_topi::transform::layout::layout_transform(data, "NCHW", &format!("NCHW{b}c"))?;
+            &viewed
+        }
+    };
+    let ds = nn::const_shape(data, "nn.conv2d")?;
+    let nchw = [ds[0], ds[1] * ds[4], ds[2], ds[3]];
+    let out = nn::conv2d::conv2d_out_shape(&nchw, &[k, c, 3, 3], a)?;
+    let y = winograd::conv2d_winograd_nchwc(
+        data,
+        weight,
+        (a.padding.top, a.padding.left),
+        (out[2], out[3]),
+    )?;
+    if out_block(attrs)?.is_some() {
+        return one(Ok(y));
+    }
+    one(kiln_topi::transform::layout::layout_transform(
+        &y,
+        &format!("NCHW{b}c"),
+        "NCHW",
+    ))
 }
 
 /// The definitions of this file.

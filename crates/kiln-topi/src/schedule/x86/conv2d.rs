@@ -21,6 +21,9 @@ use kiln_tir::CpuDesc;
 /// - the convolution accumulated per tile in a local cache (or computed at the epilogue's
 ///   tile), reduction loops outside, channels unrolled and columns vectorized inside.
 pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
+    if find_tagged(out, &[tag::CONV2D_WINOGRAD]).is_some() {
+        return crate::nn::conv2d_winograd::schedule_conv2d_winograd(s, out, cpu);
+    }
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {
         return schedule_conv2d_nchwc(s, out, &conv, cpu);
     }
