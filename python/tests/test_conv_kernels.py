@@ -107,11 +107,12 @@ def conv3x3_reference(x, weight, bias, pads):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("c,o,h,w,pads,chain", [
-    (16, 32, 14, 14, (1, 1, 1, 1), False),   # Winograd tiles whole
-    (32, 16, 13, 11, (1, 1, 1, 1), False),   # a last tile half outside the plane
-    (16, 16, 9, 9, (0, 0, 0, 0), True),      # no padding; two layers in channel blocks
-    (16, 32, 10, 7, (0, 1, 2, 1), False),    # asymmetric padding
-    (24, 24, 8, 8, (1, 1, 1, 1), False),     # 24 channels: Winograd in blocks of 8 on AVX2 only
+    (32, 32, 14, 14, (1, 1, 1, 1), False),   # Winograd tiles whole
+    (64, 32, 13, 11, (1, 1, 1, 1), False),   # a last tile half outside the plane
+    (32, 32, 9, 9, (0, 0, 0, 0), True),      # no padding; two layers in channel blocks
+    (32, 64, 10, 7, (0, 1, 2, 1), False),    # asymmetric padding
+    (24, 24, 8, 8, (1, 1, 1, 1), False),     # 24 channels: Winograd in blocks of 8 and 4, not 16
+    (16, 16, 12, 12, (1, 1, 1, 1), False),   # too few channels for Winograd: the direct kernel
 ])
 def test_conv_3x3_matches_numpy(target, c, o, h, w, pads, chain):
     w1 = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
