@@ -23,6 +23,7 @@
 pub mod expr;
 pub mod dot;
 pub mod intrinsics;
+pub mod memory;
 pub mod packed;
 pub mod parallel;
 pub mod stmt;

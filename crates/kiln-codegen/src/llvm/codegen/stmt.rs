@@ -4,7 +4,7 @@
 //! asserts, which raise `Kind: message` through `TVMFFIErrorSetRaisedFromCStrParts` and return
 //! -1.
 
-use super::expr::buffer_alignment;
+use super::memory::buffer_alignment;
 use super::{pow2_align, CodeGen};
 use crate::llvm::{llvm_error, symbols};
 use crate::lower_common::{constant_element_count, unit_stride_base};
