@@ -378,9 +378,10 @@ impl Vectorizer {
                     // Loads of one address (a weight broadcast to every lane) are not per
                     // lane: they run where the scalar loop ran them, under some lane holding.
                     let first = first_lane_guard(&c)?;
-                    let inner = Stmt::if_then_else_raw(c, t, None);
-                    return predicable(&inner_then(&inner), true)
-                        .then(|| Stmt::if_then_else_raw(op::likely(first), inner, None));
+                    return predicable(&t, true).then(|| {
+                        let inner = Stmt::if_then_else_raw(c, t, None);
+                        Stmt::if_then_else_raw(op::likely(first), inner, None)
+                    });
                 }
                 let t = self.stmt(&i.then_case)?;
                 let e = match &i.else_case {
@@ -459,14 +460,6 @@ fn predicable(s: &Stmt, scalar_loads: bool) -> bool {
         }
         StmtKind::Seq(q) => q.seq.iter().all(|x| predicable(x, scalar_loads)),
         _ => false,
-    }
-}
-
-/// The then-case of `if` statement `s` (or `s` itself).
-fn inner_then(s: &Stmt) -> Stmt {
-    match s.kind() {
-        StmtKind::IfThenElse(i) => i.then_case.clone(),
-        _ => s.clone(),
     }
 }
 

@@ -17,6 +17,12 @@ use kiln_ffi::Result;
 use kiln_te::{reduce_axis_n, sum, Tensor};
 use kiln_tir::{floordiv, floormod, select, PrimExpr};
 
+/// The stage names the schedule finds: zero padding to whole tiles, the transformed input
+/// tiles `V` and the 16 products `M`.
+const PAD_STAGE: &str = "winograd_pad";
+const V_STAGE: &str = "winograd_v";
+const M_STAGE: &str = "winograd_m";
+
 /// `B^T` of F(2, 3): row `r` of the input transform.
 const BT: [[f32; 4]; 4] = [
     [1.0, 0.0, -1.0, 0.0],
@@ -61,24 +67,25 @@ pub fn transform_weights(w: &[f32], k: usize, c: usize) -> Vec<f32> {
     u
 }
 
-/// A linear combination `sum_i coef[i] * x[i]` written out, zero coefficients dropped.
+/// A linear combination `sum_i coef[i] * x[i]` written out, zero coefficients dropped and
+/// coefficients of +-1 as additions and subtractions.
 fn combine(coef: &[f32], x: &[PrimExpr]) -> PrimExpr {
     let mut acc: Option<PrimExpr> = None;
-    for (c, v) in coef.iter().zip(x) {
-        if *c == 0.0 {
+    for (&c, v) in coef.iter().zip(x) {
+        if c == 0.0 {
             continue;
         }
-        let term = if *c == 1.0 {
+        let negative = c == -1.0;
+        let term = if c == 1.0 || negative {
             v.clone()
-        } else if *c == -1.0 {
-            PrimExpr::f32(0.0) - v.clone()
         } else {
-            v.clone() * PrimExpr::f32(*c as f64)
+            v.clone() * PrimExpr::f32(c as f64)
         };
-        acc = Some(match acc {
-            None => term,
-            Some(a) if *c == -1.0 => a - v.clone(),
-            Some(a) => a + term,
+        acc = Some(match (acc, negative) {
+            (None, false) => term,
+            (None, true) => PrimExpr::f32(0.0) - term,
+            (Some(a), false) => a + term,
+            (Some(a), true) => a - term,
         });
     }
     acc.unwrap_or_else(|| PrimExpr::f32(0.0))
@@ -139,7 +146,7 @@ pub fn conv2d_winograd_nchwc(
             let v = d.at(&[i[0].to_expr(), i[1].to_expr(), yc, xc, i[4].to_expr()]);
             kiln_tir::op::if_then_else(inside, v, PrimExpr::f32(0.0))
         },
-        "winograd_pad",
+        PAD_STAGE,
         tag::INJECTIVE,
     )?;
     let v = compute_tagged(
@@ -178,7 +185,7 @@ pub fn conv2d_winograd_nchwc(
                 .collect();
             pick(&eps, per_row)
         },
-        "winograd_v",
+        V_STAGE,
         tag::INJECTIVE,
     )?;
     let rc = reduce_axis_n(c, "rc");
@@ -196,7 +203,7 @@ pub fn conv2d_winograd_nchwc(
                 std::slice::from_ref(&rc),
             )
         },
-        "winograd_m",
+        M_STAGE,
         tag::COMM_REDUCE,
     )?;
     compute_tagged(
@@ -255,11 +262,9 @@ pub fn schedule_conv2d_winograd(
             .find(|op| op.name() == name)
             .map(|op| op.output(0))
     };
-    let (Some(padded), Some(v), Some(m)) = (
-        stage_of("winograd_pad"),
-        stage_of("winograd_v"),
-        stage_of("winograd_m"),
-    ) else {
+    let (Some(padded), Some(v), Some(m)) =
+        (stage_of(PAD_STAGE), stage_of(V_STAGE), stage_of(M_STAGE))
+    else {
         return crate::schedule::generic::schedule_generic(s, out, cpu);
     };
     // The output transform inlines into a blocked epilogue; unpacked to NCHW, it stays.
@@ -305,16 +310,7 @@ pub fn schedule_conv2d_winograd(
     ms.vectorize(&kv)?;
     let ls = s.stage(&local);
     ls.compute_at(&ms, &ko)?;
-    let leaf = ls.leaf_iter_vars();
-    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
-    let (kvo, kvi) = ls.split(&data[2], lanes)?;
-    let mut order = vec![data[0].clone()];
-    order.extend(red);
-    order.extend([data[1].clone(), kvo.clone(), kvi.clone()]);
-    ls.reorder(&order)?;
-    ls.unroll(&data[1])?;
-    ls.unroll(&kvo)?;
-    ls.vectorize(&kvi)?;
+    crate::schedule::register_tile_rows_by_vectors(&ls, lanes)?;
     // Output transform (with its epilogue): 2x2 outputs unrolled, the block one vector; an
     // NCHW output (unpacked from the blocks) after it, rows in vectors.
     let y = if blocked { out.clone() } else { conv.output(0) };

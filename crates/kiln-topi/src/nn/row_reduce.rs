@@ -50,13 +50,7 @@ pub fn reduce_row_tagged(
         return reduce_run_time_row(reduced, n, lanes, f, combine, name, final_tag);
     };
     if lanes <= 1 || n < 2 * lanes {
-        let k = reduce_axis_n(n, "k");
-        return compute_tagged(
-            reduced,
-            |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
-            name,
-            final_tag,
-        );
+        return reduce_directly(reduced, PrimExpr::i32(n), f, combine, name, final_tag);
     }
     // Whole vectors in the partials; the last `n % lanes` elements join the final step.
     let full = n / lanes;
@@ -83,6 +77,25 @@ pub fn reduce_row_tagged(
     )
 }
 
+/// The reduction of each row of `n` elements as one scalar chain (no lane partials), the
+/// stage tagged `final_tag`.
+fn reduce_directly(
+    reduced: &[PrimExpr],
+    n: PrimExpr,
+    f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
+    combine: Combiner,
+    name: &str,
+    final_tag: &'static str,
+) -> Result<Tensor> {
+    let k = reduce_axis_n(n, "k");
+    compute_tagged(
+        reduced,
+        |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
+        name,
+        final_tag,
+    )
+}
+
 /// [`reduce_row`] over a row whose length `n` is known only at run time: the lane partials
 /// over its whole vectors (none when it is shorter than one), then the partials and the last
 /// `n % lanes` elements; scalar when `lanes` is 1.
@@ -96,13 +109,7 @@ fn reduce_run_time_row(
     final_tag: &'static str,
 ) -> Result<Tensor> {
     if lanes <= 1 {
-        let k = reduce_axis_n(n.clone(), "k");
-        return compute_tagged(
-            reduced,
-            |i| combine(f(i, k.expr()), std::slice::from_ref(&k)),
-            name,
-            final_tag,
-        );
+        return reduce_directly(reduced, n.clone(), f, combine, name, final_tag);
     }
     let full = kiln_tir::floordiv(n.clone(), lanes);
     let part = lane_partials(reduced, full.clone(), lanes, f, combine, name)?;

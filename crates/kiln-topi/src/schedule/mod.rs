@@ -128,6 +128,22 @@ pub fn vectorize_lane_partials(stage: &Stage) -> Result<()> {
     stage.vectorize(lane)
 }
 
+/// Schedules the register tile of a product accumulated in a local cache `stage` whose data
+/// axes are `(outer, rows, columns)`: the reductions outside the rows, rows unrolled, the
+/// columns split into unrolled vectors of `lanes`, each one vector.
+pub fn register_tile_rows_by_vectors(stage: &Stage, lanes: i64) -> Result<()> {
+    let leaf = stage.leaf_iter_vars();
+    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
+    let (vo, vi) = stage.split(&data[2], lanes)?;
+    let mut order = vec![data[0].clone()];
+    order.extend(red);
+    order.extend([data[1].clone(), vo.clone(), vi.clone()]);
+    stage.reorder(&order)?;
+    stage.unroll(&data[1])?;
+    stage.unroll(&vo)?;
+    stage.vectorize(&vi)
+}
+
 /// Fuses `ivs` (adjacent, outermost first) into one loop; `None` when empty.
 pub fn fuse_all(stage: &Stage, ivs: &[IterVar]) -> Result<Option<IterVar>> {
     let mut it = ivs.iter();

@@ -84,6 +84,22 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         pow2_align(factor.saturating_mul(elem_bytes), cap).max(1)
     }
 
+    /// The plain load of `mem_t` (one element or a whole vector) from scalar index `base` of
+    /// `buffer`, aligned as the index allows; also its address and alignment.
+    pub(crate) fn load_at(
+        &mut self,
+        buffer: &Buffer,
+        base: &PrimExpr,
+        mem_t: DataType,
+    ) -> Result<(BasicValueEnum<'ctx>, PointerValue<'ctx>, u32)> {
+        let elem_t = buffer.dtype();
+        let elem_bytes = (elem_t.bits() as i64 * elem_t.lanes() as i64 + 7) / 8;
+        let i = self.expr(base)?;
+        let p = self.element_ptr(buffer, i, base.dtype())?;
+        let align = self.access_align(buffer, base, elem_bytes);
+        Ok((self.load(mem_t, p, align)?, p, align))
+    }
+
     pub(crate) fn buffer_load(
         &mut self,
         buffer: &Buffer,
@@ -99,7 +115,6 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             )));
         };
         let elem_t = buffer.dtype();
-        let elem_bytes = (elem_t.bits() as i64 * elem_t.lanes() as i64 + 7) / 8;
         let lanes = index.dtype().lanes();
         let mem_t = buffer.dtype().with_lanes(elem_t.lanes() * lanes);
         let value_t = t;
@@ -107,28 +122,15 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             .filter(|b| self.mask.is_some() && self.within_stack_array(buffer, b, lanes as i64));
         let raw = if let (Some(mask), Some(base)) = (self.mask, stack_base) {
             // Inside a stack array: the whole vector, the lanes not chosen zeroed.
-            let i = self.expr(base)?;
-            let p = self.element_ptr(buffer, i, base.dtype())?;
-            let align = self.access_align(buffer, base, elem_bytes);
-            let v = self.load(mem_t, p, align)?;
+            let (v, _, _) = self.load_at(buffer, base, mem_t)?;
             let zero = const_zero(v.get_type());
             self.b
                 .build_select(mask, v, zero, "lanes")
                 .map_err(llvm_error)?
         } else if let (Some(mask), true) = (self.mask, lanes > 1) {
             self.masked_load(buffer, index, mem_t, mask)?
-        } else if lanes == 1 {
-            let i = self.expr(index)?;
-            let p = self.element_ptr(buffer, i, index.dtype())?;
-            let align = self.access_align(buffer, index, elem_bytes);
-            let v = self.load(mem_t, p, align)?;
-            self.tag_access(v.as_instruction_value(), buffer);
-            v
-        } else if let Some(base) = unit_stride_base(index) {
-            let i = self.expr(base)?;
-            let p = self.element_ptr(buffer, i, base.dtype())?;
-            let align = self.access_align(buffer, base, elem_bytes);
-            let v = self.load(mem_t, p, align)?;
+        } else if let Some(base) = (lanes == 1).then_some(index).or(unit_stride_base(index)) {
+            let (v, _, _) = self.load_at(buffer, base, mem_t)?;
             self.tag_access(v.as_instruction_value(), buffer);
             v
         } else if let Some((base, stride)) = small_stride(index, elem_t) {

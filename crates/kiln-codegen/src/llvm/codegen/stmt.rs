@@ -205,16 +205,8 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         if let (Some(mask), Some(base)) = (self.mask, unit_stride_base(index)) {
             if self.within_stack_array(buffer, base, lanes as i64) {
                 // Whole vectors in and out: the lanes not chosen keep their old values.
-                let i = self.expr(base)?;
-                let p = self.element_ptr(buffer, i, base.dtype())?;
-                let align = self.access_align(buffer, base, elem_bytes);
-                let old = self
-                    .b
-                    .build_load(value.get_type(), p, "old")
-                    .map_err(llvm_error)?;
-                if let Some(i) = old.as_instruction_value() {
-                    let _ = i.set_alignment(align);
-                }
+                let mem_t = elem_t.with_lanes(elem_t.lanes() * lanes);
+                let (old, p, align) = self.load_at(buffer, base, mem_t)?;
                 let blend = self
                     .b
                     .build_select(mask, value, old, "blend")
@@ -292,7 +284,7 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
     fn allocate(&mut self, a: &AllocateObj) -> Result<()> {
         let elem = self.memory_type(a.dtype)?;
         let elem_bytes = (a.dtype.bits() as i64 * a.dtype.lanes() as i64 + 7) / 8;
-        let ptr = match constant_element_count(a) {
+        let (ptr, stack_len) = match constant_element_count(a) {
             Some(n) if n.saturating_mul(elem_bytes) <= ENTRY_ALLOCA_MAX_BYTES => {
                 let n = n.max(1) as u32;
                 let ty = match elem {
@@ -302,14 +294,10 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                     inkwell::types::BasicTypeEnum::PointerType(t) => t.array_type(n).into(),
                     other => other,
                 };
-                let p = self.entry_alloca(ty, 64, a.buffer_var.name())?;
-                let prev = self.stack_len.insert(a.buffer_var.clone(), i64::from(n));
-                let r = self.with_binding(&a.buffer_var, p.into(), &a.body);
-                match prev {
-                    Some(l) => self.stack_len.insert(a.buffer_var.clone(), l),
-                    None => self.stack_len.remove(&a.buffer_var),
-                };
-                return r;
+                (
+                    self.entry_alloca(ty, 64, a.buffer_var.name())?,
+                    Some(i64::from(n)),
+                )
             }
             _ => {
                 let mut count: Option<IntValue> = None;
@@ -329,17 +317,24 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
                 if let Some(i) = p.as_instruction_value() {
                     let _ = i.set_alignment(64);
                 }
-                p
+                (p, None)
             }
         };
-        self.with_binding(&a.buffer_var, ptr.into(), &a.body)
-    }
-
-    /// Generates `body` with `var` bound to `value`.
-    fn with_binding(&mut self, var: &Var, value: BasicValueEnum<'ctx>, body: &Stmt) -> Result<()> {
-        let prev = self.bind(var, value);
-        let r = self.stmt(body);
+        // The body knows a stack array's size ([`CodeGen::within_stack_array`]).
+        let var = &a.buffer_var;
+        let prev_len = stack_len.map(|n| self.stack_len.insert(var.clone(), n));
+        let prev = self.bind(var, ptr.into());
+        let r = self.stmt(&a.body);
         self.unbind(var, prev);
+        match prev_len {
+            Some(Some(l)) => {
+                self.stack_len.insert(var.clone(), l);
+            }
+            Some(None) => {
+                self.stack_len.remove(var);
+            }
+            None => {}
+        }
         r
     }
 

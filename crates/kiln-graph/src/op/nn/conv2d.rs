@@ -122,14 +122,14 @@ fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (d, dt, data_block) = nchw_arg(ctx, 0, "data_layout")?;
     let w = oihw_weight_shape(ctx)?;
-    let is_winograd = ctx.attrs.str("kernel_layout")? == winograd::KERNEL_LAYOUT;
-    // Winograd weights take data and output in blocks of any size dividing the channels.
-    let kernel_block = if is_winograd {
-        data_block.or(out_block(&ctx.attrs).map_err(|e| ctx.err(e.message()))?)
-    } else {
-        kernel_block(&ctx.attrs.str("kernel_layout")?).flatten()
-    };
     let out_block = out_block(&ctx.attrs).map_err(|e| ctx.err(e.message()))?;
+    let layout = ctx.attrs.str("kernel_layout")?;
+    // Winograd weights take data and output in blocks of any size dividing the channels.
+    let kernel_block = if layout == winograd::KERNEL_LAYOUT {
+        data_block.or(out_block)
+    } else {
+        kernel_block(&layout).flatten()
+    };
     if data_block.is_some() && (kernel_block.is_none() || ctx.attrs.int("groups")? != 1) {
         return Err(
             ctx.err("blocked data (`data_layout` NCHW<b>c) needs a packed kernel and one group")

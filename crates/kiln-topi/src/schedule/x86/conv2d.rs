@@ -384,17 +384,7 @@ fn schedule_conv2d_1x1(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDe
     gs.vectorize(&fl)?;
     let ls = s.stage(&local);
     ls.compute_at(&gs, &fo)?;
-    let leaf = ls.leaf_iter_vars();
-    let (data, red): (Vec<_>, Vec<_>) = leaf.into_iter().partition(|iv| !iv.is_reduce());
-    let (vo, vi) = ls.split(&data[2], lanes)?;
-    let mut order = vec![data[0].clone()];
-    order.extend(red);
-    order.extend([data[1].clone(), vo.clone(), vi.clone()]);
-    ls.reorder(&order)?;
-    ls.unroll(&data[1])?;
-    ls.unroll(&vo)?;
-    ls.vectorize(&vi)?;
-    Ok(())
+    crate::schedule::register_tile_rows_by_vectors(&ls, lanes)
 }
 
 /// The output channels of one group of the spatial 1x1 convolution `conv` with `o` output
