@@ -109,9 +109,10 @@ def conv3x3_reference(x, weight, bias, pads):
 @pytest.mark.parametrize("c,o,h,w,pads,chain", [
     (32, 32, 14, 14, (1, 1, 1, 1), False),   # Winograd tiles whole
     (64, 32, 13, 11, (1, 1, 1, 1), False),   # a last tile half outside the plane
-    (32, 32, 9, 9, (0, 0, 0, 0), True),      # no padding; two layers in channel blocks
-    (32, 64, 10, 7, (0, 1, 2, 1), False),    # asymmetric padding
-    (24, 24, 8, 8, (1, 1, 1, 1), False),     # 24 channels: Winograd in blocks of 8 and 4, not 16
+    (32, 32, 15, 15, (0, 0, 0, 0), True),    # no padding; two layers in channel blocks
+    (32, 64, 14, 9, (0, 1, 2, 1), False),    # asymmetric padding
+    (24, 24, 12, 12, (1, 1, 1, 1), False),   # 24 channels: Winograd in blocks of 8 and 4, not 16
+    (32, 32, 8, 8, (1, 1, 1, 1), False),     # 16 tiles, too few for Winograd: the direct kernel
     (16, 16, 12, 12, (1, 1, 1, 1), False),   # too few channels for Winograd: the direct kernel
 ])
 def test_conv_3x3_matches_numpy(target, c, o, h, w, pads, chain):

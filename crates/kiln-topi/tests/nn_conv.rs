@@ -649,7 +649,8 @@ fn conv2d_1x1_over_flattened_rows() {
 }
 
 /// The register tiles of the packed convolution follow the CPU's registers: about half of them
-/// accumulate with several kernel taps, all but a weight vector and a broadcast with one.
+/// accumulate with several kernel taps; with one tap, the tile that fits the registers with
+/// the fewest loads per multiply-add (several blocks of a few columns where blocks divide).
 #[test]
 fn conv2d_register_tiles_follow_the_cpu() {
     use kiln_topi::schedule::x86::conv2d::register_tile;
@@ -667,7 +668,9 @@ fn conv2d_register_tiles_follow_the_cpu() {
         ((27, 4, 1, 3), (1, 7), (1, 14)),
         ((112, 8, 1, 7), (1, 8), (1, 16)),
         ((13, 125, 1, 1), (1, 13), (1, 13)),
-        ((7, 256, 1, 1), (1, 7), (2, 7)),
+        ((7, 256, 1, 1), (2, 4), (4, 4)),
+        ((56, 8, 1, 1), (2, 6), (4, 6)),
+        ((14, 3, 1, 1), (3, 4), (3, 7)),
         ((13, 2, 2, 3), (1, 4), (1, 7)),
     ];
     for ((w, blocks, v, kw), want2, want512) in cases {

@@ -492,7 +492,7 @@ mod tests {
     fn winograd_takes_3x3_layers_of_whole_vectors() {
         use kiln_topi::nn::conv2d_winograd as winograd;
         for lanes in [16i64, 8] {
-            let x = Var::new("x", Type::f32(&[1, 32, 8, 8]));
+            let x = Var::new("x", Type::f32(&[1, 32, 12, 12]));
             let vals: Vec<f32> = (0..32 * 32 * 9).map(|v| (v % 7) as f32 - 3.0).collect();
             let w = Expr::const_f32(&vals, &[32, 32, 3, 3]);
             let pad = [("padding", attr(vec![1i64, 1, 1, 1]))];
@@ -520,23 +520,27 @@ mod tests {
             let want = winograd::transform_weights(&vals, 32, 32);
             let got = eval::values(u).unwrap();
             assert!(got.iter().zip(&want).all(|(g, w)| *g == *w as f64));
-            assert_eq!(fields[0].ty().unwrap(), Type::f32(&[1, 32, 8, 8]));
-            // Stride 2 keeps the packed direct kernel, and so do narrow layers (16 -> 16).
+            assert_eq!(fields[0].ty().unwrap(), Type::f32(&[1, 32, 12, 12]));
+            // Stride 2 keeps the packed direct kernel, and so do narrow layers (16 -> 16)
+            // and planes of fewer than MIN_TILES tiles (8x8: 16 tiles).
             let b = fields[1].attrs().str("kernel_layout").unwrap();
             assert_eq!(b, format!("OIHW{lanes}o"));
-            let x = Var::new("x", Type::f32(&[1, 16, 8, 8]));
-            let w = Expr::const_f32(&vals[..16 * 16 * 9], &[16, 16, 3, 3]);
-            let conv = mk("nn.conv2d", vec![x.expr(), w], &pad);
-            let m = IRModule::from_main(Function::new(vec![x], conv));
-            let m = alter_op_layout().run(m, &ctx).unwrap();
-            let narrow = m
-                .main()
-                .unwrap()
-                .body()
-                .attrs()
-                .str("kernel_layout")
-                .unwrap();
-            assert_eq!(narrow, format!("OIHW{lanes}o"));
+            for (c, hw) in [(16, 12), (32, 8)] {
+                let x = Var::new("x", Type::f32(&[1, c, hw, hw]));
+                let n = (c * c * 9) as usize;
+                let w = Expr::const_f32(&vals[..n], &[c, c, 3, 3]);
+                let conv = mk("nn.conv2d", vec![x.expr(), w], &pad);
+                let m = IRModule::from_main(Function::new(vec![x], conv));
+                let m = alter_op_layout().run(m, &ctx).unwrap();
+                let direct = m
+                    .main()
+                    .unwrap()
+                    .body()
+                    .attrs()
+                    .str("kernel_layout")
+                    .unwrap();
+                assert_eq!(direct, format!("OIHW{lanes}o"), "{c} channels, {hw}x{hw}");
+            }
         }
     }
 

@@ -37,8 +37,7 @@ pub const MAX_GROUP_CHANNELS: i64 = 96;
 /// [`MIN_POSITIONS`], or groups of filters that are not whole vectors on CPUs with at least
 /// [`WIDE_LANES`] float32 lanes, or, on CPUs with fewer lanes, a register tile
 /// ([`crate::schedule::x86::conv2d::spatial_tile`]) with more accumulators than the
-/// channel-blocked kernel's ([`crate::schedule::x86::conv2d::register_tile`]: 7 columns on
-/// AVX2). Tuning records
+/// channel-blocked kernel's ([`crate::schedule::x86::conv2d::register_tile`]). Tuning records
 /// decide instead where they have the layer (knob `spatial`, [`crate::tuning`]).
 pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> bool {
     use crate::schedule::x86::conv2d::{register_tile, spatial_tile};
