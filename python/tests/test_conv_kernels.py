@@ -113,6 +113,7 @@ def conv3x3_reference(x, weight, bias, pads):
     (32, 64, 14, 9, (0, 1, 2, 1), False),    # asymmetric padding
     (24, 24, 12, 12, (1, 1, 1, 1), False),   # 24 channels: Winograd in blocks of 8 and 4, not 16
     (32, 32, 8, 8, (1, 1, 1, 1), False),     # 16 tiles, too few for Winograd: the direct kernel
+    (128, 128, 12, 12, (1, 1, 1, 1), False), # Winograd products of all tiles at once, not in blocks
     (16, 16, 12, 12, (1, 1, 1, 1), False),   # too few channels for Winograd: the direct kernel
 ])
 def test_conv_3x3_matches_numpy(target, c, o, h, w, pads, chain):

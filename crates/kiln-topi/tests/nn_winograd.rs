@@ -42,10 +42,14 @@ fn direct(d: &[f32], [n, c, h, wd]: [i64; 4], w: &[f32], k: i64, p: i64) -> (Vec
 fn winograd_matches_the_direct_convolution() {
     let seed = seed("conv2d_winograd");
     let b = 16;
-    for (k, (c, o, h, w, p)) in [(32, 16, 7, 7, 1), (16, 32, 8, 6, 1), (16, 16, 9, 5, 0)]
-        .into_iter()
-        .enumerate()
-    {
+    // The products in blocks of tiles, and (128 -> 128) of all tiles at once.
+    let cases = [
+        (32, 16, 7, 7, 1),
+        (16, 32, 8, 6, 1),
+        (16, 16, 9, 5, 0),
+        (128, 128, 6, 5, 1),
+    ];
+    for (k, (c, o, h, w, p)) in cases.into_iter().enumerate() {
         let ds = [1, c, h, w];
         let d = random((c * h * w) as usize, seed + k as u64);
         let wt = random((o * c * 9) as usize, seed + 100 + k as u64);
