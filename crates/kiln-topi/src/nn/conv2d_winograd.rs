@@ -247,7 +247,7 @@ pub fn conv2d_winograd_nchwc(
 /// the 16 transformed positions unrolled; the 16 products in a register tile of `rows` tiles
 /// x `vectors` channel vectors accumulated with the input channels outermost, computed for a
 /// block of tiles and channels at each step of the output's parallel loop or whole at root
-/// ([`products_in_blocks`]); the output transform per 2x2 outputs (unrolled), channel block
+/// (`products_in_blocks`); the output transform per 2x2 outputs (unrolled), channel block
 /// one vector.
 pub fn schedule_conv2d_winograd(
     s: &kiln_te::Schedule,
