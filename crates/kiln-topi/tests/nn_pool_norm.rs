@@ -217,10 +217,13 @@ fn softmax_ref(x: &[f32], shape: &[i64], axis: usize, log: bool) -> Vec<f32> {
 #[test]
 fn softmax_and_log_softmax_axes() {
     let seed = seed("softmax");
-    let cases: [(&[i64], i64); 5] = [
+    // Rows of 640 and 169 reduce in CHAINS vectors of partials (169: folded with the row's
+    // remaining whole vectors, then a tail).
+    let cases: [(&[i64], i64); 6] = [
         (&[4, 10], -1),
         (&[3, 33], 1),
         (&[2, 640], -1),
+        (&[2, 169], -1),
         (&[2, 5, 6], 1),
         (&[2, 3, 17], 2),
     ];
@@ -256,8 +259,9 @@ fn layer_norm_trailing_axes() {
     let seed = seed("layer_norm");
     // (shape, axes, with gamma/beta)
     // Rows of 64 and 37 reduce in lane partials of 8 and 16 (37: two vectors and a tail).
-    let cases: [(&[i64], &[i64], bool); 5] = [
+    let cases: [(&[i64], &[i64], bool); 6] = [
         (&[4, 32], &[-1], true),
+        (&[2, 200], &[-1], true),
         (&[2, 3, 7], &[1, 2], true),
         (&[5, 9], &[1], false),
         (&[3, 64], &[-1], true),

@@ -2,8 +2,9 @@
 //! `lanes` interleaved partial results (element `j` into lane `j % lanes`), which schedules
 //! accumulate as one vector per step, so a step reduces a whole vector (a scalar chain of adds
 //! waits on each add's latency for every element); the partials and the last
-//! `n % lanes` elements then reduce to one value. Softmax's maximum and sum and layer norm's
-//! mean and variance use it.
+//! `n % lanes` elements then reduce to one value. Long rows accumulate several vectors of
+//! partials in turn (independent chains), folded to one vector first. Softmax's maximum and
+//! sum, layer norm's mean and variance and global pools use it.
 
 use super::compute_tagged;
 use crate::tag;
@@ -21,9 +22,13 @@ pub type Combiner = fn(PrimExpr, &[IterVar]) -> PrimExpr;
 /// The reduction `combine(f(rest, j))` over `j` in `0..n` for every index `rest` of shape
 /// `reduced` (extents known at run time allowed), named `name` (tagged [`tag::COMM_REDUCE`]): when `lanes > 1` and the row holds
 /// at least two vectors, through a partial stage `{name}_lanes` of shape `reduced + [lanes]`
-/// (see the module docs); else directly. (Partials of two or four vectors were measured
-/// slower on AMD Zen 4: softmax rows of 640 1.19x, layer norm rows of 64 1.5x; the final
-/// step's scalar reduction of the partials grows with them.)
+/// (see the module docs); else directly. Rows of at least `2 * lanes * CHAINS` elements
+/// accumulate [`CHAINS`] vectors of partials (`{name}_lanes`, `lanes * CHAINS` wide), folded
+/// lane by lane into `{name}_fold_lanes` with the row's remaining whole vectors before the
+/// final step, whose scalar part stays `lanes` partials and `n % lanes` elements (partials of
+/// four vectors reduced directly by the final step were 1.19x slower on softmax rows of 640:
+/// its scalar chain grew with them; folded, the two softmaxes of an SVTR-style recognizer
+/// took 1.07x less time on an Intel Xeon).
 pub fn reduce_row(
     reduced: &[PrimExpr],
     n: &PrimExpr,
@@ -52,10 +57,23 @@ pub fn reduce_row_tagged(
     if lanes <= 1 || n < 2 * lanes {
         return reduce_directly(reduced, PrimExpr::i32(n), f, combine, name, final_tag);
     }
-    // Whole vectors in the partials; the last `n % lanes` elements join the final step.
+    // Whole vectors in the partials (in CHAINS interleaved vectors on long rows, folded to
+    // one); the last `n % lanes` elements join the final step.
+    let part = if n >= 2 * lanes * CHAINS {
+        let wide = lane_partials(
+            reduced,
+            PrimExpr::i32(n / (lanes * CHAINS)),
+            lanes * CHAINS,
+            f,
+            combine,
+            name,
+        )?;
+        fold_partials(reduced, &wide, n, lanes, f, combine, name)?
+    } else {
+        lane_partials(reduced, PrimExpr::i32(n / lanes), lanes, f, combine, name)?
+    };
     let full = n / lanes;
     let tail = n % lanes;
-    let part = lane_partials(reduced, PrimExpr::i32(full), lanes, f, combine, name)?;
     let r = reduce_axis_n(lanes + tail, "r");
     compute_tagged(
         reduced,
@@ -129,6 +147,50 @@ fn reduce_run_time_row(
         },
         name,
         final_tag,
+    )
+}
+
+/// How many vectors of lane partials a long row accumulates in turn: independent chains of
+/// vector operations, so that a step does not wait on the previous step's latency (4 cycles
+/// for a float32 add or maximum on current x86 cores, two issued a cycle).
+pub const CHAINS: i64 = 4;
+
+/// The `lanes` partials of rows of `n` elements from their partials `wide` in [`CHAINS`]
+/// vectors (over the first `n / (lanes * CHAINS)` groups of vectors): the vectors combined,
+/// with the row's remaining whole vectors, lane by lane (stage `{name}_fold_lanes`).
+fn fold_partials(
+    reduced: &[PrimExpr],
+    wide: &Tensor,
+    n: i64,
+    lanes: i64,
+    f: &dyn Fn(&[Var], PrimExpr) -> PrimExpr,
+    combine: Combiner,
+    name: &str,
+) -> Result<Tensor> {
+    let covered = n / (lanes * CHAINS) * lanes * CHAINS;
+    let rest = (n - covered) / lanes;
+    let c = reduce_axis_n(CHAINS + rest, "c");
+    let mut shape = reduced.to_vec();
+    shape.push(PrimExpr::i32(lanes));
+    compute_tagged(
+        &shape,
+        |i| {
+            let (row, l) = i.split_at(i.len() - 1);
+            let l = l[0].to_expr();
+            let mut idx: Vec<PrimExpr> = row.iter().map(|v| v.to_expr()).collect();
+            idx.push(kiln_tir::min(c.expr(), CHAINS - 1) * lanes + l.clone());
+            let from_wide = wide.at(&idx);
+            if rest == 0 {
+                return combine(from_wide, std::slice::from_ref(&c));
+            }
+            // Both operands are in bounds (indices clamped); the select keeps one.
+            let v = kiln_tir::max(c.expr() - CHAINS, 0);
+            let from_row = f(row, PrimExpr::i32(covered) + v * lanes + l);
+            let x = kiln_tir::op::if_then_else(c.expr().lt(CHAINS), from_wide, from_row);
+            combine(x, std::slice::from_ref(&c))
+        },
+        &format!("{name}_fold{PARTIALS_SUFFIX}"),
+        tag::COMM_REDUCE,
     )
 }
 
