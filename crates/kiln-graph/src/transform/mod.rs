@@ -11,6 +11,7 @@
 //! | `EliminateCommonSubexpr` | 3 | [`eliminate_common_subexpr`] |
 //! | `KeepQuantizedWeights` | 2 (before `FoldConstant`) | [`keep_quantized_weights`] |
 //! | `FoldConstant` | 2 | [`fold_constant`] |
+//! | `DivToMul` | 3 (division by a float constant as a product by its reciprocal) | [`div_to_mul`] |
 //! | `FoldScaleAxis` | 3 | [`fold_scale_axis`] |
 //! | `AlterOpLayout` | 3 (packed convolution kernels) | [`alter_op_layout`] |
 //! | `ConvertBlockedLayout` | 3 (activations in channel blocks between convolutions) | [`convert_blocked_layout`] |
@@ -26,6 +27,7 @@ pub mod bind_params;
 pub mod canonicalize_ops;
 pub mod convert_blocked_layout;
 pub mod dead_code_elimination;
+pub mod div_to_mul;
 pub mod eliminate_common_subexpr;
 pub mod fold_constant;
 pub mod fold_scale_axis;
@@ -42,6 +44,7 @@ pub use bind_params::bind_params;
 pub use canonicalize_ops::canonicalize_ops;
 pub use convert_blocked_layout::convert_blocked_layout;
 pub use dead_code_elimination::dead_code_elimination;
+pub use div_to_mul::div_to_mul;
 pub use eliminate_common_subexpr::eliminate_common_subexpr;
 pub use fold_constant::fold_constant;
 pub use fold_scale_axis::fold_scale_axis;
@@ -102,6 +105,7 @@ pub fn default_pipeline() -> Pass {
             eliminate_common_subexpr(),
             keep_quantized_weights(),
             fold_constant(),
+            div_to_mul(),
             fold_scale_axis(),
             fold_constant(),
             alter_op_layout(),

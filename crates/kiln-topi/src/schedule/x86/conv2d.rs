@@ -142,14 +142,14 @@ fn row_columns(width: i64, budget: i64) -> i64 {
 }
 
 /// The register tile of a one-tap (1x1) channel-blocked convolution: of 1 to 4 blocks
-/// (dividing `blocks`), each with the [`row_columns`] that fit the registers left after one
-/// weight vector per block and a broadcast, the tile with the fewest loads per multiply-add
+/// (dividing `blocks`), each with the [`row_columns`] that fit the registers with a weight
+/// vector per block and the broadcast inputs, the tile with the fewest loads per multiply-add
 /// over a row (`blocks x vectors` weight loads and `columns` broadcasts per input channel, for
 /// `blocks x columns x vectors` multiply-adds); ties go to more accumulators. A core with two
 /// full-width FMA units issues two multiply-adds a cycle but only two loads: a row of one
 /// block (a weight load and a broadcast per multiply-add) ran resnet50's 1x1 layers at half
-/// of onnxruntime's speed on an Intel Xeon with AVX-512, 4 blocks x 6 columns (24
-/// accumulators, 10 loads per 24 multiply-adds) level with it; one block per tile also read
+/// of onnxruntime's speed on an Intel Xeon with AVX-512, 4 blocks x 4 or 5 columns level
+/// with it; one block per tile also read
 /// the input planes once per block (256 -> 64 channels at 56x56: 1.48 -> 0.72 ms).
 fn one_tap_tile(width: i64, blocks: i64, v: i64, cpu: &CpuDesc) -> (i64, i64) {
     let regs = cpu.vector_registers as i64;
@@ -159,7 +159,14 @@ fn one_tap_tile(width: i64, blocks: i64, v: i64, cpu: &CpuDesc) -> (i64, i64) {
         if blocks % tb != 0 {
             continue;
         }
-        let budget = (regs - 1 - tb * v) / (tb * v);
+        // Live registers: the accumulators, a weight vector per block, and the broadcast
+        // inputs: one at a time for one block; every column's, shared by the blocks, for
+        // several (LLVM loads each once and keeps it: 2 x 12 of AVX-512's registers spilled).
+        let budget = if tb == 1 {
+            regs - v - 1
+        } else {
+            (regs - tb * v) / (tb * v + 1)
+        };
         if budget < 1 {
             continue;
         }
