@@ -1,10 +1,13 @@
-//! `DivToMul` (TVM's pass of that name): `divide(x, c)` by a floating-point constant `c`
-//! becomes `multiply(x, 1 / c)`. A vector division costs several multiplications (a float32
-//! `vdivps` of 16 lanes issues once every 10-16 cycles), so a division fused into a product's
-//! epilogue (attention scores scaled by `1 / sqrt(d)`) can take as long as the product itself.
-//! The reciprocal is rounded once, so a quotient may differ from the division's by one unit in
-//! the last place. Constants with a zero, an infinite or NaN element, or a reciprocal outside
-//! the normal range of their type are left alone (there the two differ by more).
+//! `DivToMul` (after TVM's pass of that name): `divide(x, c)` of a product `x` (a matrix
+//! product or a convolution) by a floating-point constant `c` becomes `multiply(x, 1 / c)`.
+//! Such a division fuses into the product's epilogue and runs once per output element inside
+//! the product's loops, where a vector division costs several multiplications (a float32
+//! `vdivps` of 16 lanes issues once every 10-16 cycles): attention scores scaled by
+//! `1 / sqrt(d)` spent more time dividing than multiplying. The reciprocal is rounded once, so
+//! a quotient may differ from the division's by one unit in the last place; other divisions
+//! (a quantization scale `(max - min) / 255`, which must match onnxruntime's exactly) stay.
+//! Constants with a zero, an infinite or NaN element, or a reciprocal outside the normal
+//! range of their type are left alone (there the two differ by more).
 
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
@@ -13,12 +16,19 @@ use crate::ir::Expr;
 use crate::op::{eval, mk};
 use kiln_ffi::{DataType, Result};
 
+/// The ops whose quotients by a constant become products.
+const PRODUCTS: [&str; 4] = ["nn.matmul", "nn.dense", "nn.batch_matmul", "nn.conv2d"];
+
 /// The pass (opt level 3).
 pub fn div_to_mul() -> Pass {
     function_pass("DivToMul", 3, |f, _| {
         let f = infer_function(&f)?;
         let out = rewrite_function_orig(&f, |orig, e| {
-            if e.op_name() != Some("divide") {
+            let of_product = e.op_name() == Some("divide")
+                && e.args()[0]
+                    .op_name()
+                    .is_some_and(|op| PRODUCTS.contains(&op));
+            if !of_product {
                 return Ok(e.clone());
             }
             match reciprocal(&orig.args()[1])? {
@@ -60,10 +70,13 @@ mod tests {
     use crate::ir::{Function, IRModule, Type, Var};
     use crate::transform::PassContext;
 
+    /// `divide(matmul(x, w), divisor)` through the pass.
     fn run(divisor: Expr) -> Expr {
-        let x = Var::new("x", Type::f32(&[2, 3]));
-        let body = mk("divide", vec![x.expr(), divisor], &[]);
-        let m = IRModule::from_main(Function::new(vec![x], body));
+        let x = Var::new("x", Type::f32(&[2, 4]));
+        let w = Var::new("w", Type::f32(&[4, 3]));
+        let product = mk("nn.matmul", vec![x.expr(), w.expr()], &[]);
+        let body = mk("divide", vec![product, divisor], &[]);
+        let m = IRModule::from_main(Function::new(vec![x, w], body));
         let ctx = PassContext::with_opt_level(3);
         div_to_mul()
             .run(m, &ctx)
@@ -89,14 +102,19 @@ mod tests {
             let out = run(Expr::const_f32(&[2.0, d, 1.0], &[3]));
             assert_eq!(out.op_name(), Some("divide"), "divisor {d}");
         }
-        // A divisor that is not a constant stays too.
+        // A divisor that is not a constant stays, and so does a quotient of other values.
         let y = Var::new("y", Type::f32(&[3]));
         let x = Var::new("x", Type::f32(&[2, 3]));
-        let body = mk("divide", vec![x.expr(), y.expr()], &[]);
+        let c = Expr::const_f32(&[255.0], &[]);
+        let body = Expr::tuple(vec![
+            mk("divide", vec![x.expr(), y.expr()], &[]),
+            mk("divide", vec![x.expr(), c], &[]),
+        ]);
         let m = IRModule::from_main(Function::new(vec![x, y], body));
         let out = div_to_mul()
             .run(m, &PassContext::with_opt_level(3))
             .unwrap();
-        assert_eq!(out.main().unwrap().body().op_name(), Some("divide"));
+        let fields = crate::ir::visit::children(out.main().unwrap().body());
+        assert!(fields.iter().all(|f| f.op_name() == Some("divide")));
     }
 }
