@@ -59,6 +59,7 @@ pub fn reduce_row_tagged(
     }
     // Whole vectors in the partials (in CHAINS interleaved vectors on long rows, folded to
     // one); the last `n % lanes` elements join the final step.
+    let full = n / lanes;
     let part = if n >= 2 * lanes * CHAINS {
         let wide = lane_partials(
             reduced,
@@ -70,29 +71,52 @@ pub fn reduce_row_tagged(
         )?;
         fold_partials(reduced, &wide, n, lanes, f, combine, name)?
     } else {
-        lane_partials(reduced, PrimExpr::i32(n / lanes), lanes, f, combine, name)?
+        lane_partials(reduced, PrimExpr::i32(full), lanes, f, combine, name)?
     };
-    let full = n / lanes;
-    let tail = n % lanes;
-    let r = reduce_axis_n(lanes + tail, "r");
+    let r = reduce_axis_n(lanes + n % lanes, "r");
     compute_tagged(
         reduced,
         |i| {
-            let mut idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
-            idx.push(kiln_tir::min(r.expr(), lanes - 1));
-            let from_part = part.at(&idx);
-            if tail == 0 {
-                return combine(from_part, std::slice::from_ref(&r));
-            }
-            // Both operands are in bounds (indices clamped); the select keeps one.
-            let t = kiln_tir::max(r.expr() - lanes, 0);
-            let from_tail = f(i, PrimExpr::i32(full * lanes) + t);
-            let v = kiln_tir::op::if_then_else(r.expr().lt(lanes), from_part, from_tail);
-            combine(v, std::slice::from_ref(&r))
+            let idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
+            partials_then_row(
+                &r,
+                lanes,
+                |p| part.at(&[idx.as_slice(), &[p]].concat()),
+                |t| f(i, PrimExpr::i32(full * lanes) + t),
+                combine,
+            )
         },
         name,
         final_tag,
     )
+}
+
+/// `combine` along the reduction axis `c` (extent `parts` plus some row elements) of
+/// `part_at(c)` for its first `parts` steps and `row_at(c - parts)` after them: both reads
+/// clamped into bounds, a select keeping one (no select when `c` holds only the parts).
+fn partials_then_row(
+    c: &IterVar,
+    parts: i64,
+    part_at: impl Fn(PrimExpr) -> PrimExpr,
+    row_at: impl Fn(PrimExpr) -> PrimExpr,
+    combine: Combiner,
+) -> PrimExpr {
+    let from_part = part_at(kiln_tir::min(c.expr(), parts - 1));
+    let extent = c.dom().and_then(|d| d.extent().as_int());
+    let x = if extent == Some(parts) {
+        from_part
+    } else {
+        let from_row = row_at(kiln_tir::max(c.expr() - parts, 0));
+        kiln_tir::op::if_then_else(c.expr().lt(parts), from_part, from_row)
+    };
+    combine(x, std::slice::from_ref(c))
+}
+
+/// The shape of `reduced` rows' `lanes` partials: `reduced + [lanes]`.
+fn with_lanes(reduced: &[PrimExpr], lanes: i64) -> Vec<PrimExpr> {
+    let mut shape = reduced.to_vec();
+    shape.push(PrimExpr::i32(lanes));
+    shape
 }
 
 /// The reduction of each row of `n` elements as one scalar chain (no lane partials), the
@@ -168,26 +192,20 @@ fn fold_partials(
     name: &str,
 ) -> Result<Tensor> {
     let covered = n / (lanes * CHAINS) * lanes * CHAINS;
-    let rest = (n - covered) / lanes;
-    let c = reduce_axis_n(CHAINS + rest, "c");
-    let mut shape = reduced.to_vec();
-    shape.push(PrimExpr::i32(lanes));
+    let c = reduce_axis_n(CHAINS + (n - covered) / lanes, "c");
     compute_tagged(
-        &shape,
+        &with_lanes(reduced, lanes),
         |i| {
             let (row, l) = i.split_at(i.len() - 1);
             let l = l[0].to_expr();
-            let mut idx: Vec<PrimExpr> = row.iter().map(|v| v.to_expr()).collect();
-            idx.push(kiln_tir::min(c.expr(), CHAINS - 1) * lanes + l.clone());
-            let from_wide = wide.at(&idx);
-            if rest == 0 {
-                return combine(from_wide, std::slice::from_ref(&c));
-            }
-            // Both operands are in bounds (indices clamped); the select keeps one.
-            let v = kiln_tir::max(c.expr() - CHAINS, 0);
-            let from_row = f(row, PrimExpr::i32(covered) + v * lanes + l);
-            let x = kiln_tir::op::if_then_else(c.expr().lt(CHAINS), from_wide, from_row);
-            combine(x, std::slice::from_ref(&c))
+            let idx: Vec<PrimExpr> = row.iter().map(|v| v.to_expr()).collect();
+            partials_then_row(
+                &c,
+                CHAINS,
+                |p| wide.at(&[idx.as_slice(), &[p * lanes + l.clone()]].concat()),
+                |v| f(row, PrimExpr::i32(covered) + v * lanes + l.clone()),
+                combine,
+            )
         },
         &format!("{name}_fold{PARTIALS_SUFFIX}"),
         tag::COMM_REDUCE,
@@ -205,10 +223,8 @@ fn lane_partials(
     name: &str,
 ) -> Result<Tensor> {
     let jo = reduce_axis_n(full, "jo");
-    let mut part_shape = reduced.to_vec();
-    part_shape.push(PrimExpr::i32(lanes));
     compute_tagged(
-        &part_shape,
+        &with_lanes(reduced, lanes),
         |i| {
             let (rest, l) = i.split_at(i.len() - 1);
             let j = jo.expr() * lanes + l[0].to_expr();

@@ -101,12 +101,12 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
 /// tile accumulates, for an output `width` columns wide with `blocks` channel blocks and a
 /// kernel `kw` wide.
 ///
-/// With one kernel tap (`kw` 1), [`one_tap_tile`]: the tile with the fewest loads per
+/// With one kernel tap (`kw` 1), `one_tap_tile`: the tile with the fewest loads per
 /// multiply-add. With more taps, which are unrolled, the input values broadcast for
 /// neighbouring taps are live together, so a tile keeps [`CpuDesc::accumulators_wide`]
 /// accumulators (8 with AVX2, 16 with AVX-512), enough independent chains to cover the FMA
 /// latency; broadcasts that spill reload from L1, but accumulators must not spill (12 of
-/// AVX2's registers measured 1.2-2x slower). Its columns are [`row_columns`] of that budget;
+/// AVX2's registers measured 1.2-2x slower). Its columns are `row_columns` of that budget;
 /// then, for narrow outputs, as many blocks (4, 3 or 2, dividing `blocks`) as keep the tile
 /// within [`CpuDesc::accumulators_wide`] (more blocks keep more weight vectors live: 2 x 12 of
 /// AVX-512's registers spilled).
@@ -153,38 +153,33 @@ fn row_columns(width: i64, budget: i64) -> i64 {
 /// the input planes once per block (256 -> 64 channels at 56x56: 1.48 -> 0.72 ms).
 fn one_tap_tile(width: i64, blocks: i64, v: i64, cpu: &CpuDesc) -> (i64, i64) {
     let regs = cpu.vector_registers as i64;
-    // (blocks, columns, (loads, multiply-adds) per row); no tile yet: one load a flop and more.
-    let mut best = (1, 1, (2, 1));
-    for tb in 1..=4.min(blocks) {
-        if blocks % tb != 0 {
-            continue;
-        }
-        // Live registers: the accumulators, a weight vector per block, and the broadcast
-        // inputs: one at a time for one block; every column's, shared by the blocks, for
-        // several (LLVM loads each once and keeps it: 2 x 12 of AVX-512's registers spilled).
-        let budget = if tb == 1 {
-            regs - v - 1
-        } else {
-            (regs - tb * v) / (tb * v + 1)
-        };
-        if budget < 1 {
-            continue;
-        }
-        let cols = row_columns(width, budget);
-        let tiles = (width + cols - 1) / cols;
-        // Loads per row and multiply-adds per row, compared as fractions.
-        let (loads, fmas) = (tiles * tb * v + width, tb * v * width);
-        let (best_loads, best_fmas) = best.2;
-        let better = match (loads * best_fmas).cmp(&(best_loads * fmas)) {
-            std::cmp::Ordering::Less => true,
-            std::cmp::Ordering::Equal => tb * cols > best.0 * best.1,
-            std::cmp::Ordering::Greater => false,
-        };
-        if better {
-            best = (tb, cols, (loads, fmas));
-        }
-    }
-    (best.0, best.1)
+    // (blocks, columns, loads and multiply-adds per row) of each candidate.
+    let candidates = (1..=4.min(blocks))
+        .filter(|tb| blocks % tb == 0)
+        .filter_map(|tb| {
+            // Live registers: the accumulators, a weight vector per block, and the broadcast
+            // inputs: one at a time for one block; every column's, shared by the blocks, for
+            // several (LLVM loads each once and keeps it: 2 x 12 of AVX-512's registers spilled).
+            let budget = if tb == 1 {
+                regs - v - 1
+            } else {
+                (regs - tb * v) / (tb * v + 1)
+            };
+            (budget >= 1).then(|| {
+                let cols = row_columns(width, budget);
+                let tiles = (width + cols - 1) / cols;
+                (tb, cols, tiles * tb * v + width, tb * v * width)
+            })
+        });
+    // The fewest loads per multiply-add (compared as fractions), then the most accumulators;
+    // the first of equals.
+    candidates
+        .min_by(|a, b| {
+            (a.2 * b.3)
+                .cmp(&(b.2 * a.3))
+                .then((b.0 * b.1).cmp(&(a.0 * a.1)))
+        })
+        .map_or((1, 1), |(tb, cols, _, _)| (tb, cols))
 }
 
 /// The register tile `(blocks, columns)` of a convolution over rows of `width` outputs in
