@@ -16,6 +16,9 @@ pub const COMM_REDUCE_IDX: &str = "comm_reduce_idx";
 pub const CONV2D_NCHW: &str = "conv2d_nchw";
 /// 2-D convolution computed in blocks of output channels (`[N, O/b, OH, OW, b]`).
 pub const CONV2D_NCHWC: &str = "conv2d_nchwc";
+/// One pass of a [`CONV2D_NCHWC`] summed over a chunk of its input channels
+/// (`[passes, N, O/b, OH, OW, b]`), which the blocked product adds up.
+pub const CONV2D_NCHWC_PARTIAL: &str = "conv2d_nchwc_partial";
 /// [`CONV2D_NCHWC`] whose groups are padded to whole blocks (blocks do not line up with
 /// output channels).
 pub const CONV2D_NCHWC_GROUP_PADDED: &str = "conv2d_nchwc_group_padded";

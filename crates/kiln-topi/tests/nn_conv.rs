@@ -6,51 +6,8 @@ mod nn_common;
 use kiln_te::Tensor;
 use kiln_topi::nn::{self, Conv2dAttrs, Conv2dTransposeAttrs, Padding2d};
 use kiln_topi::schedule::x86;
+use nn_common::conv::{conv_ref, pack_oihw};
 use nn_common::*;
-
-/// Naive grouped convolution of NCHW `d` (shape `ds`) and OIHW `w` (shape `ws`).
-fn conv_ref(
-    d: &[f32],
-    ds: [i64; 4],
-    w: &[f32],
-    ws: [i64; 4],
-    a: &Conv2dAttrs,
-) -> (Vec<f32>, [i64; 4]) {
-    let [n, c, h, wd] = ds;
-    let [o, cpg, kh, kw] = ws;
-    let p = a.padding;
-    let (sh, sw) = a.strides;
-    let (dh, dw) = a.dilation;
-    let oh = (h + p.top + p.bottom - dh * (kh - 1) - 1) / sh + 1;
-    let ow = (wd + p.left + p.right - dw * (kw - 1) - 1) / sw + 1;
-    let opg = o / a.groups;
-    let mut out = vec![0f32; (n * o * oh * ow) as usize];
-    for b in 0..n {
-        for f in 0..o {
-            let g = f / opg;
-            for y in 0..oh {
-                for x in 0..ow {
-                    let mut acc = 0f32;
-                    for r in 0..cpg {
-                        let ch = g * cpg + r;
-                        for ky in 0..kh {
-                            for kx in 0..kw {
-                                let iy = y * sh - p.top + ky * dh;
-                                let ix = x * sw - p.left + kx * dw;
-                                if iy >= 0 && iy < h && ix >= 0 && ix < wd {
-                                    acc += d[(((b * c + ch) * h + iy) * wd + ix) as usize]
-                                        * w[(((f * cpg + r) * kh + ky) * kw + kx) as usize];
-                                }
-                            }
-                        }
-                    }
-                    out[(((b * o + f) * oh + y) * ow + x) as usize] = acc;
-                }
-            }
-        }
-    }
-    (out, [n, o, oh, ow])
-}
 
 fn check_conv(what: &str, ds: [i64; 4], ws: [i64; 4], a: Conv2dAttrs, seed: u64) {
     check_conv_with(what, ds, ws, a, seed, nn::conv2d);
@@ -335,24 +292,6 @@ fn conv2d_rejects_bad_shapes() {
     assert!(nn::conv2d(&data, &weight, &Conv2dAttrs::default()).is_err());
 }
 
-/// OIHW weights `w` (shape `ws`) packed in blocks of `b` filters, each of the `groups` groups
-/// padded with zero filters up to whole blocks.
-fn pack_oihw(w: &[f32], ws: [i64; 4], groups: i64, b: i64) -> Vec<f32> {
-    let [o, i, kh, kw] = ws;
-    let inner = (i * kh * kw) as usize;
-    let (opg, b) = ((o / groups) as usize, b as usize);
-    let bpg = opg.div_ceil(b);
-    let mut out = vec![0f32; groups as usize * bpg * inner * b];
-    for f in 0..o as usize {
-        let (g, r) = (f / opg, f % opg);
-        let ob = g * bpg + r / b;
-        for k in 0..inner {
-            out[(ob * inner + k) * b + r % b] = w[f * inner + k];
-        }
-    }
-    out
-}
-
 fn check_conv_packed(what: &str, ds: [i64; 4], ws: [i64; 4], b: i64, a: Conv2dAttrs, seed: u64) {
     check_conv_layouts(what, ds, ws, b, a, nn::PackedLayouts::default(), seed);
 }
@@ -500,6 +439,7 @@ fn check_conv_blocked(
     let layouts = nn::PackedLayouts {
         data_block: bi,
         out_blocked,
+        ..Default::default()
     };
     check_conv_layouts(what, ds, ws, b, a, layouts, seed);
 }
@@ -566,6 +506,7 @@ fn conv2d_in_channel_blocks() {
         nn::PackedLayouts {
             data_block: Some(16),
             out_blocked: true,
+            ..Default::default()
         },
     );
     assert!(

@@ -26,6 +26,12 @@ pub struct PackedLayouts {
     /// Whether the output stays in the kernel's blocks (`NCHW{b}c`: the blocked product with
     /// no unpack; whole blocks only).
     pub out_blocked: bool,
+    /// `Some(k)`: the input channels are summed `k` at a time, each pass a partial product
+    /// ([`tag::CONV2D_NCHWC_PARTIAL`], `[C/k, N, O/b, OH, OW, b]`) that the blocked product adds
+    /// up, so that a tile's weights of one pass stay in the L1 cache while the pass sweeps the
+    /// output rows. Taken when `k` divides the channels, is a whole number of data blocks and
+    /// the convolution has one group; else the channels are summed in one pass.
+    pub channel_chunk: Option<i64>,
 }
 
 /// The number of kernel blocks of `b` filters for `o` output channels in `groups` groups: each
@@ -100,13 +106,18 @@ pub fn conv2d_packed_in(
     let (sh, sw) = attrs.strides;
     let (dh, dw) = attrs.dilation;
     let padded = pad_nchw(data, attrs.padding, 0.0, super::pad::PAD_STAGE)?;
+    let chunk = layouts.channel_chunk.filter(|&k| {
+        k > 0 && k < cpg && cpg % k == 0 && groups == 1 && k % layouts.data_block.unwrap_or(1) == 0
+    });
     let ry = reduce_axis_n(kh, "ry");
     let rx = reduce_axis_n(kw, "rx");
-    // Blocked data: the channels as (block, channel in block), the latter innermost.
+    // The channels of one pass (all of them without a chunk): blocked data as (block,
+    // channel in block), the latter innermost.
+    let pass_channels = chunk.unwrap_or(cpg);
     let (rc, rci) = match layouts.data_block {
-        None => (reduce_axis_n(cpg, "rc"), None),
+        None => (reduce_axis_n(pass_channels, "rc"), None),
         Some(bi) => (
-            reduce_axis_n(cpg / bi, "rco"),
+            reduce_axis_n(pass_channels / bi, "rco"),
             Some((reduce_axis_n(bi, "rci"), bi)),
         ),
     };
@@ -114,40 +125,71 @@ pub fn conv2d_packed_in(
     let mut red = vec![rc.clone()];
     red.extend(rci.iter().map(|(r, _)| r.clone()));
     red.extend([ry.clone(), rx.clone()]);
-    let blocked = compute_tagged(
-        &consts(&[out[0], ws[0], out[2], out[3], b]),
-        |i| {
-            let (n, ob, y, x, oi) = (
-                i[0].to_expr(),
-                i[1].to_expr(),
-                i[2].to_expr(),
-                i[3].to_expr(),
-                i[4].to_expr(),
-            );
+    // The product over the channels of one pass, the first of them `c0` (0 when `None`).
+    let product =
+        |c0: Option<PrimExpr>, n: PrimExpr, ob: PrimExpr, y: PrimExpr, x: PrimExpr, oi| {
             let (iy, ix) = (y * sh + ry.expr() * dh, x * sw + rx.expr() * dw);
             let (input, c): (PrimExpr, PrimExpr) = match &rci {
                 None => {
                     let ch = if groups == 1 {
-                        rc.expr()
+                        c0.map_or_else(|| rc.expr(), |c| c + rc.expr())
                     } else {
                         floordiv(&ob, bpg) * cpg + rc.expr()
                     };
-                    (padded.at(&[n, ch, iy, ix]), rc.expr())
+                    (padded.at(&[n, ch.clone(), iy, ix]), ch)
                 }
-                Some((r, bi)) => (
-                    padded.at(&[n, rc.expr(), iy, ix, r.expr()]),
-                    rc.expr() * *bi + r.expr(),
-                ),
+                Some((r, bi)) => {
+                    let cb = c0.map_or_else(|| rc.expr(), |c| floordiv(&c, *bi) + rc.expr());
+                    (
+                        padded.at(&[n, cb.clone(), iy, ix, r.expr()]),
+                        cb * *bi + r.expr(),
+                    )
+                }
             };
+            let c = if groups == 1 { c } else { rc.expr() };
             sum(input * weight.at(&[ob, c, ry.expr(), rx.expr(), oi]), &red)
-        },
-        "conv2d_nchwc",
-        if groups > 1 && opg % b != 0 {
-            tag::CONV2D_NCHWC_GROUP_PADDED
-        } else {
-            tag::CONV2D_NCHWC
-        },
-    )?;
+        };
+    let tag = if groups > 1 && opg % b != 0 {
+        tag::CONV2D_NCHWC_GROUP_PADDED
+    } else {
+        tag::CONV2D_NCHWC
+    };
+    let shape = [out[0], ws[0], out[2], out[3], b];
+    let blocked = match chunk {
+        None => compute_tagged(
+            &consts(&shape),
+            |i| {
+                let [n, ob, y, x, oi] = [0, 1, 2, 3, 4].map(|k| i[k].to_expr());
+                product(None, n, ob, y, x, oi)
+            },
+            "conv2d_nchwc",
+            tag,
+        )?,
+        Some(k) => {
+            let mut pshape = vec![cpg / k];
+            pshape.extend(shape);
+            let partial = compute_tagged(
+                &consts(&pshape),
+                |i| {
+                    let [p, n, ob, y, x, oi] = [0, 1, 2, 3, 4, 5].map(|j| i[j].to_expr());
+                    product(Some(p * k), n, ob, y, x, oi)
+                },
+                "conv2d_nchwc_partial",
+                tag::CONV2D_NCHWC_PARTIAL,
+            )?;
+            let rp = reduce_axis_n(cpg / k, "rp");
+            compute_tagged(
+                &consts(&shape),
+                |i| {
+                    let mut idx = vec![rp.expr()];
+                    idx.extend(i.iter().map(|v| v.to_expr()));
+                    sum(partial.at(&idx), std::slice::from_ref(&rp))
+                },
+                "conv2d_nchwc",
+                tag,
+            )?
+        }
+    };
     if layouts.out_blocked {
         return Ok(blocked);
     }

@@ -3,6 +3,8 @@
 //! comparison against naive Rust loops written in each test.
 #![allow(dead_code, unused_imports)]
 
+pub mod conv;
+
 use kiln_codegen::driver;
 use kiln_codegen::target::Target;
 use kiln_ffi::Any;

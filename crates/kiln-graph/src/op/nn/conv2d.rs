@@ -246,9 +246,11 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
     }
     if weight.ndim() == 5 {
         let data_layout = attrs.str("data_layout")?;
+        let data_block = channel_block(&data_layout).flatten();
         let layouts = nn::PackedLayouts {
-            data_block: channel_block(&data_layout).flatten(),
+            data_block,
             out_blocked: out_block(attrs)?.is_some(),
+            channel_chunk: channel_chunk(data, weight, data_block, &a, cpu)?,
         };
         return one(nn::conv2d_packed_in(data, weight, &a, layouts));
     }
@@ -269,6 +271,47 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
     } else {
         one(nn::conv2d(data, weight, &a))
     }
+}
+
+/// The input channels a pass of the packed convolution of `data` by `weight` sums
+/// ([`x86::conv2d::channel_chunk`]), `None` for one pass (and for grouped or run-time shapes).
+fn channel_chunk(
+    data: &TeTensor,
+    weight: &TeTensor,
+    data_block: Option<i64>,
+    a: &nn::Conv2dAttrs,
+    cpu: &CpuDesc,
+) -> Result<Option<i64>> {
+    if a.groups != 1 || !nn::is_static(data) {
+        return Ok(None);
+    }
+    let ds = nn::const_shape(data, "nn.conv2d")?;
+    let ws = nn::const_shape(weight, "nn.conv2d")?;
+    let nchw = match data_block {
+        Some(bi) if ds.len() == 5 => vec![ds[0], ds[1] * bi, ds[2], ds[3]],
+        _ => ds.clone(),
+    };
+    let oihw = [ws[0] * ws[4], ws[1], ws[2], ws[3]];
+    let out = nn::conv2d::conv2d_out_shape(&nchw, &oihw, a)?;
+    let p = a.padding;
+    let padded = [
+        nchw[0],
+        nchw[1],
+        nchw[2] + p.top + p.bottom,
+        nchw[3] + p.left + p.right,
+    ];
+    let key = x86::conv2d::nchwc_key(&[out[0], ws[0], out[2], out[3], ws[4]], &padded, &ws);
+    Ok(x86::conv2d::channel_chunk(
+        &key,
+        out[3],
+        ws[0],
+        ws[4],
+        ws[1],
+        (ws[2], ws[3]),
+        data_block.unwrap_or(1),
+        data.dtype(),
+        cpu,
+    ))
 }
 
 /// The Winograd lowering (`kernel_layout` [`winograd::KERNEL_LAYOUT`]): NCHW data is viewed
