@@ -38,7 +38,7 @@ from .module import BenchmarkResult, Module, load_module
 from . import runtime
 from . import graph_executor
 from . import tir, te
-from . import graph, onnx
+from . import graph, onnx, tune
 from . import rpc
 from .driver import build, lower
 from .session import InferenceSession, NodeArg, SessionOptions
@@ -94,6 +94,7 @@ __all__ = [
     "te",
     "graph",
     "onnx",
+    "tune",
     "rpc",
     "lower",
     "build",

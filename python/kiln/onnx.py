@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 #: The global function that converts a serialized ONNX model.
 FROM_ONNX = "onnx.FromOnnx"
 COMPILE = "onnx.Compile"
+#: The global function that compiles under tuning records (:mod:`kiln.tune`).
+COMPILE_WITH_RECORDS = "tune.CompileWithRecords"
 
 
 def _model_bytes(model: Any) -> bytes:
@@ -123,6 +125,7 @@ def compile(
     target: str | Sequence[str] = "llvm -mcpu=native",
     frozen_inputs: Mapping[str, Any] | None = None,
     dims: Mapping[str, Sequence[int] | str] | None = None,
+    tuning_records: str | os.PathLike | None = None,
 ) -> Module:
     """Compile ``model`` (a path, bytes or ``onnx.ModelProto``) for ``target`` into a factory
     :class:`kiln.Module`: a ``GraphExecutorFactory`` (what :func:`kiln.graph.build` returns)
@@ -137,12 +140,16 @@ def compile(
     ``get_output``...), which :class:`kiln.graph_executor.GraphModule` wraps. ``target`` may be
     a list (one library with code for each CPU), or ``"opencl"`` for kernels on an OpenCL
     device (run with ``lib["default"](kiln.opencl(0))``). ``shape_dict`` and
-    ``frozen_inputs`` are :func:`from_onnx`'s."""
+    ``frozen_inputs`` are :func:`from_onnx`'s. ``tuning_records`` is a file of
+    :func:`kiln.tune.tune` whose schedule choices the build takes (one target; layers it does
+    not hold, and records of another CPU, take the heuristics)."""
     data = _model_bytes(model)
     targets = [target] if isinstance(target, str) else list(target)
+    args = (data, _shape_map(shape_dict), _frozen_map(frozen_inputs), targets, _dims_map(dims))
     try:
-        return core.call_global(COMPILE, data, _shape_map(shape_dict),
-                                _frozen_map(frozen_inputs), targets, _dims_map(dims))
+        if tuning_records is not None:
+            return core.call_global(COMPILE_WITH_RECORDS, os.fspath(tuning_records), *args)
+        return core.call_global(COMPILE, *args)
     except ValueError as e:
         if isinstance(model, (str, os.PathLike)) and "'<bytes>'" in str(e):
             raise ValueError(str(e).replace("'<bytes>'", f"'{os.fspath(model)}'", 1)) from None

@@ -5,7 +5,8 @@ layers in a row (blocks between them) with a residual. 1x1 layers: planes of who
 (14x14 is 12 vectors of 16 and 4 positions), groups whose filters are whole vector blocks or
 not (34 and 68 filters a group pad blocks of 16), with a bias, ReLU and a residual add fused.
 These shapes reach the spatial kernel's last tile (predicated vector code accumulating in a
-register tile) and the channel-blocked kernel. Each library runs twice on different inputs,
+register tile) and the channel-blocked kernel, summed in passes over chunks of the input
+channels when a tile's weights exceed L1 (1024 channels). Each library runs twice on different inputs,
 so an element the second run does not write still holds the first run's value and fails."""
 
 import numpy as np
@@ -70,6 +71,7 @@ def reference(x, weight, bias, groups, r):
     (544, 544, 4, 7, 7, True),     # 136 filters a group: whole blocks
     (48, 192, 1, 13, 13, False),   # no groups, 169 positions
     (60, 90, 3, 9, 11, True),      # 30 filters a group, odd plane
+    (1024, 64, 1, 7, 7, True),     # a tile's weights past L1: summed in passes of channels
 ])
 def test_conv_1x1_matches_numpy(target, c, o, groups, h, w, residual):
     model, weight, bias = conv_model(c, o, groups, h, w, residual)

@@ -214,14 +214,18 @@ fn main() -> ExitCode {
             rpc_key,
         } => tune::runner(rpc_server.as_deref(), rpc_tracker.as_deref(), &rpc_key).and_then(
             |runner| {
-                tune::run(&tune::TuneArgs {
+                tune::run(tune::TuneArgs {
                     model,
-                    records,
-                    target,
                     input_shapes: input_shape,
                     dims: dim,
-                    runs,
-                    runner,
+                    options: kiln::tune::TuneOptions {
+                        records,
+                        target,
+                        input_shapes: Default::default(),
+                        dims: Default::default(),
+                        runs,
+                        runner,
+                    },
                 })
             },
         ),

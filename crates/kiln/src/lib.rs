@@ -8,6 +8,7 @@ pub use kiln_rpc as rpc;
 pub use kiln_runtime as runtime;
 pub use kiln_te as te;
 pub use kiln_tir as tir;
+pub use kiln_tune as tune;
 
 /// Makes sure every part of Kiln (and the global functions each registers) is linked into this
 /// library.
@@ -20,4 +21,5 @@ pub fn link_all() {
     std::hint::black_box(kiln_codegen::driver::link_globals());
     std::hint::black_box(kiln_onnx::link_globals());
     std::hint::black_box(kiln_rpc::link_globals());
+    std::hint::black_box(kiln_tune::link_globals());
 }
