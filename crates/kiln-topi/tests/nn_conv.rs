@@ -551,6 +551,14 @@ fn conv2d_1x1_over_flattened_rows() {
         // the channel-blocked kernel always.
         let small = nn::conv2d_1x1::applies(&[1, 512, 14, 14], &[256, 512, 1, 1], &base, &cpu);
         assert_eq!(small, mcpu == "x86-64-v3", "14x14 on {mcpu}");
+        // Large planes: spatially while a tile's input panel fits in half of L1 (64 input
+        // channels), else channel blocks (256 channels at 56x56).
+        let few = nn::conv2d_1x1::applies(&[1, 64, 56, 56], &[256, 64, 1, 1], &base, &cpu);
+        let many = nn::conv2d_1x1::applies(&[1, 256, 56, 56], &[64, 256, 1, 1], &base, &cpu);
+        assert!(
+            few && !many,
+            "56x56 on {mcpu}: 64 channels {few}, 256 channels {many}"
+        );
         let narrow = nn::conv2d_1x1::applies(&[1, 64, 8, 4], &[64, 64, 1, 1], &base, &cpu);
         assert_eq!(narrow, mcpu == "x86-64-v3", "a 4-column row on {mcpu}");
         let strided = Conv2dAttrs {
