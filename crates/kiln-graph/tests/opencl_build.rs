@@ -38,18 +38,36 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
     kiln_testing::assert_allclose(got, want, kiln_testing::Tolerance::Scaled(1e-4), what);
 }
 
-/// `factory` exported as `deploy.so` in a folder of this test process named for `tag`.
-fn export(factory: &Module, tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_{tag}_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("deploy.so");
-    export_library(factory, &so, &ExportOptions::default()).unwrap();
-    so
+/// A library exported by [`export`]; its folder is removed when it goes out of scope (a
+/// loaded library stays mapped).
+struct Exported {
+    dir: std::path::PathBuf,
 }
 
-/// The executor of the exported library `so`, created on `dev`.
-fn executor(so: &std::path::Path, dev: Device) -> Module {
-    load_module(so)
+impl Exported {
+    fn path(&self) -> std::path::PathBuf {
+        self.dir.join("deploy.so")
+    }
+}
+
+impl Drop for Exported {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `factory` exported as `deploy.so` in a folder of this test process named for `tag`.
+fn export(factory: &Module, tag: &str) -> Exported {
+    let dir = std::env::temp_dir().join(format!("kiln_opencl_build_{tag}_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = Exported { dir };
+    export_library(factory, &lib.path(), &ExportOptions::default()).unwrap();
+    lib
+}
+
+/// The executor of the exported library `lib`, created on `dev`.
+fn executor(lib: &Exported, dev: Device) -> Module {
+    load_module(lib.path())
         .unwrap()
         .function("default")
         .unwrap()
@@ -386,7 +404,7 @@ fn operators_without_a_device_schedule_run_on_the_host() {
     let got = run(&exec, &[("x", &xd, &[2, 3, 3]), ("y", &yd, &[2])], 1);
     assert_close(&got[0], &want, "tanh/det/multiply/exp, second run");
     // Giving the CPU explicitly is the same.
-    let exec = load_module(&so)
+    let exec = load_module(so.path())
         .unwrap()
         .function("default")
         .unwrap()

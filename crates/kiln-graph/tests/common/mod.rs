@@ -19,6 +19,8 @@ pub fn build_and_load(module: &IRModule, params: Vec<(String, Tensor)>, tag: &st
     let so = dir.join("deploy.so");
     export_library(&factory, &so, &ExportOptions::default()).unwrap();
     let loaded = load_module(&so).unwrap();
+    // The loaded code stays mapped; the file is no longer needed.
+    let _ = std::fs::remove_dir_all(&dir);
     loaded
         .function("default")
         .unwrap()
