@@ -61,7 +61,7 @@ fn export(factory: &Module, tag: &str) -> Exported {
     let dir = std::env::temp_dir().join(format!("kiln_opencl_build_{tag}_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let lib = Exported { dir };
-    export_library(factory, &lib.path(), &ExportOptions::default()).unwrap();
+    export_library(factory, lib.path(), &ExportOptions::default()).unwrap();
     lib
 }
 

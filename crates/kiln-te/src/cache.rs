@@ -220,6 +220,7 @@ impl Schedule {
             st.relations.clear();
             st.for_kind.clear();
             st.pragmas.clear();
+            st.prefetches.clear();
         }
         for out in inner.outputs.iter_mut() {
             if *out == op {

@@ -454,6 +454,23 @@ impl Lower<'_> {
         } else {
             Stmt::for_loop(iv.var(), zero, ext, kind, body)
         };
+        // Prefetches around the loop itself (InjectPrefetch reads the loop under them).
+        if let Some(list) = st.prefetches.get(iv.var()) {
+            for (t, offset) in list {
+                let buf = self
+                    .op_stage
+                    .get(&t.op().key())
+                    .and_then(|&ts| self.bufs.get(&(ts, t.value_index())));
+                if let (Some((buf, _)), StmtKind::For(_)) = (buf, stmt.kind()) {
+                    stmt = Stmt::attr(
+                        buf.clone(),
+                        kiln_tir::transform::inject_prefetch::PREFETCH_SCOPE,
+                        *offset,
+                        stmt,
+                    );
+                }
+            }
+        }
         if let Some(pragmas) = st.pragmas.get(iv.var()) {
             for (key, value) in pragmas.iter().rev() {
                 stmt = Stmt::attr(iv.var().clone(), &format!("pragma_{key}"), value, stmt);

@@ -54,6 +54,9 @@ pub(crate) struct StageData {
     pub relations: Vec<Relation>,
     pub for_kind: HashMap<Var, ForKind>,
     pub pragmas: HashMap<Var, Vec<(String, PrimExpr)>>,
+    /// Software prefetches: at each iteration of the loop, the part of the tensor that the
+    /// iteration `offset` later reads ([`Stage::prefetch`]).
+    pub prefetches: HashMap<Var, Vec<(Tensor, i64)>>,
     /// Loops bound to thread axes: leaf variable to thread axis.
     pub bind: HashMap<Var, IterVar>,
     pub attach: Attach,
@@ -72,6 +75,7 @@ impl StageData {
             relations: Vec::new(),
             for_kind: HashMap::new(),
             pragmas: HashMap::new(),
+            prefetches: HashMap::new(),
             bind: HashMap::new(),
             attach: Attach::Root,
             is_output,
@@ -464,6 +468,28 @@ impl Stage {
                 .entry(iv.var().clone())
                 .or_default()
                 .push((key.to_string(), value));
+            Ok(())
+        })
+    }
+
+    /// Prefetches `tensor` in loop `iv` (TVM's `Stage.prefetch`): each iteration first asks the
+    /// cache for the part of `tensor` that the iteration `offset` later reads (its loads inside
+    /// the loop, this stage's and those of the stages computed there), one hint per cache line
+    /// (`tir.prefetch`, inserted by the InjectPrefetch pass); the last iterations prefetch
+    /// nothing. Errors when `iv` is not a leaf axis or `offset` is not positive.
+    pub fn prefetch(&self, tensor: &Tensor, iv: &IterVar, offset: i64) -> Result<()> {
+        if offset < 1 {
+            return Err(kiln_ffi::Error::value_error(format!(
+                "prefetch of `{}`: the offset must be at least one iteration, got {offset}",
+                tensor.name()
+            )));
+        }
+        self.with(|s| {
+            s.leaf_pos(iv)?;
+            s.prefetches
+                .entry(iv.var().clone())
+                .or_default()
+                .push((tensor.clone(), offset));
             Ok(())
         })
     }

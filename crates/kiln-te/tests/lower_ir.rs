@@ -324,3 +324,26 @@ fn compute_at_on_a_ragged_tile_guards_the_attached_stage() {
     let text = lower(&s, &[a, b], "f").unwrap().to_string();
     assert!(!text.contains("likely"), "{text}");
 }
+
+#[test]
+fn prefetch_wraps_its_loop_for_inject_prefetch() {
+    let (a, b) = scale(&[c(8), c(100)]);
+    let s = create_schedule(&[b.op().clone()]);
+    let st = s.stage(&b);
+    st.prefetch(&a, &b.axis(0), 2).unwrap();
+    let f = lower(&s, &[a.clone(), b.clone()], "f").unwrap();
+    let StmtKind::AttrStmt(at) = f.body().kind() else {
+        panic!("no prefetch scope around the row loop:\n{f}");
+    };
+    assert_eq!(at.attr_key.as_str(), "prefetch_scope");
+    assert_eq!(at.value.as_int(), Some(2));
+    assert!(matches!(at.body.kind(), StmtKind::For(_)), "{f}");
+    // Bad requests are errors, not panics.
+    assert!(st.prefetch(&a, &b.axis(0), 0).is_err(), "an offset of 0");
+    let other = placeholder(&[c(4)], f32t(), "X");
+    let o = compute(&[c(4)], |i| other.at_vars(i) + 1.0, "O");
+    assert!(
+        st.prefetch(&a, &o.axis(0), 1).is_err(),
+        "a loop of another stage"
+    );
+}

@@ -80,6 +80,10 @@ pub const REINTERPRET: &str = "tir.reinterpret";
 /// int32. VNNI's `vpdpbusd` computes `acc + dot4_u8s8(a, b)` in one instruction; other CPUs
 /// expand it ([`dot4_u8s8_expanded`]).
 pub const DOT4_U8S8: &str = "tir.dot4_u8s8";
+/// `tir.prefetch(tir.address_of(load))`: a hint that the cache line holding the element will
+/// be read soon (LLVM's `llvm.prefetch`, for reading, into all cache levels); no effect on
+/// values, evaluates to 0.
+pub const PREFETCH: &str = "tir.prefetch";
 /// Integer calls that vectorize lane by lane.
 pub const INT_LANEWISE: &[&str] = &[DOT4_U8S8];
 

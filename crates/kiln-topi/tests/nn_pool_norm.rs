@@ -254,6 +254,34 @@ fn softmax_and_log_softmax_axes() {
     }
 }
 
+/// The assembly of the softmax `out`, scheduled for and built with `target`.
+fn assembly(out: &kiln_te::Tensor, inputs: &[kiln_te::Tensor], target: &str) -> String {
+    let cpu = kiln_codegen::target::Target::parse(target)
+        .unwrap()
+        .cpu_desc();
+    let s = kiln_te::create_schedule(&[out.op().clone()]);
+    x86::schedule_softmax(&s, out, &cpu).unwrap();
+    let mut args = inputs.to_vec();
+    args.push(out.clone());
+    let m = kiln_codegen::driver::build(&s, &args, target, "sm").unwrap();
+    m.inspect_source("asm").unwrap()
+}
+
+#[test]
+fn softmax_rows_prefetch_the_next_row_within_l1() {
+    // Rows of 640 float32 (2.5 KiB) ask for the next row; rows of 6625 (26 KiB, more than a
+    // quarter of any L1) and of 64 (256 bytes) do not. (The numbers of these kernels are
+    // checked in `softmax_and_log_softmax_axes`, whose rows of 640 prefetch.)
+    for target in ["llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"] {
+        for (n, want) in [(640i64, true), (6625, false), (64, false)] {
+            let x = input(&[4, n], "x");
+            let sm = nn::softmax::softmax_in_lanes(&x, -1, 8).unwrap();
+            let asm = assembly(&sm, &[x], target);
+            assert_eq!(asm.contains("prefetcht0"), want, "rows of {n} for {target}");
+        }
+    }
+}
+
 #[test]
 fn layer_norm_trailing_axes() {
     let seed = seed("layer_norm");

@@ -230,6 +230,11 @@ impl CodeGenC {
                 argc(1)?;
                 self.expr(&args[0])
             }
+            // A hint only: C and device source go without it.
+            op::PREFETCH => {
+                argc(1)?;
+                Ok("0".to_string())
+            }
             op::DOT4_U8S8 => {
                 argc(2)?;
                 self.expr(&op::dot4_u8s8_expanded(&args[0], &args[1]))

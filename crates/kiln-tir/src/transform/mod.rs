@@ -7,7 +7,7 @@
 //!
 //! | phase | passes |
 //! | --- | --- |
-//! | 0 | [`StorageFlatten`](storage_flatten) |
+//! | 0 | [`InjectPrefetch`](fn@inject_prefetch), [`StorageFlatten`](storage_flatten) |
 //! | 1 | [`Simplify`](simplify), [`LoopPartition`](loop_partition) |
 //! | 2 | [`VectorizeLoop`](vectorize_loop), [`UnrollLoop`](unroll_loop), `Simplify`, [`StorageRewrite`](storage_rewrite), [`RemoveNoOp`](remove_no_op), [`RewriteUnsafeSelect`](rewrite_unsafe_select) |
 //! | device | [`SplitHostDevice`](split_host_device), [`ThreadSync`](thread_sync) (device targets only, before host lowering) |
@@ -28,6 +28,7 @@
 //! opt_level?, disabled_pass?, config?)` runs one (a fresh [`PassContext`] with the given opt
 //! level, list of disabled pass names and config map) and returns the new module.
 
+pub mod inject_prefetch;
 pub mod loop_partition;
 pub mod lower_tvm_builtin;
 pub mod make_packed_api;
@@ -45,6 +46,7 @@ pub mod vectorize_loop;
 #[cfg(test)]
 mod pipeline_tests;
 
+pub use inject_prefetch::inject_prefetch;
 pub use loop_partition::loop_partition;
 pub use lower_tvm_builtin::lower_tvm_builtin;
 pub use make_packed_api::make_packed_api;
@@ -282,6 +284,7 @@ pub fn lower_pipeline() -> Pass {
     sequential(
         "tir.LowerPipeline",
         vec![
+            inject_prefetch(),
             storage_flatten(),
             simplify(),
             loop_partition(),
@@ -303,6 +306,7 @@ pub fn link_transform_globals() -> *const () {
     link_transform_globals as *const ()
 }
 
+register_global!("transform.InjectPrefetch", || inject_prefetch());
 register_global!("transform.StorageFlatten", || storage_flatten());
 register_global!("transform.Simplify", || simplify());
 register_global!("transform.LoopPartition", || loop_partition());

@@ -89,6 +89,18 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             op::IF_THEN_ELSE => self.if_then_else(t, args),
             op::DOT4_U8S8 => self.dot4_u8s8(t, &args[0], &args[1]),
             op::LIKELY => self.expr(&args[0]),
+            op::PREFETCH => {
+                // llvm.prefetch(address, read, keep in all cache levels, data).
+                let p = self.expr(&args[0])?.into_pointer_value();
+                let i32t = self.ctx.i32_type();
+                let flags = [0, 3, 1].map(|v| i32t.const_int(v, false).into());
+                self.call_intrinsic(
+                    "llvm.prefetch",
+                    &[p.get_type().into()],
+                    &[p.into(), flags[0], flags[1], flags[2]],
+                )?;
+                self.const_int(t, 0)
+            }
             op::REINTERPRET => {
                 let from = args[0].dtype();
                 let v = self.expr(&args[0])?;
