@@ -564,8 +564,12 @@ pub fn tune(
         on_event(Event::Tuned(&report))?;
         reports.push(report);
     }
-    file = json!({"cpu": cpu, "layers": known});
-    write_file(&opts.records, &file)?;
+    // Each tuned layer rewrote the file; a model with nothing left to tune leaves it as it
+    // was (or creates it, empty, for its CPU).
+    if !opts.records.exists() {
+        file = json!({"cpu": cpu, "layers": known});
+        write_file(&opts.records, &file)?;
+    }
     Ok(reports)
 }
 

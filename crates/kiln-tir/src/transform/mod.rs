@@ -372,7 +372,7 @@ mod tests {
         assert_eq!(ctx.config_int("missing", 7), 7);
         let ctx = PassContext::default().set_config("k", 3i64);
         assert_eq!(ctx.config_int("k", 0), 3);
-        assert_eq!(lower_pipeline().passes().len(), 11);
+        assert_eq!(lower_pipeline().passes().len(), 12);
     }
 
     #[test]
