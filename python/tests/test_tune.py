@@ -123,6 +123,8 @@ def test_bad_records_arguments_and_models_are_refused(tmp_path):
                           tuning_records=tmp_path / "r.json")
     with pytest.raises(ValueError):
         kiln.tune.tune(b"not a model", tmp_path / "r.json")
+    with pytest.raises(ValueError, match="tune.Tune.*negative"):
+        kiln.tune.tune(MODEL, tmp_path / "r.json", shape_dict={"x": [1, -16, 14, 14]})
     assert not (tmp_path / "r.json").exists(), "nothing is written for a refused call"
 
 

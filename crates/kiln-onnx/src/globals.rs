@@ -30,7 +30,13 @@ pub fn link_globals() -> *const () {
 
 /// `shape_dict` as [`InputShapes`]: names to non-negative dimensions.
 fn input_shapes(shape_dict: Option<Map>) -> Result<InputShapes> {
-    int_lists(shape_dict, "onnx.FromOnnx: the shape of input")
+    input_shapes_arg(shape_dict, "onnx.FromOnnx")
+}
+
+/// A global function's `shape_dict` argument (`{name: [int]}` or none) as [`InputShapes`];
+/// errors name the function `what`, the input and the bad value.
+pub fn input_shapes_arg(shape_dict: Option<Map>, what: &str) -> Result<InputShapes> {
+    int_lists(shape_dict, &format!("{what}: the shape of input"))
 }
 
 /// A map of names to lists of non-negative integers (input shapes, dimension values); errors

@@ -50,7 +50,7 @@ pub use convert::{
     from_onnx, from_onnx_dims, from_onnx_frozen, from_onnx_program, supported_ops, FrozenInputs,
 };
 pub use error::{AttrProblem, OnnxError, Result};
-pub use globals::link_globals;
+pub use globals::{input_shapes_arg, link_globals};
 pub use model::{
     from_bytes, from_proto, load_model, Dim, Graph, Model, Node, ValueInfo, MAX_OPSET, MIN_OPSET,
 };

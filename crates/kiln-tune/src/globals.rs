@@ -22,32 +22,6 @@ pub fn link_globals() -> *const () {
     link_globals as *const ()
 }
 
-/// `shape_dict` as input shapes: names to non-negative dimensions.
-fn input_shapes(shape_dict: Option<Map>) -> Result<kiln_onnx::InputShapes> {
-    let mut shapes = kiln_onnx::InputShapes::new();
-    for (k, v) in shape_dict.iter().flat_map(|m| m.iter()) {
-        let name: String = k.try_as()?;
-        let dims: Array = v.try_as().map_err(|_| {
-            Error::type_error(format!(
-                "tune.Tune: the shape of input {name:?} must be a list"
-            ))
-        })?;
-        let dims = dims
-            .to_vec::<i64>()?
-            .into_iter()
-            .map(|d| {
-                usize::try_from(d).map_err(|_| {
-                    Error::value_error(format!(
-                        "tune.Tune: the shape of input {name:?} has a negative dimension {d}"
-                    ))
-                })
-            })
-            .collect::<Result<Vec<usize>>>()?;
-        shapes.insert(name, dims);
-    }
-    Ok(shapes)
-}
-
 /// One layer's report as the map `tune.Tune` returns.
 fn report_map(r: &crate::LayerReport) -> Map {
     let records: Map = r
@@ -86,7 +60,7 @@ register_global!("tune.Tune", |model_bytes: Bytes,
     let opts = TuneOptions {
         records: PathBuf::from(records),
         target: target.unwrap_or_else(|| "llvm -mcpu=native".to_string()),
-        input_shapes: input_shapes(shape_dict)?,
+        input_shapes: kiln_onnx::input_shapes_arg(shape_dict, "tune.Tune")?,
         dims: Default::default(),
         runs: u32::try_from(runs).unwrap_or(u32::MAX),
         runner: Runner::Local,
