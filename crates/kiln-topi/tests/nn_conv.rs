@@ -6,7 +6,7 @@ mod nn_common;
 use kiln_te::Tensor;
 use kiln_topi::nn::{self, Conv2dAttrs, Conv2dTransposeAttrs, Padding2d};
 use kiln_topi::schedule::x86;
-use nn_common::conv::{conv_ref, pack_oihw};
+use nn_common::conv::{check_conv_layouts, conv_ref};
 use nn_common::*;
 
 fn check_conv(what: &str, ds: [i64; 4], ws: [i64; 4], a: Conv2dAttrs, seed: u64) {
@@ -293,55 +293,14 @@ fn conv2d_rejects_bad_shapes() {
 }
 
 fn check_conv_packed(what: &str, ds: [i64; 4], ws: [i64; 4], b: i64, a: Conv2dAttrs, seed: u64) {
-    check_conv_layouts(what, ds, ws, b, a, nn::PackedLayouts::default(), seed);
-}
-
-/// A convolution of NCHW data `ds` by OIHW weights `ws` packed in blocks of `b` filters (each
-/// group padded to whole blocks), data and output in `layouts`, against the naive NCHW loops.
-fn check_conv_layouts(
-    what: &str,
-    ds: [i64; 4],
-    ws: [i64; 4],
-    b: i64,
-    a: Conv2dAttrs,
-    layouts: nn::PackedLayouts,
-    seed: u64,
-) {
-    let dshape: Vec<i64> = match layouts.data_block {
-        Some(bi) => vec![ds[0], ds[1] / bi, ds[2], ds[3], bi],
-        None => ds.to_vec(),
-    };
-    let data = input(&dshape, "data");
-    let weight = input(&ws, "weight");
-    let blocks = nn::conv2d_packed::packed_blocks(ws[0], a.groups, b);
-    let packed = input(&[blocks, ws[1], ws[2], ws[3], b], "weight_packed");
-    let a = Conv2dAttrs {
-        channels: Some(ws[0]),
-        ..a
-    };
-    let out = nn::conv2d_packed_in(&data, &packed, &a, layouts).unwrap();
-    let vals = random_inputs(&[input(&ds, "d"), weight], seed);
-    let (want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
-    let (want, oshape) = if layouts.out_blocked {
-        let s = vec![oshape[0], oshape[1] / b, oshape[2], oshape[3], b];
-        (to_blocks(&want, oshape, b), s)
-    } else {
-        (want, oshape.to_vec())
-    };
-    assert_eq!(shape_of(&out), oshape, "{what}: shape");
-    let dvals = match layouts.data_block {
-        Some(bi) => to_blocks(&vals[0], ds, bi),
-        None => vals[0].clone(),
-    };
-    let pvals = vec![dvals, pack_oihw(&vals[1], ws, a.groups, b)];
-    check(
+    check_conv_layouts(
         what,
-        &out,
-        &[data, packed],
-        &pvals,
-        x86::schedule_conv2d_nchw,
-        &want,
-        1e-4,
+        ds,
+        ws,
+        b,
+        a,
+        nn::PackedLayouts::default(),
+        false,
         seed,
     );
 }
@@ -441,7 +400,7 @@ fn check_conv_blocked(
         out_blocked,
         ..Default::default()
     };
-    check_conv_layouts(what, ds, ws, b, a, layouts, seed);
+    check_conv_layouts(what, ds, ws, b, a, layouts, false, seed);
 }
 
 #[test]

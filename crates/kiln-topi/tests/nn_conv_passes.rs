@@ -14,7 +14,7 @@ use kiln_tir::CpuDesc;
 use kiln_topi::nn::{self, Conv2dAttrs, Padding2d};
 use kiln_topi::schedule::x86;
 use kiln_topi::tag;
-use nn_common::conv::{conv_ref, pack_oihw};
+use nn_common::conv::check_conv_layouts;
 use nn_common::*;
 
 /// One case: NCHW data shape `ds`, OIHW weights `ws` packed in blocks of `b`, the data in
@@ -45,61 +45,19 @@ fn product_of(out: &Tensor) -> kiln_te::Operation {
 }
 
 fn check_case(c: &Case, seed: u64) {
-    let dshape: Vec<i64> = match c.bi {
-        Some(bi) => vec![c.ds[0], c.ds[1] / bi, c.ds[2], c.ds[3], bi],
-        None => c.ds.to_vec(),
-    };
-    let data = input(&dshape, "data");
-    let [o, cpg, kh, kw] = c.ws;
-    let packed = input(&[o / c.b, cpg, kh, kw, c.b], "weight_packed");
     let layouts = nn::PackedLayouts {
         data_block: c.bi,
         out_blocked: c.out_blocked,
         channel_chunk: Some(c.chunk),
     };
-    let attrs = Conv2dAttrs {
-        channels: Some(o),
-        ..c.attrs
-    };
-    let conv = nn::conv2d_packed_in(&data, &packed, &attrs, layouts).unwrap();
+    let conv = check_conv_layouts(c.what, c.ds, c.ws, c.b, c.attrs, layouts, c.relu, seed);
     let passes = product_of(&conv)
         .input_tensors()
         .iter()
         .any(|t| t.op().tag() == tag::CONV2D_NCHWC_PARTIAL);
+    let cpg = c.ws[1];
     let whole = c.chunk < cpg && cpg % c.chunk == 0 && c.chunk % c.bi.unwrap_or(1) == 0;
     assert_eq!(passes, whole, "{}: summed in passes", c.what);
-    let out = if c.relu {
-        kiln_te::compute(
-            conv.shape(),
-            |i| kiln_tir::max(conv.at_vars(i), 0.0),
-            "relu",
-        )
-    } else {
-        conv
-    };
-    let vals = random_inputs(&[input(&c.ds, "d"), input(&c.ws, "w")], seed);
-    let (mut want, oshape) = conv_ref(&vals[0], c.ds, &vals[1], c.ws, &attrs);
-    if c.relu {
-        want.iter_mut().for_each(|v| *v = v.max(0.0));
-    }
-    if c.out_blocked {
-        want = to_blocks(&want, oshape, c.b);
-    }
-    let dvals = match c.bi {
-        Some(bi) => to_blocks(&vals[0], c.ds, bi),
-        None => vals[0].clone(),
-    };
-    let pvals = [dvals, pack_oihw(&vals[1], c.ws, 1, c.b)];
-    check(
-        c.what,
-        &out,
-        &[data, packed],
-        &pvals,
-        x86::schedule_conv2d_nchw,
-        &want,
-        1e-4,
-        seed,
-    );
 }
 
 #[test]

@@ -27,7 +27,6 @@ use kiln_topi::tuning::{Asked, Config, Scope};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 /// What to tune and where.
 pub struct TuneOptions {
@@ -314,41 +313,49 @@ fn measure(
     Ok((ms, asked))
 }
 
-/// The median of `runs` runs of `factory`'s executor on `inputs`, after two warm-up runs.
+/// The median of `runs` runs of `factory`'s executor on `inputs`, after two warm-up runs,
+/// timed by the runtime's time evaluator (as [`time_remotely`] on a server).
 fn time_locally(
     factory: &kiln_runtime::module::Module,
     inputs: &[(String, Tensor)],
     runs: u32,
 ) -> Result<f64, String> {
-    use kiln_runtime::graph_executor::{GraphExecutorFactory, GraphExecutorModule};
+    use kiln_ffi::{Any, AnyView, Device};
+    use kiln_runtime::graph_executor::GraphExecutorFactory;
     let f = factory
         .downcast_node::<GraphExecutorFactory>()
         .ok_or("a layer did not build into a graph executor factory")?;
     let exec: kiln_runtime::module::Module = factory
         .function(f.module_name())
-        .and_then(|func| kiln_ffi::call!(func, kiln_ffi::Device::cpu(0)))
+        .and_then(|func| kiln_ffi::call!(func, Device::cpu(0)))
         .and_then(|any| any.try_as())
         .map_err(|e| format!("cannot create the layer's executor: {e}"))?;
-    let module = exec
-        .downcast_node::<GraphExecutorModule>()
-        .ok_or("the layer's executor is not a graph executor")?;
-    let mut g = module.lock();
+    let function = |name: &str| {
+        exec.get_function(name, false)
+            .ok()
+            .flatten()
+            .ok_or(format!("the layer's executor has no `{name}`"))
+    };
+    let set_input = function("set_input")?;
     for (name, x) in inputs {
-        let i = g
-            .require_input(name, "kiln tune")
-            .map_err(|e| e.to_string())?;
-        g.set_input(i, x).map_err(|e| e.to_string())?;
+        set_input
+            .call_any(&[Any::from(name.as_str()), Any::from(x.clone())])
+            .map_err(|e| format!("setting the layer's input {name}: {e}"))?;
     }
-    for _ in 0..2 {
-        g.run().map_err(|e| format!("a warm-up run failed: {e}"))?;
-    }
-    let mut ms = Vec::with_capacity(runs.max(1) as usize);
-    for _ in 0..runs.max(1) {
-        let t = Instant::now();
-        g.run().map_err(|e| format!("a timed run failed: {e}"))?;
-        ms.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(median(&ms))
+    let run = function("run")?;
+    // One warm-up run here, one in the time evaluator.
+    run.call_any(&[])
+        .map_err(|e| format!("a warm-up run failed: {e}"))?;
+    let options = kiln_runtime::time_evaluator::TimeEvaluatorOptions {
+        number: 1,
+        repeat: runs.max(1),
+        ..Default::default()
+    };
+    let no_args: [AnyView<'_>; 0] = [];
+    let secs =
+        kiln_runtime::time_evaluator::measure(&run, &no_args, Device::cpu(0), &options, None)
+            .map_err(|e| format!("a timed run failed: {e}"))?;
+    Ok(median(&secs) * 1e3)
 }
 
 /// The median of `v` (not empty).

@@ -1,7 +1,10 @@
 //! Naive references for the convolution tests: the grouped NCHW convolution and the packing
 //! of OIHW weights in blocks of filters.
 
-use kiln_topi::nn::Conv2dAttrs;
+use super::{check, input, random_inputs, shape_of, to_blocks};
+use kiln_te::Tensor;
+use kiln_topi::nn::{self, Conv2dAttrs};
+use kiln_topi::schedule::x86;
 
 /// Naive grouped convolution of NCHW `d` (shape `ds`) and OIHW `w` (shape `ws`).
 pub fn conv_ref(
@@ -63,4 +66,71 @@ pub fn pack_oihw(w: &[f32], ws: [i64; 4], groups: i64, b: i64) -> Vec<f32> {
         }
     }
     out
+}
+
+/// A convolution of NCHW data `ds` by OIHW weights `ws` packed in blocks of `b` filters (each
+/// group padded to whole blocks), data and output in `layouts`, with a ReLU epilogue when
+/// `relu`, against the naive NCHW loops (the x86 schedule for each target and the generic
+/// one). Returns the convolution (before the epilogue).
+#[allow(clippy::too_many_arguments)] // one case: shapes, blocks, layouts and attributes
+pub fn check_conv_layouts(
+    what: &str,
+    ds: [i64; 4],
+    ws: [i64; 4],
+    b: i64,
+    a: Conv2dAttrs,
+    layouts: nn::PackedLayouts,
+    relu: bool,
+    seed: u64,
+) -> Tensor {
+    let dshape: Vec<i64> = match layouts.data_block {
+        Some(bi) => vec![ds[0], ds[1] / bi, ds[2], ds[3], bi],
+        None => ds.to_vec(),
+    };
+    let data = input(&dshape, "data");
+    let weight = input(&ws, "weight");
+    let blocks = nn::conv2d_packed::packed_blocks(ws[0], a.groups, b);
+    let packed = input(&[blocks, ws[1], ws[2], ws[3], b], "weight_packed");
+    let a = Conv2dAttrs {
+        channels: Some(ws[0]),
+        ..a
+    };
+    let conv = nn::conv2d_packed_in(&data, &packed, &a, layouts).unwrap();
+    let vals = random_inputs(&[input(&ds, "d"), weight], seed);
+    let (mut want, oshape) = conv_ref(&vals[0], ds, &vals[1], ws, &a);
+    if relu {
+        want.iter_mut().for_each(|v| *v = v.max(0.0));
+    }
+    let (want, oshape) = if layouts.out_blocked {
+        let s = vec![oshape[0], oshape[1] / b, oshape[2], oshape[3], b];
+        (to_blocks(&want, oshape, b), s)
+    } else {
+        (want, oshape.to_vec())
+    };
+    assert_eq!(shape_of(&conv), oshape, "{what}: shape");
+    let out = if relu {
+        kiln_te::compute(
+            conv.shape(),
+            |i| kiln_tir::max(conv.at_vars(i), 0.0),
+            "relu",
+        )
+    } else {
+        conv.clone()
+    };
+    let dvals = match layouts.data_block {
+        Some(bi) => to_blocks(&vals[0], ds, bi),
+        None => vals[0].clone(),
+    };
+    let pvals = vec![dvals, pack_oihw(&vals[1], ws, a.groups, b)];
+    check(
+        what,
+        &out,
+        &[data, packed],
+        &pvals,
+        x86::schedule_conv2d_nchw,
+        &want,
+        1e-4,
+        seed,
+    );
+    conv
 }

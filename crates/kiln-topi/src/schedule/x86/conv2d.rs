@@ -246,56 +246,9 @@ fn schedule_conv2d_nchwc(
         None
     };
     let b = extent(&conv_t, 4);
-    let vectors = block_vectors(b, &conv_t, cpu);
-    let kw = kernel_width(conv);
-    let (width, blocks) = (extent(out, 3), extent(&conv_t, 1));
-    let (tb, cols) = register_tile(width, blocks, vectors, kw, cpu);
-    let max_cols = cpu.vector_registers as i64 - 2;
-    let key = conv_key(&conv_t, conv);
-    let (tb, cols) = tuned_tile(&key, (tb, cols), width, blocks, max_cols);
+    let (tb, cols) = product_tile(&conv_t, conv, extent(out, 3), cpu);
     let main = s.stage(out);
-    let xo = if blocked_out {
-        // The output is the blocked product (with its epilogue): each tile stores whole
-        // channel vectors.
-        let (oo, om) = main.split(&out.axis(1), tb)?;
-        let (xo, xi) = main.split(&out.axis(3), cols)?;
-        main.reorder(&[
-            out.axis(0),
-            oo.clone(),
-            out.axis(2),
-            xo.clone(),
-            om.clone(),
-            xi.clone(),
-            out.axis(4),
-        ])?;
-        let fused = fuse_all(&main, &[out.axis(0), oo, out.axis(2)])?.expect("three loops");
-        main.parallel(&fused)?;
-        main.unroll(&om)?;
-        main.unroll(&xi)?;
-        if b > 1 {
-            main.vectorize(&out.axis(4))?;
-        }
-        xo
-    } else {
-        let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
-        let (om, oi) = main.split(&o_in, b)?;
-        let (xo, xi) = main.split(&out.axis(3), cols)?;
-        main.reorder(&[
-            out.axis(0),
-            oo.clone(),
-            out.axis(2),
-            xo.clone(),
-            om,
-            oi,
-            xi.clone(),
-        ])?;
-        let fused = fuse_all(&main, &[out.axis(0), oo, out.axis(2)])?.expect("three loops");
-        main.parallel(&fused)?;
-        if cols % cpu.lanes(out.dtype()) == 0 {
-            main.vectorize(&xi)?;
-        }
-        xo
-    };
+    let (_, xo) = output_tiles(&main, out, b, (tb, cols), None, cpu)?;
     let cs = match &local {
         Some(l) => s.stage(l),
         None => s.stage_op(conv),
@@ -315,6 +268,83 @@ fn schedule_conv2d_nchwc(
     Ok(())
 }
 
+/// The most columns of a register tile: the vector registers less a weight and a broadcast.
+fn max_tile_columns(cpu: &CpuDesc) -> i64 {
+    cpu.vector_registers as i64 - 2
+}
+
+/// The register tile `(blocks, columns)` of the channel-blocked product `conv_t` computed by
+/// `product` (the product itself, or the partial product of its passes) for an output
+/// `width` columns wide: [`register_tile`]'s, or the tuning records' ([`tuned_tile`]).
+fn product_tile(conv_t: &Tensor, product: &Operation, width: i64, cpu: &CpuDesc) -> (i64, i64) {
+    let (b, blocks) = (extent(conv_t, 4), extent(conv_t, 1));
+    let vectors = block_vectors(b, conv_t.dtype(), cpu);
+    let heuristic = register_tile(width, blocks, vectors, kernel_width(product), cpu);
+    let key = conv_key(conv_t, product);
+    tuned_tile(&key, heuristic, width, blocks, max_tile_columns(cpu))
+}
+
+/// The output `out` of a channel-blocked product (blocks of `b`) in register tiles of `(tb,
+/// cols)`: `n`, tiles of `tb` blocks, the rows (in groups of `rows` when some), tiles of `cols`
+/// columns, then a tile's blocks, channels and columns; `n`, the channel tiles and the rows
+/// (or row groups) fused and parallel, a stage's own reduction loops (a product that
+/// accumulates its passes in place) right inside. A blocked output stores whole channel
+/// vectors (blocks and columns unrolled); an NCHW one rows of columns, vectors when `cols` is
+/// whole vectors. Returns the fused loop and the column-tile loop.
+fn output_tiles(
+    main: &kiln_te::Stage,
+    out: &Tensor,
+    b: i64,
+    (tb, cols): (i64, i64),
+    rows: Option<i64>,
+    cpu: &CpuDesc,
+) -> Result<(kiln_te::IterVar, kiln_te::IterVar)> {
+    let blocked_out = out.ndim() == 5;
+    let reductions: Vec<_> = main
+        .leaf_iter_vars()
+        .into_iter()
+        .filter(|iv| iv.is_reduce())
+        .collect();
+    let (oo, tile_channels) = if blocked_out {
+        let (oo, om) = main.split(&out.axis(1), tb)?;
+        (oo, vec![om])
+    } else {
+        let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
+        let (om, oi) = main.split(&o_in, b)?;
+        (oo, vec![om, oi])
+    };
+    let (rows_out, rows_in) = match rows {
+        Some(r) => {
+            let (yo, yi) = main.split(&out.axis(2), r)?;
+            (yo, vec![yi])
+        }
+        None => (out.axis(2), Vec::new()),
+    };
+    let (xo, xi) = main.split(&out.axis(3), cols)?;
+    let mut order = vec![out.axis(0), oo.clone(), rows_out.clone()];
+    order.extend(reductions);
+    order.extend(rows_in);
+    order.push(xo.clone());
+    order.extend(tile_channels.iter().cloned());
+    order.push(xi.clone());
+    if blocked_out {
+        order.push(out.axis(4));
+    }
+    main.reorder(&order)?;
+    let fused = fuse_all(main, &[out.axis(0), oo, rows_out])?.expect("three loops");
+    main.parallel(&fused)?;
+    if blocked_out {
+        main.unroll(&tile_channels[0])?;
+        main.unroll(&xi)?;
+        if b > 1 {
+            main.vectorize(&out.axis(4))?;
+        }
+    } else if cols % cpu.lanes(out.dtype()) == 0 {
+        main.vectorize(&xi)?;
+    }
+    Ok((fused, xo))
+}
+
 /// Schedules a channel-blocked convolution summed in passes over chunks of its input channels
 /// ([`crate::nn::PackedLayouts::channel_chunk`]): the output in tiles as
 /// [`schedule_conv2d_nchwc`]'s, its rows in groups ([`pass_rows`]), `n`, channel tiles and row
@@ -332,65 +362,16 @@ fn schedule_conv2d_nchwc_in_passes(
 ) -> Result<()> {
     let conv_t = conv.output(0);
     let part_t = partial.output(0);
-    let blocked_out = out.ndim() == 5 && same_shape(out, &conv_t);
     inline_all_but_padding(s, out, partial, &[], cpu)?;
     let b = extent(&conv_t, 4);
-    let vectors = block_vectors(b, &conv_t, cpu);
     let (width, blocks) = (extent(out, 3), extent(&conv_t, 1));
-    let heuristic = register_tile(width, blocks, vectors, kernel_width(partial), cpu);
-    let max_cols = cpu.vector_registers as i64 - 2;
-    let key = conv_key(&conv_t, partial);
-    let (tb, cols) = tuned_tile(&key, heuristic, width, blocks, max_cols);
+    let (tb, cols) = product_tile(&conv_t, partial, width, cpu);
     let (n, height) = (extent(out, 0), extent(out, 2));
-    let row_bytes = tb * b * width * (conv_t.dtype().bits() as i64 / 8).max(1);
+    let row_bytes = tb * b * width * conv_t.dtype().bytes() as i64;
     let rows = pass_rows(height, row_bytes, n * (blocks / tb), cpu);
     let main = s.stage(out);
     let in_place = out.op() == conv;
-    let (fused, xo) = if blocked_out {
-        let (oo, om) = main.split(&out.axis(1), tb)?;
-        let (yo, yi) = main.split(&out.axis(2), rows)?;
-        let (xo, xi) = main.split(&out.axis(3), cols)?;
-        let mut order = vec![out.axis(0), oo.clone(), yo.clone()];
-        if in_place {
-            // No epilogue: the output is the product, each pass adds to it.
-            order.extend(
-                main.leaf_iter_vars()
-                    .into_iter()
-                    .filter(|iv| iv.is_reduce()),
-            );
-        }
-        order.extend([yi, xo.clone(), om.clone(), xi.clone(), out.axis(4)]);
-        main.reorder(&order)?;
-        let fused = fuse_all(&main, &[out.axis(0), oo, yo])?.expect("three loops");
-        main.parallel(&fused)?;
-        main.unroll(&om)?;
-        main.unroll(&xi)?;
-        if b > 1 {
-            main.vectorize(&out.axis(4))?;
-        }
-        (fused, xo)
-    } else {
-        let (oo, o_in) = main.split(&out.axis(1), b * tb)?;
-        let (om, oi) = main.split(&o_in, b)?;
-        let (yo, yi) = main.split(&out.axis(2), rows)?;
-        let (xo, xi) = main.split(&out.axis(3), cols)?;
-        main.reorder(&[
-            out.axis(0),
-            oo.clone(),
-            yo.clone(),
-            yi,
-            xo.clone(),
-            om,
-            oi,
-            xi.clone(),
-        ])?;
-        let fused = fuse_all(&main, &[out.axis(0), oo, yo])?.expect("three loops");
-        main.parallel(&fused)?;
-        if cols % cpu.lanes(out.dtype()) == 0 {
-            main.vectorize(&xi)?;
-        }
-        (fused, xo)
-    };
+    let (fused, xo) = output_tiles(&main, out, b, (tb, cols), Some(rows), cpu)?;
     // The product of the rows: zeroed, then each pass's tiles added.
     if in_place {
         return schedule_pass_tile(s, &part_t, &main, &xo, b);
@@ -452,8 +433,8 @@ fn schedule_pass_tile(
 }
 
 /// The output rows one pass of a chunked convolution sweeps before the next pass: the most
-/// (a divisor of `height`) whose product, `row_bytes` a row, fits in a quarter of the L2 cache
-/// (it is read and written once a pass), leaving at least two parallel tasks when `tasks`
+/// (a divisor of `height`) whose product, `row_bytes` a row, fits in the L1 data cache (it is
+/// read and written once a pass), leaving at least two parallel tasks when `tasks`
 /// (batch x channel tiles) alone does not.
 pub fn pass_rows(height: i64, row_bytes: i64, tasks: i64, cpu: &CpuDesc) -> i64 {
     let budget = cpu.caches.l1d as i64;
@@ -487,13 +468,10 @@ pub fn channel_chunk(
     dtype: kiln_tir::DataType,
     cpu: &CpuDesc,
 ) -> Option<i64> {
-    let lanes = cpu.lanes(dtype);
-    let vectors = (b + lanes - 1) / lanes;
+    let vectors = block_vectors(b, dtype, cpu);
     let heuristic = register_tile(width, blocks, vectors, taps.1, cpu);
-    let max_cols = cpu.vector_registers as i64 - 2;
-    let (tb, _) = tuned_tile(key, heuristic, width, blocks, max_cols);
-    let elem_bytes = (dtype.bits() as i64 * dtype.lanes() as i64 + 7) / 8;
-    let per_channel = tb * b * taps.0 * taps.1 * elem_bytes;
+    let (tb, _) = tuned_tile(key, heuristic, width, blocks, max_tile_columns(cpu));
+    let per_channel = tb * b * taps.0 * taps.1 * dtype.bytes() as i64;
     let step = data_block.max(1);
     let fitting = |budget: i64| {
         (1..channels / step)
@@ -541,9 +519,9 @@ fn conv_key(conv_t: &Tensor, product: &Operation) -> String {
     }
 }
 
-/// How many vector registers one channel block of `b` elements of `t`'s dtype takes on `cpu`.
-fn block_vectors(b: i64, t: &Tensor, cpu: &CpuDesc) -> i64 {
-    let lanes = cpu.lanes(t.dtype());
+/// How many vector registers one channel block of `b` elements of `dtype` takes on `cpu`.
+fn block_vectors(b: i64, dtype: kiln_tir::DataType, cpu: &CpuDesc) -> i64 {
+    let lanes = cpu.lanes(dtype);
     (b + lanes - 1) / lanes
 }
 
@@ -563,7 +541,7 @@ fn schedule_conv2d_nchwc_at_root(
     }
     inline_all_but_padding(s, out, conv, std::slice::from_ref(conv), cpu)?;
     let b = extent(&conv_t, 4);
-    let vectors = block_vectors(b, &conv_t, cpu);
+    let vectors = block_vectors(b, conv_t.dtype(), cpu);
     let (_, cols) = register_tile(extent(&conv_t, 3), 1, vectors, kernel_width(conv), cpu);
     let local = s.cache_write(&conv_t, "local")?;
     let cs = s.stage_op(conv);

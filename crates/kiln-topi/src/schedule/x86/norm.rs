@@ -51,7 +51,7 @@ fn rows_with_stats(
         // Each row's statistics wait on its first read; the next row's inputs are asked for
         // while this one computes (an SVTR-style recognizer's [2, 640, 640] softmaxes: see
         // ROW_PREFETCH).
-        let row_bytes = extent(out, out.ndim() - 1) * (out.dtype().bits() as i64 / 8);
+        let row_bytes = extent(out, out.ndim() - 1) * out.dtype().bytes() as i64;
         if row_bytes >= ROW_PREFETCH_BYTES && row_bytes <= cpu.caches.l1d as i64 / 4 {
             for p in producers(out) {
                 let t = p.output(0);
