@@ -76,6 +76,33 @@ def test_gemm_with_transposed_constant_weight_and_bias(m, k, n):
               lambda x: x["a"].astype(np.float64) @ w.T.astype(np.float64) + c)
 
 
+@pytest.mark.parametrize("a_shape,n", [((1, 40, 64), 6625), ((2, 9, 48), 77), ((3, 16), 40)])
+def test_matmul_with_batch_axes_bias_and_gelu(a_shape, n):
+    """A transformer's feed-forward product: MatMul of a batched input (flattened into rows and
+    reshaped back), a bias and an erf GELU after it, which run in the product's output loop (the
+    reshape moved after them); the last column block partial."""
+    b, c = rand(a_shape[-1], n), rand(n)
+    nodes = [
+        helper.make_node("MatMul", ["a", "b"], ["p"]),
+        helper.make_node("Add", ["p", "c"], ["x"]),
+        helper.make_node("Div", ["x", "sqrt2"], ["xs"]),
+        helper.make_node("Erf", ["xs"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["x", "e1"], ["xe"]),
+        helper.make_node("Mul", ["xe", "half"], ["y"]),
+    ]
+    consts = {"b": b, "c": c, "sqrt2": np.array(np.sqrt(2.0), "float32"),
+              "one": np.array(1.0, "float32"), "half": np.array(0.5, "float32")}
+    model = model_of(nodes, {"a": rand(*a_shape)}, consts)
+
+    def reference(x):
+        from math import erf
+        v = x["a"].astype(np.float64) @ b.astype(np.float64) + c
+        return 0.5 * v * (1.0 + np.vectorize(erf)(v / np.sqrt(2.0)))
+
+    run_twice(model, lambda: {"a": rand(*a_shape)}, reference)
+
+
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((40, 120), (120, 37)),
     ((3, 40, 17), (3, 17, 29)),

@@ -15,6 +15,7 @@
 //! | `FoldScaleAxis` | 3 | [`fold_scale_axis`] |
 //! | `AlterOpLayout` | 3 (packed convolution kernels) | [`alter_op_layout`] |
 //! | `ConvertBlockedLayout` | 3 (activations in channel blocks between convolutions) | [`convert_blocked_layout`] |
+//! | `SinkReshape` | 3 (elementwise calls before a reshape, into their producer's group) | [`sink_reshape`] |
 //! | `DeadCodeElimination` | 1 | [`dead_code_elimination`] |
 //! | `FuseOps` | 0 (`-O0` still fuses nothing: its `fuse_opt_level` is the context's) | [`fuse_ops`] |
 //!
@@ -35,6 +36,7 @@ pub mod fuse_ops;
 pub mod infer_type;
 pub mod keep_quantized_weights;
 pub mod simplify_inference;
+pub mod sink_reshape;
 
 #[cfg(test)]
 mod pipeline_tests;
@@ -52,6 +54,7 @@ pub use fuse_ops::fuse_ops;
 pub use infer_type::infer_type;
 pub use keep_quantized_weights::keep_quantized_weights;
 pub use simplify_inference::simplify_inference;
+pub use sink_reshape::sink_reshape;
 
 /// The pass context is the TIR pipeline's: one mechanism decides what runs and prints.
 pub use kiln_tir::transform::{PassContext, PrintHook, PrintIr};
@@ -110,6 +113,7 @@ pub fn default_pipeline() -> Pass {
             fold_constant(),
             alter_op_layout(),
             convert_blocked_layout(),
+            sink_reshape(),
             fold_constant(),
             dead_code_elimination(),
             fuse_ops(),

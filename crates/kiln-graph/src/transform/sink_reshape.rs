@@ -1,0 +1,218 @@
+//! `SinkReshape`: an elementwise or broadcast call on a reshaped tensor runs before the
+//! reshape. `f(reshape(x), c)` becomes `reshape(f(x, c'))`, so that the call joins the group
+//! of `x`'s producer in `FuseOps`: a matrix product flattened to two dimensions by
+//! `AlterOpLayout` (`[1, 640, 64] x [64, 256]` as a `[640, 64]` product reshaped back) takes
+//! its bias and activation (GELU's diamond included) in its output loop instead of a second
+//! pass over the output, and the reshape left at the end is a view.
+//!
+//! A call sinks a reshape when every reshaped operand has the call's output shape and the same
+//! source shape `S` (so `mul(reshape(a), reshape(b))` sinks when `a` and `b` have one shape),
+//! and every other operand, without its leading unit axes, spans only trailing axes that `S`
+//! and the output shape share: a bias `[N]` added to `[B, M, N]` reshaped from `[B * M, N]`
+//! broadcasts the same way over either. Calls with an `axis` attribute (`nn.bias_add`) and
+//! `broadcast_to` stay, as does any call with a shape known only at run time. Sinking repeats
+//! down a chain of such calls, since each rewritten call is again a reshape.
+
+use super::infer_type::infer_function;
+use super::{function_pass, Pass};
+use crate::ir::attrs::AttrValue;
+use crate::ir::visit::{rewrite_function_orig, with_children};
+use crate::ir::Expr;
+use crate::op::{self, mk, OpPattern};
+use kiln_ffi::Result;
+use std::collections::HashMap;
+
+/// The pass (opt level 3).
+pub fn sink_reshape() -> Pass {
+    function_pass("SinkReshape", 3, |f, _| {
+        let f = infer_function(&f)?;
+        // The source shapes of the reshapes this pass creates (new nodes are untyped).
+        let mut sources: HashMap<usize, Vec<i64>> = HashMap::new();
+        let out = rewrite_function_orig(&f, |orig, e| sink(orig, e, &mut sources))?;
+        infer_function(&out)
+    })
+}
+
+/// `e` (rebuilt from `orig`) with a reshape of its operands moved after it, when allowed.
+fn sink(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>) -> Result<Expr> {
+    let Some(name) = e.op_name() else {
+        return Ok(e.clone());
+    };
+    if op::get(name)?.pattern > OpPattern::Broadcast
+        || name == "broadcast_to"
+        || e.attrs().get("axis").is_some()
+    {
+        return Ok(e.clone());
+    }
+    let out_shape = orig.ty()?.shape().to_vec();
+    if out_shape.contains(&-1) {
+        return Ok(e.clone());
+    }
+    // The common source shape of the reshaped operands.
+    let mut source: Option<Vec<i64>> = None;
+    let mut reshaped = vec![false; e.args().len()];
+    for (i, (a, o)) in e.args().iter().zip(orig.args()).enumerate() {
+        if a.op_name() != Some("reshape") || o.ty()?.shape() != out_shape.as_slice() {
+            continue;
+        }
+        let s = match sources.get(&a.key()) {
+            Some(s) => s.clone(),
+            None if o.op_name() == Some("reshape") => o.args()[0].ty()?.shape().to_vec(),
+            None => continue,
+        };
+        match &source {
+            Some(prev) if *prev != s => return Ok(e.clone()),
+            _ => source = Some(s),
+        }
+        reshaped[i] = true;
+    }
+    let Some(source) = source else {
+        return Ok(e.clone());
+    };
+    if source.contains(&-1) {
+        return Ok(e.clone());
+    }
+    // Trailing axes the source and output shapes share.
+    let shared = source
+        .iter()
+        .rev()
+        .zip(out_shape.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut args = Vec::with_capacity(e.args().len());
+    for ((a, o), &r) in e.args().iter().zip(orig.args()).zip(&reshaped) {
+        if r {
+            args.push(a.args()[0].clone());
+            continue;
+        }
+        let shape = o.ty()?.shape().to_vec();
+        let lead = shape.iter().take_while(|&&d| d == 1).count();
+        let rest = &shape[lead..];
+        if rest.len() > shared || rest.contains(&-1) {
+            return Ok(e.clone());
+        }
+        args.push(if lead == 0 {
+            a.clone()
+        } else {
+            mk("reshape", vec![a.clone()], &[("newshape", newshape(rest))])
+        });
+    }
+    let inner = with_children(e, &args);
+    let out = mk(
+        "reshape",
+        vec![inner],
+        &[("newshape", newshape(&out_shape))],
+    );
+    sources.insert(out.key(), source);
+    Ok(out)
+}
+
+fn newshape(shape: &[i64]) -> AttrValue {
+    AttrValue::from(shape.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Function, IRModule, Type, Var};
+    use crate::transform::PassContext;
+
+    fn run(f: Function) -> Expr {
+        let m = IRModule::from_main(f);
+        let ctx = PassContext::with_opt_level(3);
+        sink_reshape()
+            .run(m, &ctx)
+            .unwrap()
+            .main()
+            .unwrap()
+            .body()
+            .clone()
+    }
+
+    fn reshape(x: Expr, shape: &[i64]) -> Expr {
+        mk("reshape", vec![x], &[("newshape", newshape(shape))])
+    }
+
+    #[test]
+    fn a_bias_and_a_gelu_diamond_run_before_the_reshape() {
+        // y = reshape(x) + b; out = y * (erf(y) + 1)
+        let x = Var::new("x", Type::f32(&[6, 4]));
+        let y = mk(
+            "add",
+            vec![
+                reshape(x.expr(), &[1, 6, 4]),
+                Expr::const_f32(&[1.0, 2.0, 3.0, 4.0], &[1, 1, 4]),
+            ],
+            &[],
+        );
+        let erf = mk("erf", vec![y.clone()], &[]);
+        let one = Expr::const_f32(&[1.0], &[]);
+        let out = mk("multiply", vec![y, mk("add", vec![erf, one], &[])], &[]);
+        let body = run(Function::new(vec![x], out));
+        assert_eq!(body.op_name(), Some("reshape"));
+        assert_eq!(body.ty().unwrap(), Type::f32(&[1, 6, 4]));
+        let mul = &body.args()[0];
+        assert_eq!(mul.op_name(), Some("multiply"));
+        assert_eq!(mul.ty().unwrap(), Type::f32(&[6, 4]));
+        // Both operands of the product are reshape-free: the diamond sank as a whole.
+        let [y, add1] = mul.args() else {
+            panic!("two operands")
+        };
+        assert_eq!(y.op_name(), Some("add"));
+        assert_eq!(y.args()[0].op_name(), None, "the parameter itself");
+        assert_eq!(y.args()[1].ty().unwrap(), Type::f32(&[4]));
+        assert_eq!(add1.op_name(), Some("add"));
+        assert_eq!(add1.args()[0].op_name(), Some("erf"));
+    }
+
+    #[test]
+    fn operands_broadcast_over_changed_axes_and_other_sources_stay() {
+        // A [6, 1] operand broadcasts over [2, 3, 4]'s axes that the reshape changed.
+        let x = Var::new("x", Type::f32(&[6, 4]));
+        let c = Var::new("c", Type::f32(&[3, 1]));
+        let add = mk("add", vec![reshape(x.expr(), &[2, 3, 4]), c.expr()], &[]);
+        let body = run(Function::new(vec![x, c], add));
+        assert_eq!(body.op_name(), Some("add"));
+        // Two reshapes of different source shapes.
+        let a = Var::new("a", Type::f32(&[6, 4]));
+        let b = Var::new("b", Type::f32(&[2, 12]));
+        let add = mk(
+            "add",
+            vec![reshape(a.expr(), &[2, 3, 4]), reshape(b.expr(), &[2, 3, 4])],
+            &[],
+        );
+        assert_eq!(run(Function::new(vec![a, b], add)).op_name(), Some("add"));
+        // A reshaped operand broadcast up to a larger output.
+        let a = Var::new("a", Type::f32(&[4]));
+        let d = Var::new("d", Type::f32(&[3, 4]));
+        let add = mk("add", vec![reshape(a.expr(), &[1, 4]), d.expr()], &[]);
+        assert_eq!(run(Function::new(vec![a, d], add)).op_name(), Some("add"));
+        // bias_add names an axis.
+        let a = Var::new("a", Type::f32(&[6, 4]));
+        let w = Var::new("w", Type::f32(&[3]));
+        let ba = mk(
+            "nn.bias_add",
+            vec![reshape(a.expr(), &[2, 3, 4]), w.expr()],
+            &[("axis", AttrValue::from(1i64))],
+        );
+        assert_eq!(
+            run(Function::new(vec![a, w], ba)).op_name(),
+            Some("nn.bias_add")
+        );
+    }
+
+    #[test]
+    fn two_reshapes_of_one_shape_sink_together() {
+        let a = Var::new("a", Type::f32(&[6, 4]));
+        let b = Var::new("b", Type::f32(&[6, 4]));
+        let mul = mk(
+            "multiply",
+            vec![reshape(a.expr(), &[2, 12]), reshape(b.expr(), &[2, 12])],
+            &[],
+        );
+        let body = run(Function::new(vec![a, b], mul));
+        assert_eq!(body.op_name(), Some("reshape"));
+        assert_eq!(body.ty().unwrap(), Type::f32(&[2, 12]));
+        assert_eq!(body.args()[0].ty().unwrap(), Type::f32(&[6, 4]));
+    }
+}
