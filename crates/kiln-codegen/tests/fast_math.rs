@@ -71,10 +71,13 @@ fn check(
     let x = placeholder(&[c(n)], f32t(), "x");
     let y = compute(&[c(n)], |i| f(x.at(&[i[0].to_expr()])), "y");
     for target in targets() {
-        for vectorize in [true, false] {
+        // Scalars, and vectors of 8, 16 and 32 lanes (one register of either width, or two:
+        // an instruction of one width is applied in pieces).
+        for lanes in [1, 8, 16, 32] {
+            let vectorize = lanes > 1;
             let s = create_schedule(&[y.op().clone()]);
             if vectorize {
-                let (_o, inner) = s.stage(&y).split(&y.axis(0), 16).unwrap();
+                let (_o, inner) = s.stage(&y).split(&y.axis(0), lanes).unwrap();
                 s.stage(&y).vectorize(&inner).unwrap();
             }
             let m = driver::build(&s, &[x.clone(), y.clone()], &target, name).unwrap();
@@ -98,7 +101,7 @@ fn check(
                     assert!(
                         err <= bound,
                         "{name}({xv}) = {g}, want {want} (error {err:e} > bound {bound:e}, \
-                         element {k}, {target}, vectorized {vectorize}, seed {seed})"
+                         element {k}, {target}, {lanes} lanes, seed {seed})"
                     );
                 }
             }

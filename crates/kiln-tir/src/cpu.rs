@@ -179,6 +179,18 @@ impl CpuDesc {
         }
     }
 
+    /// Whether vectors of `bits` bits have AVX-512's `vscalefps` (`x * 2^floor(n)` of floats,
+    /// with overflow to infinity and underflow through subnormals to zero): 512 with AVX-512F,
+    /// 256 and 128 with AVX-512VL too.
+    pub fn has_scalef(&self, bits: u32) -> bool {
+        let f = self.has("avx512f");
+        match bits {
+            512 => f,
+            256 | 128 => f && self.has("avx512vl"),
+            _ => false,
+        }
+    }
+
     /// The int32 lanes of the widest vector [`Self::has_dot4_u8s8`] (at most the vector
     /// registers' width), or `None` without such an instruction.
     pub fn dot4_u8s8_lanes(&self) -> Option<i64> {
@@ -237,6 +249,15 @@ mod tests {
         assert!(!zmm.has_dot4_u8s8(256), "256-bit forms need AVX512-VL");
         let all = desc(&["avx512f", "avx512vl", "avx512vnni"]);
         assert!(all.has_dot4_u8s8(256) && all.has_dot4_u8s8(128));
+    }
+
+    #[test]
+    fn scalef_follows_the_avx512_features() {
+        assert!(!desc(&["avx2", "fma"]).has_scalef(256));
+        let f = desc(&["avx512f"]);
+        assert!(f.has_scalef(512) && !f.has_scalef(256) && !f.has_scalef(128));
+        let vl = desc(&["avx512f", "avx512vl"]);
+        assert!(vl.has_scalef(256) && vl.has_scalef(128) && !vl.has_scalef(64));
     }
 
     #[test]

@@ -443,3 +443,22 @@ fn pools_over_channel_blocks() {
         seed,
     );
 }
+
+#[test]
+fn softmax_rows_scale_exponentials_and_halve_partials_in_vectors() {
+    // AVX-512 scales the exponentials by 2^n with vscalefps, AVX2 in the exponent bits; on
+    // both, a row's vector of partial maxima is halved in vector operations, so the scalar
+    // chain of the row's final maximum holds two partials (rows of 640 have no tail). (The
+    // numbers are checked in `softmax_and_log_softmax_axes`.)
+    for (target, lanes, scalef) in [
+        ("llvm -mcpu=x86-64-v3", 8, false),
+        ("llvm -mcpu=x86-64-v4", 16, true),
+    ] {
+        let x = input(&[4, 640], "x");
+        let sm = nn::softmax::softmax_in_lanes(&x, -1, lanes).unwrap();
+        let asm = assembly(&sm, &[x], target);
+        assert_eq!(asm.contains("vscalefps"), scalef, "{target}");
+        let scalar_max = asm.matches("vmaxss").count();
+        assert!(scalar_max <= 2, "{target}: {scalar_max} scalar maxima");
+    }
+}

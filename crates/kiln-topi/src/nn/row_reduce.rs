@@ -1,10 +1,10 @@
 //! Reductions along a row's last axis in lane partials: the row's whole vectors reduce into
 //! `lanes` interleaved partial results (element `j` into lane `j % lanes`), which schedules
 //! accumulate as one vector per step, so a step reduces a whole vector (a scalar chain of adds
-//! waits on each add's latency for every element); the partials and the last
-//! `n % lanes` elements then reduce to one value. Long rows accumulate several vectors of
-//! partials in turn (independent chains), folded to one vector first. Softmax's maximum and
-//! sum, layer norm's mean and variance and global pools use it.
+//! waits on each add's latency for every element); the partials, halved in vector operations
+//! down to two, and the last `n % lanes` elements then reduce to one value. Long rows
+//! accumulate several vectors of partials in turn (independent chains), folded to one vector
+//! first. Softmax's maximum and sum, layer norm's mean and variance and global pools use it.
 
 use super::compute_tagged;
 use crate::tag;
@@ -25,10 +25,10 @@ pub type Combiner = fn(PrimExpr, &[IterVar]) -> PrimExpr;
 /// (see the module docs); else directly. Rows of at least `2 * lanes * CHAINS` elements
 /// accumulate [`CHAINS`] vectors of partials (`{name}_lanes`, `lanes * CHAINS` wide), folded
 /// lane by lane into `{name}_fold_lanes` with the row's remaining whole vectors before the
-/// final step, whose scalar part stays `lanes` partials and `n % lanes` elements (partials of
-/// four vectors reduced directly by the final step were 1.19x slower on softmax rows of 640:
-/// its scalar chain grew with them; folded, the two softmaxes of an SVTR-style recognizer
-/// took 1.07x less time on an Intel Xeon).
+/// final step, whose scalar part stays two partials (halved from `lanes`) and `n % lanes`
+/// elements (partials of four vectors reduced directly by the final step were 1.19x slower
+/// on softmax rows of 640: its scalar chain grew with them; folded, the two softmaxes of an
+/// SVTR-style recognizer took 1.07x less time on an Intel Xeon).
 pub fn reduce_row(
     reduced: &[PrimExpr],
     n: &PrimExpr,
@@ -73,14 +73,15 @@ pub fn reduce_row_tagged(
     } else {
         lane_partials(reduced, PrimExpr::i32(full), lanes, f, combine, name)?
     };
-    let r = reduce_axis_n(lanes + n % lanes, "r");
+    let (part, parts) = halve_partials(reduced, part, lanes, combine, name)?;
+    let r = reduce_axis_n(parts + n % lanes, "r");
     compute_tagged(
         reduced,
         |i| {
             let idx: Vec<PrimExpr> = i.iter().map(|v| v.to_expr()).collect();
             partials_then_row(
                 &r,
-                lanes,
+                parts,
                 |p| part.at(&[idx.as_slice(), &[p]].concat()),
                 |t| f(i, PrimExpr::i32(full * lanes) + t),
                 combine,
@@ -89,6 +90,42 @@ pub fn reduce_row_tagged(
         name,
         final_tag,
     )
+}
+
+/// The `lanes` partials of each row combined in halves (lane `l` with lane `l + h`, stages
+/// `{name}_half{h}_lanes`, each one vector operation) down to two, so that the final step's
+/// scalar chain holds two partials and the row's last elements instead of a vector's worth
+/// (16 dependent maxima or additions a row, at 4 cycles each on AVX-512); `(part, lanes)`
+/// unchanged when `lanes` is not a power of two above 2. Returns the partials and their count.
+fn halve_partials(
+    reduced: &[PrimExpr],
+    mut part: Tensor,
+    lanes: i64,
+    combine: Combiner,
+    name: &str,
+) -> Result<(Tensor, i64)> {
+    if lanes <= 2 || lanes & (lanes - 1) != 0 {
+        return Ok((part, lanes));
+    }
+    let mut w = lanes;
+    while w > 2 {
+        let h = w / 2;
+        let r = reduce_axis_n(2, "h");
+        let prev = part.clone();
+        part = compute_tagged(
+            &with_lanes(reduced, h),
+            |i| {
+                let (row, l) = i.split_at(i.len() - 1);
+                let mut idx: Vec<PrimExpr> = row.iter().map(|v| v.to_expr()).collect();
+                idx.push(l[0].to_expr() + r.expr() * h);
+                combine(prev.at(&idx), std::slice::from_ref(&r))
+            },
+            &format!("{name}_half{h}{PARTIALS_SUFFIX}"),
+            tag::COMM_REDUCE,
+        )?;
+        w = h;
+    }
+    Ok((part, 2))
 }
 
 /// `combine` along the reduction axis `c` (extent `parts` plus some row elements) of

@@ -6,7 +6,6 @@
 use super::CodeGen;
 use crate::llvm::llvm_error;
 use inkwell::intrinsics::Intrinsic;
-use inkwell::types::VectorType;
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum};
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::expr::ExprKind;
@@ -109,66 +108,16 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         let decl = Intrinsic::find(name)
             .and_then(|i| i.get_declaration(self.module, &[]))
             .ok_or_else(|| Error::runtime_error(format!("LLVM has no intrinsic `{name}`")))?;
-        let n = piece / 32;
-        let mut parts = Vec::new();
-        for start in (0..lanes).step_by(n as usize) {
-            let args: Vec<BasicMetadataValueEnum> = vec![
-                self.lanes_of(acc, start, n, lanes)?.into(),
-                self.lanes_of(va, start, n, lanes)?.into(),
-                self.lanes_of(vb, start, n, lanes)?.into(),
-            ];
-            let r = self
+        self.in_pieces(lanes, piece / 32, &[acc, va, vb], |cg, p| {
+            let args: Vec<BasicMetadataValueEnum> = p.iter().map(|&v| v.into()).collect();
+            Ok(cg
                 .b
                 .build_call(decl, &args, "vpdpbusd")
                 .map_err(llvm_error)?
                 .try_as_basic_value()
                 .basic()
-                .ok_or_else(|| Error::runtime_error(format!("`{name}` returned nothing")))?;
-            parts.push(r.into_vector_value());
-        }
-        // Pairwise concatenation back to the whole vector.
-        while parts.len() > 1 {
-            let mut next = Vec::with_capacity(parts.len() / 2);
-            for pair in parts.chunks(2) {
-                let w = pair[0].get_type().get_size() * 2;
-                let mask: Vec<_> = (0..w)
-                    .map(|i| self.abi.i32.const_int(i as u64, false))
-                    .collect();
-                let v = self
-                    .b
-                    .build_shuffle_vector(pair[0], pair[1], VectorType::const_vector(&mask), "cat")
-                    .map_err(llvm_error)?;
-                next.push(v);
-            }
-            parts = next;
-        }
-        Ok(parts.remove(0).into())
-    }
-
-    /// Lanes `start..start + n` of vector `v` (of `lanes` lanes); `v` itself when it is all.
-    fn lanes_of(
-        &mut self,
-        v: BasicValueEnum<'ctx>,
-        start: u32,
-        n: u32,
-        lanes: u32,
-    ) -> Result<BasicValueEnum<'ctx>> {
-        if n == lanes {
-            return Ok(v);
-        }
-        let v = v.into_vector_value();
-        let mask: Vec<_> = (start..start + n)
-            .map(|i| self.abi.i32.const_int(i as u64, false))
-            .collect();
-        Ok(self
-            .b
-            .build_shuffle_vector(
-                v,
-                v.get_type().get_poison(),
-                VectorType::const_vector(&mask),
-                "part",
-            )
-            .map_err(llvm_error)?
-            .into())
+                .ok_or_else(|| Error::runtime_error(format!("`{name}` returned nothing")))?
+                .into_vector_value())
+        })
     }
 }

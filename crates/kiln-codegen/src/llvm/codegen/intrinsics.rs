@@ -8,7 +8,7 @@
 //! - Expansions: `sigmoid(x) = 1 / (1 + exp(-x))`, `rsqrt(x) = 1 / sqrt(x)`, `fmod` as `frem`.
 //! - float32 `exp`, `erf`, `tanh`, `sigmoid`, `log` and `pow` by a non-integer constant
 //!   (scalars and vectors) are the polynomial expansions of [`kiln_tir::fast_math`], which
-//!   vectorize.
+//!   vectorize; `exp` scales by `2^n` with `vscalefps` where the CPU has it (`exp.rs`).
 //! - float16 goes through float32 for libm calls; bfloat16 through float32 for everything.
 //! - `tir.if_then_else` (only the chosen side runs), `tir.likely`, `tir.reinterpret`, bitwise
 //!   and/or/xor/not, shifts (arithmetic right shift for signed types).
@@ -66,8 +66,10 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         args: &[PrimExpr],
     ) -> Result<BasicValueEnum<'ctx>> {
         if fast_math::is_f32(t) {
+            if op == "tir.exp" {
+                return self.fast_exp(t, &args[0]);
+            }
             let expanded = match op {
-                "tir.exp" => Some(fast_math::exp(args[0].clone())),
                 "tir.erf" => Some(fast_math::erf(args[0].clone())),
                 "tir.tanh" => Some(fast_math::tanh(args[0].clone())),
                 "tir.sigmoid" => Some(fast_math::sigmoid(args[0].clone())),

@@ -22,10 +22,12 @@
 #[macro_use]
 pub mod expr;
 pub mod dot;
+pub mod exp;
 pub mod intrinsics;
 pub mod memory;
 pub mod packed;
 pub mod parallel;
+pub mod pieces;
 pub mod stmt;
 
 use super::abi::FfiAbi;

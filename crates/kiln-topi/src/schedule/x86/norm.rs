@@ -62,10 +62,13 @@ fn rows_with_stats(
         }
         for t in &stats {
             s.stage(t).compute_at(&st, &fused)?;
-            // A row's buffers (its exponentials, its partials) live on the stack up to
-            // kiln_tir's local limit: in the workspace, every row allocated and freed them
-            // (softmax rows of 640 took 10% more time on an Intel Xeon).
-            s.stage(t).set_scope("local")?;
+            // A row's kept elementwise stage (softmax's exponentials) lives on the stack up to
+            // kiln_tir's local limit: in the workspace, every row allocated and freed it
+            // (softmax rows of 640 took 10% more time on an Intel Xeon). The statistics are
+            // small enough for the stack anyway.
+            if keep.iter().any(|k| k.same_as(t.op())) {
+                s.stage(t).set_scope("local")?;
+            }
             // Lane partials of a row reduction (`nn::softmax::softmax_in_lanes`): the lanes
             // one vector, accumulated over the row's vectors.
             if t.op()
