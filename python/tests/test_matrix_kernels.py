@@ -115,6 +115,30 @@ def test_matmul_of_two_runtime_inputs(a_shape, b_shape):
               lambda x: np.matmul(x["a"].astype(np.float64), x["b"].astype(np.float64)))
 
 
+@pytest.mark.parametrize("b,h,s,d", [(1, 2, 80, 32), (2, 3, 45, 16), (1, 1, 7, 8)])
+def test_attention_scores_fused_with_their_softmax(b, h, s, d):
+    """Scaled dot-product attention: the scores' product runs inside the softmax a block of
+    rows at a time (rows and columns that do not divide the register tile included)."""
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["qk"]),
+        helper.make_node("Mul", ["qk", "scale"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"]),
+    ]
+    shape = (b, h, s, d)
+    scale = np.array(1.0 / np.sqrt(d), "float32")
+    model = model_of(nodes, {n: rand(*shape) for n in "qkv"}, {"scale": scale})
+
+    def reference(x):
+        q, k, v = (x[n].astype(np.float64) for n in "qkv")
+        a = q @ k.transpose(0, 1, 3, 2) * float(scale)
+        e = np.exp(a - a.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+    run_twice(model, lambda: {n: rand(*shape) * 2 for n in "qkv"}, reference)
+
+
 @pytest.mark.parametrize("shape,axis", [((3, 6625), -1), ((2, 2, 13, 40), -1), ((4, 7, 5), 1)])
 def test_softmax_rows_in_vectors_with_a_shorter_last_vector(shape, axis):
     """Softmax (the attention and classifier kind) against numpy in float64: rows whose length is

@@ -286,3 +286,97 @@ fn matmul_nd_broadcast_batches() {
         );
     }
 }
+
+#[test]
+fn softmax_of_a_scaled_product_in_row_blocks() {
+    // Attention scores fused with their softmax: the x86 softmax schedule computes the
+    // product a block of rows at a time when the block's rows divide the product's and its
+    // columns are whole vectors (B stored transposed as attention's keys are), else the whole
+    // product first with the matrix kernel's schedule.
+    let seed = seed("softmax_of_product");
+    // (batch, m, n, k, transpose_b)
+    let cases = [
+        (2, 48, 96, 16, false),
+        (2, 64, 128, 32, true),
+        (1, 30, 48, 5, false),
+        (2, 45, 77, 16, false),
+    ];
+    for (case, (bs, m, n, k, tb)) in cases.into_iter().enumerate() {
+        let a = input(&[bs, m, k], "A");
+        let b = if tb {
+            input(&[bs, n, k], "B")
+        } else {
+            input(&[bs, k, n], "B")
+        };
+        let attrs = MatmulAttrs {
+            transpose_a: false,
+            transpose_b: tb,
+        };
+        let p = nn::batch_matmul(&a, &b, &attrs).unwrap();
+        let scale = kiln_tir::PrimExpr::const_float(kiln_tir::DataType::float(32), 0.25);
+        let scaled = kiln_te::compute(p.shape(), |i| p.at_vars(i) * scale.clone(), "scale");
+        let out = nn::softmax::softmax_in_lanes(&scaled, -1, 8).unwrap();
+        for (target, cpu) in targets() {
+            let s = kiln_te::create_schedule(&[out.op().clone()]);
+            x86::schedule_softmax(&s, &out, &cpu).unwrap();
+            let args = [a.clone(), b.clone(), out.clone()];
+            let text = kiln_codegen::driver::lower(&s, &args, "f", true)
+                .unwrap()
+                .to_string();
+            let size: i64 = text
+                .split("batch_matmul = T.allocate([")
+                .nth(1)
+                .and_then(|t| t.split(']').next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("{target}: no product buffer in\n{text}"));
+            let lanes = cpu.f32_lanes();
+            let vectors = if n % (2 * lanes) == 0 { 2 } else { 1 };
+            let (tile, _) = x86::dense::matrix_tile(m, 1, vectors, &cpu);
+            let rows = ((tile + 1) / 2..=tile).rev().find(|r| m % r == 0);
+            match rows.filter(|_| n % lanes == 0) {
+                // One block of rows, on the stack.
+                Some(r) => {
+                    assert_eq!(size, r * n, "{target}, case {case}:\n{text}");
+                    assert!(text.contains(&format!("T.allocate([{size}], \"float32\", \"local\")")));
+                }
+                None => assert_eq!(size, bs * m * n, "{target}, case {case}:\n{text}"),
+            }
+        }
+        let inputs = [a, b];
+        let vals = random_inputs(&inputs, seed + case as u64);
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let mut want = Vec::with_capacity(bs as usize * m * n);
+        for bi in 0..bs as usize {
+            for i in 0..m {
+                let row: Vec<f64> = (0..n)
+                    .map(|j| {
+                        let dot: f64 = (0..k)
+                            .map(|r| {
+                                let bv = if tb {
+                                    vals[1][(bi * n + j) * k + r]
+                                } else {
+                                    vals[1][(bi * k + r) * n + j]
+                                };
+                                vals[0][(bi * m + i) * k + r] as f64 * bv as f64
+                            })
+                            .sum();
+                        dot * 0.25
+                    })
+                    .collect();
+                let max = row.iter().cloned().fold(f64::MIN, f64::max);
+                let sum: f64 = row.iter().map(|x| (x - max).exp()).sum();
+                want.extend(row.iter().map(|x| ((x - max).exp() / sum) as f32));
+            }
+        }
+        check(
+            &format!("softmax of a product, case {case}"),
+            &out,
+            &inputs,
+            &vals,
+            x86::schedule_softmax,
+            &want,
+            1e-5,
+            seed,
+        );
+    }
+}

@@ -11,6 +11,9 @@
 //!   "broadcast edge that is elementwise"), one such anchor per group;
 //! - a convolution's group also takes a `layout_transform` of its channel blocks back to NCHW
 //!   (ConvertBlockedLayout's boundary): the output stage writes NCHW;
+//! - a matrix product's group (`nn.matmul`, `nn.batch_matmul` and their epilogue) joins a
+//!   softmax along the last axis that is its one consumer (attention scores: the softmax's
+//!   schedule computes a block of rows of the product just before their statistics);
 //! - reductions, opaque ops (softmax, batch_norm, ...) and tuples end a group.
 //!
 //! Differences from TVM, documented: no post-dominator tree; a producer with several users
@@ -37,6 +40,9 @@ struct Groups {
     /// Whether the group holds a convolution (which may end with its blocks transformed
     /// back to NCHW).
     conv: Vec<bool>,
+    /// Whether the group holds a matrix product of activations (`nn.matmul`,
+    /// `nn.batch_matmul`), which a softmax over its rows may take in.
+    product: Vec<bool>,
 }
 
 impl Groups {
@@ -54,6 +60,7 @@ impl Groups {
         self.pattern[c] = self.pattern[c].max(self.pattern[p]);
         self.anchored[c] |= self.anchored[p];
         self.conv[c] |= self.conv[p];
+        self.product[c] |= self.product[p];
     }
 }
 
@@ -161,6 +168,20 @@ fn unblocks(e: &Expr) -> Result<bool> {
         && crate::op::nn::channel_block(&e.attrs().str("src_layout")?).is_some_and(|b| b.is_some()))
 }
 
+/// Whether `e` is a softmax along its input's last axis, of static shape: it takes in the
+/// matrix product before it (attention scores), whose rows its schedule computes a block at a
+/// time just before their statistics, while they are in L1 (the scores never go to memory).
+fn softmax_of_rows(e: &Expr) -> Result<bool> {
+    if e.op_name() != Some("nn.softmax") {
+        return Ok(false);
+    }
+    let ty = e.ty()?;
+    let shape = ty.shape();
+    let axis = e.attrs().int("axis")?;
+    let last = shape.len() as i64 - 1;
+    Ok(last >= 1 && (axis == -1 || axis == last) && shape.iter().all(|&d| d > 0))
+}
+
 /// The name TVM would give a fused function: `fused_` + the op names in order, `.` -> `_`.
 pub fn fused_name(f: &Function) -> String {
     let ops: Vec<String> = post_order(f.body())
@@ -187,6 +208,7 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
         pattern: Vec::with_capacity(calls.len()),
         anchored: Vec::with_capacity(calls.len()),
         conv: Vec::with_capacity(calls.len()),
+        product: Vec::with_capacity(calls.len()),
     };
     for e in &calls {
         let p = op::get(e.op_name().unwrap_or_default())?.pattern;
@@ -194,6 +216,8 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
         g.anchored
             .push(p == OpPattern::OutEWiseFusable || p == OpPattern::CommReduce);
         g.conv.push(e.op_name() == Some("nn.conv2d"));
+        g.product
+            .push(matches!(e.op_name(), Some("nn.matmul" | "nn.batch_matmul")));
     }
     let mut users: HashMap<usize, Vec<usize>> = HashMap::new();
     for (ci, c) in calls.iter().enumerate() {
@@ -233,7 +257,8 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
                         !g.anchored[gc]
                             && ((cp <= OpPattern::Broadcast
                                 && arg.ty()?.shape() == out_shape.as_slice())
-                                || (g.conv[gp] && unblocks(c)?))
+                                || (g.conv[gp] && unblocks(c)?)
+                                || (g.product[gp] && softmax_of_rows(c)?))
                     }
                     (0, p) if p <= OpPattern::Broadcast => {
                         cp <= OpPattern::Injective || cp == OpPattern::CommReduce
@@ -415,6 +440,44 @@ mod tests {
         assert_eq!(
             fused_groups(&out),
             vec!["fused_nn_conv2d", "fused_nn_conv2d_nn_relu"]
+        );
+    }
+
+    #[test]
+    fn attention_scores_join_their_softmax() {
+        let q = Var::new("q", Type::f32(&[2, 16, 8]));
+        let k = Var::new("k", Type::f32(&[2, 16, 8]));
+        let scores = |q: &Var, k: &Var| {
+            let p = mk("nn.batch_matmul", vec![q.expr(), k.expr()], &[]);
+            mk("multiply", vec![p, Expr::const_f32(&[0.5], &[])], &[])
+        };
+        let sm = mk(
+            "nn.softmax",
+            vec![scores(&q, &k)],
+            &[("axis", (-1i64).into())],
+        );
+        let out = run(vec![q.clone(), k.clone()], sm);
+        assert_eq!(
+            fused_groups(&out),
+            vec!["fused_nn_batch_matmul_multiply_nn_softmax"]
+        );
+        // Along another axis, or with the scores used twice, the softmax stays apart.
+        let sm = mk("nn.softmax", vec![scores(&q, &k)], &[("axis", 1i64.into())]);
+        let out = run(vec![q.clone(), k.clone()], sm);
+        assert_eq!(
+            fused_groups(&out),
+            vec!["fused_nn_batch_matmul_multiply", "fused_nn_softmax"]
+        );
+        let s = scores(&q, &k);
+        let sm = mk("nn.softmax", vec![s.clone()], &[("axis", (-1i64).into())]);
+        let out = run(vec![q, k], mk("add", vec![sm, s], &[]));
+        assert_eq!(
+            fused_groups(&out),
+            vec![
+                "fused_nn_batch_matmul_multiply",
+                "fused_nn_softmax",
+                "fused_add"
+            ]
         );
     }
 

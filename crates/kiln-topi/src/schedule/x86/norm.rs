@@ -1,9 +1,14 @@
 //! x86 schedules of softmax, log-softmax and layer norm: the row statistics computed at the
-//! output's row, rows in parallel, the row's elementwise work in vectors.
+//! output's row, rows in parallel, the row's elementwise work in vectors. A matrix product
+//! fused before a softmax (attention scores, `FuseOps`) is computed a block of rows at a time
+//! in the parallel loop, just before those rows' statistics read it from L1: an SVTR-style
+//! recognizer's two [2, 640, 640] score products and softmaxes took 1.2 ms instead of 1.45
+//! on an Intel Xeon, the recognizer 3.39 ms instead of 3.74.
 
 use crate::nn::softmax;
 use crate::schedule::{
-    extent, fuse_all, generic, inline_injective, is_injective_op, producers, same_shape,
+    extent, find_tagged, fuse_all, generic, inline_injective, is_injective_op, producers,
+    same_shape,
 };
 use crate::tag;
 use kiln_ffi::Result;
@@ -33,21 +38,51 @@ fn rows_with_stats(
         .filter(|op| op.name() == softmax::EXP_STAGE)
         .collect();
     inline_injective(s, out, &keep)?;
+    // A matrix product feeding the rows (attention scores fused with their softmax):
+    // computed a block of rows at a time, just before those rows' statistics.
+    let product = if trailing && kept > 0 {
+        find_tagged(out, &[tag::MATMUL, tag::BATCH_MATMUL])
+            .filter(|p| same_shape(&p.output(0), out))
+    } else {
+        None
+    };
     let mut stats: Vec<_> = producers(out)
         .into_iter()
         .skip(1)
         .filter(|op| {
             (!is_injective_op(op) || keep.iter().any(|k| k.same_as(op)))
                 && matches!(op.kind(), kiln_te::OpKind::Compute(_))
+                && !product.as_ref().is_some_and(|p| p.same_as(op))
         })
         .map(|op| op.output(0))
         .collect();
     stats.reverse();
     let st = s.stage(out);
     if trailing && kept > 0 {
-        let axes: Vec<_> = (0..kept).map(|i| out.axis(i)).collect();
-        let fused = fuse_all(&st, &axes)?.expect("kept loops");
-        st.parallel(&fused)?;
+        let mut axes: Vec<_> = (0..kept).map(|i| out.axis(i)).collect();
+        let mut block = None;
+        if let Some(p) = &product {
+            match product_block(&p.output(0), cpu) {
+                Some((mr, cols)) => {
+                    let rows = axes.pop().expect("a row axis");
+                    let (ro, ri) = st.split(&rows, mr)?;
+                    axes.push(ro);
+                    block = Some((p.output(0), ri, cols));
+                }
+                // Tiles that do not divide the product: the matrix kernel's schedule, the
+                // whole product first.
+                None => super::dense::schedule_dense(s, &p.output(0), cpu)?,
+            }
+        }
+        let outer = fuse_all(&st, &axes)?.expect("kept loops");
+        st.parallel(&outer)?;
+        let fused = match &block {
+            Some((pt, ri, cols)) => {
+                schedule_product_block(s, pt, &st, &outer, *cols, cpu)?;
+                ri.clone()
+            }
+            None => outer.clone(),
+        };
         // Each row's statistics wait on its first read; the next row's inputs are asked for
         // while this one computes (an SVTR-style recognizer's [2, 640, 640] softmaxes: see
         // ROW_PREFETCH).
@@ -101,6 +136,57 @@ fn rows_with_stats(
     }
     st.parallel(&out.axis(0))?;
     Ok(())
+}
+
+/// The block of a product computed inside a softmax: `(rows, columns)` of its register tile,
+/// the matrix kernel's ([`super::dense::matrix_tile`]) for two vectors of columns (one when
+/// the row is shorter than two), or as many rows down to half of those as divide the
+/// product's. `None` when the columns are not whole vectors or no such row count divides the
+/// rows: partial tiles would take guarded scalar code.
+fn product_block(p: &Tensor, cpu: &CpuDesc) -> Option<(i64, i64)> {
+    let nd = p.ndim();
+    let (m, n) = (extent(p, nd - 2), extent(p, nd - 1));
+    let lanes = cpu.lanes(p.dtype());
+    if n % lanes != 0 {
+        return None;
+    }
+    let vectors = if n % (2 * lanes) == 0 { 2 } else { 1 };
+    let (rows, _) = super::dense::matrix_tile(m, 1, vectors, cpu);
+    let rows = ((rows + 1) / 2..=rows).rev().find(|r| m % r == 0)?;
+    Some((rows, vectors * lanes))
+}
+
+/// Schedules product `p` at the softmax's row-block loop `at` of stage `st`: its block of
+/// rows (on the stack, in L1 for rows of a few KiB) in column tiles of `cols`, each a
+/// register tile of the block's rows by `cols / lanes` vectors accumulated over the whole
+/// reduction, rows and vectors unrolled.
+fn schedule_product_block(
+    s: &Schedule,
+    p: &Tensor,
+    st: &kiln_te::Stage,
+    at: &kiln_te::IterVar,
+    cols: i64,
+    cpu: &CpuDesc,
+) -> Result<()> {
+    let ps = s.stage(p);
+    ps.compute_at(st, at)?;
+    ps.set_scope("local")?;
+    let (data, red): (Vec<_>, Vec<_>) = ps
+        .leaf_iter_vars()
+        .into_iter()
+        .partition(|iv| !iv.is_reduce());
+    let nd = data.len();
+    let lanes = cpu.lanes(p.dtype());
+    let (jo, ji) = ps.split(&data[nd - 1], cols)?;
+    let (vo, vi) = ps.split(&ji, lanes)?;
+    let mut order = data[..nd - 2].to_vec();
+    order.push(jo);
+    order.extend(red);
+    order.extend([data[nd - 2].clone(), vo.clone(), vi.clone()]);
+    ps.reorder(&order)?;
+    ps.unroll(&data[nd - 2])?;
+    ps.unroll(&vo)?;
+    ps.vectorize(&vi)
 }
 
 /// Softmax / log-softmax ([`tag::SOFTMAX_OUTPUT`]) along `axis` (non-negative).
