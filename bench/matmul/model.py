@@ -6,8 +6,9 @@ onnxruntime in the same run, one thread everywhere.
     model.py [--n 1024] [--reps 15] [--workdir build/bench_matmul]
 
 Models: `A [n, n] x B` with B a constant initializer (weights) and with B a second runtime
-input, plus a classifier-shaped `[40, 120] x [120, 6625]` constant product. Kiln is timed with
-the runtime's time evaluator (KILN_NUM_THREADS=1), numpy with threadpoolctl's one thread,
+input, plus classifier-shaped constant products whose columns are not whole vectors
+(`[40, 120] x [120, 6625]`, `[160, 256] x [256, 97]`, `[1, 2048] x [2048, 1000]`). Kiln is
+timed with the runtime's time evaluator (KILN_NUM_THREADS=1), numpy with threadpoolctl's one thread,
 onnxruntime with intra/inter-op threads 1; each the median of --reps runs after warm-up. Every
 output is checked against a float64 product. Prints GFLOP/s and Kiln / OpenBLAS, Kiln / ORT.
 """
@@ -69,7 +70,9 @@ def main():
     rng = np.random.default_rng(0)
     n = args.n
     cases = [(f"{n}^3, B constant", n, n, n, True), (f"{n}^3, B an input", n, n, n, False),
-             ("40x120 x 120x6625, B constant", 40, 120, 6625, True)]
+             ("40x120 x 120x6625, B constant", 40, 120, 6625, True),
+             ("160x256 x 256x97, B constant", 160, 256, 97, True),
+             ("1x2048 x 2048x1000, B constant", 1, 2048, 1000, True)]
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     rows = []

@@ -5,7 +5,7 @@
 # only; the kernel that ran is printed). Prints GFLOP/s (median of REPS runs after a warm-up),
 # the ratio, Kiln's compile time, the max relative error of Kiln's output, and the load average.
 # Then the graph compiler on MatMul models (bench/matmul/model.py): B a constant, B an input,
-# and a classifier-shaped product, beside numpy/OpenBLAS and onnxruntime.
+# and classifier-shaped products, beside numpy/OpenBLAS and onnxruntime.
 # Usage: bash bench/matmul/run.sh [N] [extra bench flags, e.g. --mr 8 --bn 32 --mc 256]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
