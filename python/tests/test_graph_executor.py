@@ -297,3 +297,42 @@ def test_reshapes_of_computed_values_run_no_kernel():
         gm.get_output(0, got)
         want = np.maximum(x @ w, 0) @ w2
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_zero_copy_through_reshapes_at_the_graph_edges():
+    """An output that is a reshape of a product (a `__nop` view of the product's storage) bound
+    to outside memory, with the input too: the view copies into that memory, so the output
+    array holds the result (poisoned before each run), also after the input goes back to the
+    executor's memory."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng()
+    w = rng.standard_normal((4, 5)).astype("float32")
+    b = rng.standard_normal(5).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]),
+         helper.make_node("Add", ["h", "b"], ["y"])],
+        "edges", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    lib = kiln.onnx.compile(model.SerializeToString(), target="llvm")
+    nodes = json.loads(lib["get_graph_json"]())["nodes"]
+    assert nodes[-1].get("attrs", {}).get("func_name") == "__nop", nodes
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    x = kiln.empty((2, 3, 4))
+    out = kiln.empty((2, 3, 5))
+    gm.set_input_zero_copy("x", x)
+    gm.set_output_zero_copy(0, out)
+    for _ in range(2):
+        xv = rng.standard_normal((2, 3, 4)).astype("float32")
+        x.copyfrom(xv)
+        out.copyfrom(np.full((2, 3, 5), np.nan, "float32"))
+        gm.run()
+        np.testing.assert_allclose(out.numpy(), xv @ w + b, rtol=1e-5, atol=1e-5)
+    xv = rng.standard_normal((2, 3, 4)).astype("float32")
+    gm.set_input("x", xv)  # back to the executor's memory
+    out.copyfrom(np.full((2, 3, 5), np.nan, "float32"))
+    gm.run()
+    np.testing.assert_allclose(out.numpy(), xv @ w + b, rtol=1e-5, atol=1e-5)

@@ -290,14 +290,16 @@ fn matmul_nd_broadcast_batches() {
 #[test]
 fn softmax_of_a_scaled_product_in_row_blocks() {
     // Attention scores fused with their softmax: the x86 softmax schedule computes the
-    // product a block of rows at a time when the block's rows divide the product's and its
-    // columns are whole vectors (B stored transposed as attention's keys are), else the whole
-    // product first with the matrix kernel's schedule.
+    // product a block of rows at a time when the block's rows divide the product's, its
+    // columns are whole vectors and B is read along them, else (B stored transposed, as
+    // attention's keys may be, included) the whole product first with the matrix kernel's
+    // schedule.
     let seed = seed("softmax_of_product");
     // (batch, m, n, k, transpose_b)
     let cases = [
         (2, 48, 96, 16, false),
         (2, 64, 128, 32, true),
+        (2, 64, 128, 32, false),
         (1, 30, 48, 5, false),
         (2, 45, 77, 16, false),
     ];
@@ -333,7 +335,8 @@ fn softmax_of_a_scaled_product_in_row_blocks() {
             let vectors = if n % (2 * lanes) == 0 { 2 } else { 1 };
             let (tile, _) = x86::dense::matrix_tile(m, 1, vectors, &cpu);
             let rows = ((tile + 1) / 2..=tile).rev().find(|r| m % r == 0);
-            match rows.filter(|_| n % lanes == 0) {
+            // B stored transposed would take a gather per vector of columns.
+            match rows.filter(|_| n % lanes == 0 && !tb) {
                 // One block of rows, on the stack.
                 Some(r) => {
                     assert_eq!(size, r * n, "{target}, case {case}:\n{text}");
@@ -379,4 +382,57 @@ fn softmax_of_a_scaled_product_in_row_blocks() {
             seed,
         );
     }
+}
+
+#[test]
+fn softmax_of_a_dense_product_computes_it_whole_first() {
+    // A product of a [N, K] weight (nn.dense, a transposed right-hand matrix) inside a softmax:
+    // the matrix kernel's schedule computes it whole first (vector code), then the softmax.
+    let seed = seed("softmax_of_dense");
+    let (m, n, k) = (24i64, 64i64, 16i64);
+    let a = input(&[m, k], "A");
+    let w = input(&[n, k], "W");
+    let out = nn::softmax::softmax_in_lanes(&nn::dense(&a, &w, None).unwrap(), -1, 8).unwrap();
+    for (target, cpu) in targets() {
+        let s = kiln_te::create_schedule(&[out.op().clone()]);
+        x86::schedule_softmax(&s, &out, &cpu).unwrap();
+        let args = [a.clone(), w.clone(), out.clone()];
+        let text = kiln_codegen::driver::lower(&s, &args, "f", true)
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains(&format!("T.allocate([{}], \"float32\", \"global\")", m * n)),
+            "{target}:\n{text}"
+        );
+        assert!(
+            text.contains(".local[T.Ramp("),
+            "{target}: no register tile\n{text}"
+        );
+    }
+    let inputs = [a, w];
+    let vals = random_inputs(&inputs, seed);
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    let mut want = Vec::with_capacity(mu * nu);
+    for i in 0..mu {
+        let row: Vec<f64> = (0..nu)
+            .map(|j| {
+                (0..ku)
+                    .map(|r| vals[0][i * ku + r] as f64 * vals[1][j * ku + r] as f64)
+                    .sum()
+            })
+            .collect();
+        let max = row.iter().cloned().fold(f64::MIN, f64::max);
+        let sum: f64 = row.iter().map(|x| (x - max).exp()).sum();
+        want.extend(row.iter().map(|x| ((x - max).exp() / sum) as f32));
+    }
+    check(
+        "softmax of a dense product",
+        &out,
+        &inputs,
+        &vals,
+        x86::schedule_softmax,
+        &want,
+        1e-5,
+        seed,
+    );
 }

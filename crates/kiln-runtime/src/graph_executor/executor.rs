@@ -396,6 +396,34 @@ impl GraphExecutor {
             }
         }
         self.bound[eid] = t;
+        // A `__nop` views its input's memory as its output (a reshape): with either side bound
+        // to outside memory (zero copy) the two no longer share it, and the node copies.
+        for &(nid, _) in &self.uses[eid] {
+            let node = &self.graph.nodes[nid];
+            let Some(op) = self.ops[nid].as_mut() else {
+                continue;
+            };
+            if !matches!(op.kind, OpKind::Nop | OpKind::Copy) || node.inputs.len() != 1 {
+                continue;
+            }
+            let is_view = node
+                .param
+                .as_ref()
+                .is_some_and(|p| p.func_name == FUNC_NOP && p.num_outputs == 1);
+            if !is_view {
+                continue;
+            }
+            let (src, dst) = (
+                self.graph.entry_of(&node.inputs[0]),
+                self.graph.entry_id(nid, 0),
+            );
+            let own = |e: usize| self.bound[e].same_as(&self.storage.views[e]);
+            op.kind = if own(src) && own(dst) {
+                OpKind::Nop
+            } else {
+                OpKind::Copy
+            };
+        }
     }
 
     /// Copies `value` into input `index` (shape and dtype must match; any device and layout).

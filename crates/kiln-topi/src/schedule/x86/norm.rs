@@ -13,7 +13,8 @@ use crate::schedule::{
 use crate::tag;
 use kiln_ffi::Result;
 use kiln_te::{Schedule, Tensor};
-use kiln_tir::CpuDesc;
+use kiln_tir::visitor::{post_order_visit_expr, uses_var};
+use kiln_tir::{CpuDesc, ExprKind};
 
 /// Rows of at least this many bytes, and at most a quarter of the L1 data cache, prefetch the
 /// next row's inputs (`Stage::prefetch`): the statistics of a row read it first and wait on
@@ -41,7 +42,7 @@ fn rows_with_stats(
     // A matrix product feeding the rows (attention scores fused with their softmax):
     // computed a block of rows at a time, just before those rows' statistics.
     let product = if trailing && kept > 0 {
-        find_tagged(out, &[tag::MATMUL, tag::BATCH_MATMUL])
+        find_tagged(out, &[tag::DENSE, tag::MATMUL, tag::BATCH_MATMUL])
             .filter(|p| same_shape(&p.output(0), out))
     } else {
         None
@@ -62,7 +63,7 @@ fn rows_with_stats(
         let mut axes: Vec<_> = (0..kept).map(|i| out.axis(i)).collect();
         let mut block = None;
         if let Some(p) = &product {
-            match product_block(&p.output(0), cpu) {
+            match product_block(&p.output(0), cpu).filter(|_| columns_contiguous(&p.output(0))) {
                 Some((mr, cols)) => {
                     let rows = axes.pop().expect("a row axis");
                     let (ro, ri) = st.split(&rows, mr)?;
@@ -154,6 +155,30 @@ fn product_block(p: &Tensor, cpu: &CpuDesc) -> Option<(i64, i64)> {
     let (rows, _) = super::dense::matrix_tile(m, 1, vectors, cpu);
     let rows = ((rows + 1) / 2..=rows).rev().find(|r| m % r == 0)?;
     Some((rows, vectors * lanes))
+}
+
+/// Whether every read of product `p` that depends on its last (column) axis reads along it
+/// (its last index is that axis): a vector of columns is then one load, where a right-hand
+/// matrix stored transposed (`[N, K]`) would take a gather per vector.
+fn columns_contiguous(p: &Tensor) -> bool {
+    let Some(c) = p.op().as_compute() else {
+        return false;
+    };
+    let Some(j) = c.axis.iter().last().map(|iv| iv.var().clone()) else {
+        return false;
+    };
+    let mut along = true;
+    for b in c.body.iter() {
+        post_order_visit_expr(b, |e| {
+            if let ExprKind::BufferLoad { indices, .. } = e.kind() {
+                let reads_j = indices.iter().any(|i| uses_var(i, &j));
+                if reads_j && indices.last().and_then(|i| i.as_var()).as_ref() != Some(&j) {
+                    along = false;
+                }
+            }
+        });
+    }
+    along
 }
 
 /// Schedules product `p` at the softmax's row-block loop `at` of stage `st`: its block of
