@@ -16,7 +16,9 @@
 # (Kernel/View instructions, memory kept per shape: about 7 KB; the shape functions
 # reduce_shape and broadcast_shape: about 7 KB), 727520 with those of Reshape, Squeeze,
 # Unsqueeze, Range and Slice, 730816 with OneHot and Tile, 734904 with the shape programs
-# (Shape instruction), 738032 with Split's. Formatting a float in a message links Rust's float printer
+# (Shape instruction), 738032 with Split's; then 600600 and about 740000 as the runtime grew, 562832
+# and 702496 once errors' Rust backtraces (KILN_BACKTRACE=1, whose formatting links a symbol
+# demangler) became kiln-ffi's `backtrace` feature, left out here. Formatting a float in a message links Rust's float printer
 # (about 17 KB): runtime messages print integers only. The VM's budget is Kiln's own (the static
 # runtime keeps seed 002's): 740000, room for the shape functions of the operators still
 # frozen at compile time.

@@ -95,7 +95,8 @@ impl Error {
     /// Makes an error of the given kind (`"TypeError"`, `"ValueError"`, ...).
     ///
     /// The Rust backtrace is recorded when the environment sets `KILN_BACKTRACE=1` (resolving it
-    /// costs milliseconds, too much for errors that callers catch and handle).
+    /// costs milliseconds, too much for errors that callers catch and handle) and the crate's
+    /// `backtrace` feature is on (the deployable runtime leaves it out).
     #[inline]
     pub fn new(kind: &str, message: impl Into<String>) -> Error {
         Error::new_string(kind, message.into())
@@ -104,14 +105,15 @@ impl Error {
     /// [`new`](Self::new) without the generic argument (one copy for every message type).
     #[inline(never)]
     fn new_string(kind: &str, message: String) -> Error {
-        static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let bt = if *WANTED.get_or_init(|| std::env::var("KILN_BACKTRACE").is_ok_and(|v| v == "1"))
+        #[cfg(feature = "backtrace")]
         {
-            std::backtrace::Backtrace::force_capture().to_string()
-        } else {
-            String::new()
-        };
-        Error::with_backtrace(kind, &message, &bt)
+            static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+            if *WANTED.get_or_init(|| std::env::var("KILN_BACKTRACE").is_ok_and(|v| v == "1")) {
+                let bt = std::backtrace::Backtrace::force_capture().to_string();
+                return Error::with_backtrace(kind, &message, &bt);
+            }
+        }
+        Error::with_backtrace(kind, &message, "")
     }
 
     /// Makes an error with an explicit backtrace text.
