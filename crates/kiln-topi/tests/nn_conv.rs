@@ -518,6 +518,20 @@ fn conv2d_1x1_over_flattened_rows() {
             few && !many,
             "56x56 on {mcpu}: 64 channels {few}, 256 channels {many}"
         );
+        // Groups of filters that are not whole vectors (shufflenet's 34 a group): spatially on
+        // large planes even where the input panel does not fit in L1 (the channel-blocked
+        // kernel would pad every group's filters), here with an L1 too small for any panel.
+        let mut small_l1 = cpu.clone();
+        small_l1.caches.l1d = 1024;
+        let grouped = Conv2dAttrs { groups: 4, ..base };
+        let padded =
+            nn::conv2d_1x1::applies(&[1, 136, 28, 28], &[136, 34, 1, 1], &grouped, &small_l1);
+        let whole =
+            nn::conv2d_1x1::applies(&[1, 128, 28, 28], &[128, 32, 1, 1], &grouped, &small_l1);
+        assert!(
+            padded && !whole,
+            "grouped 28x28 on {mcpu}: 34 filters a group {padded}, 32 {whole}"
+        );
         let narrow = nn::conv2d_1x1::applies(&[1, 64, 8, 4], &[64, 64, 1, 1], &base, &cpu);
         assert_eq!(narrow, mcpu == "x86-64-v3", "a 4-column row on {mcpu}");
         let strided = Conv2dAttrs {

@@ -33,9 +33,10 @@ pub const WIDE_LANES: i64 = 16;
 pub const MAX_GROUP_CHANNELS: i64 = 96;
 
 /// Whether [`conv2d_1x1`] computes this convolution (`data` `[N, C, H, W]`, OIHW `weight`) on
-/// `cpu`: a 1x1 kernel, stride 1, no padding, and either a plane of at least
-/// [`MIN_POSITIONS`] whose tile's input panel fits in L1 (`spatial_panel_fits`), or groups of filters that are not whole vectors on CPUs with at least
-/// [`WIDE_LANES`] float32 lanes, or, on CPUs with fewer lanes, a register tile
+/// `cpu`: a 1x1 kernel, stride 1, no padding, and either groups of filters that are not whole
+/// vectors on planes of at least [`MIN_POSITIONS`] or on CPUs with at least [`WIDE_LANES`]
+/// float32 lanes, or a plane of at least [`MIN_POSITIONS`] whose tile's input panel fits in L1
+/// (`spatial_panel_fits`), or, on CPUs with fewer lanes, a register tile
 /// ([`crate::schedule::x86::conv2d::spatial_tile`]) with more accumulators than the
 /// channel-blocked kernel's ([`crate::schedule::x86::conv2d::register_tile`]). Tuning records
 /// decide instead where they have the layer (knob `spatial`, [`crate::tuning`]).
@@ -61,14 +62,15 @@ pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> 
         return v != 0;
     }
     let (h, w, o) = (data[2], data[3], weight[0]);
-    if h * w >= MIN_POSITIONS {
-        return spatial_panel_fits(weight[1], o / a.groups, h * w, cpu);
-    }
     let lanes = cpu.f32_lanes();
+    // Groups whose filters are not whole blocks of lanes would pad every group's blocks in the
+    // channel-blocked kernel and unpack the product afterwards.
+    let padded_groups = a.groups > 1 && (o / a.groups) % lanes != 0;
+    if h * w >= MIN_POSITIONS {
+        return padded_groups || spatial_panel_fits(weight[1], o / a.groups, h * w, cpu);
+    }
     if lanes >= WIDE_LANES {
-        // Groups whose filters are not whole blocks of lanes would pad every group's blocks
-        // and unpack the product afterwards.
-        return a.groups > 1 && (o / a.groups) % lanes != 0;
+        return padded_groups;
     }
     let (tb, cols) = register_tile(w, (o + lanes - 1) / lanes, 1, 1, cpu);
     let (rows, positions) = spatial_tile(o, h * w, cpu);
