@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Whole-model latency at one thread: Kiln beside onnxruntime and Apache TVM 0.27, same run.
 
-    bench_models.py [--models NAME ...] [--skip-tvm] [--repeat 7] [--tvm-repeat 3] [--workdir D]
+    bench_models.py [--models NAME ...] [--skip-tvm] [--kiln-target T] [--repeat 7] [--tvm-repeat 3] [--workdir D]
 
 Models: model-zoo graphs with seeded random weights (tests/zoo/make_zoo.py), the transformer
 encoder layer (tests/zoo/make_transformer.py) and networks of the architectures users deploy
@@ -193,9 +193,12 @@ def bench_model(name, args):
     ref = sess.run(None, feed)[-1]
     engines = {"ort_ms": lambda: sess.run(None, feed)}
 
-    lib = os.path.join(d, f"{name}.kiln.so")
+    target = ["--target", args.kiln_target] if args.kiln_target else []
+    suffix = "".join(c if c.isalnum() else "_" for c in args.kiln_target or "")
+    lib = os.path.join(d, f"{name}.kiln{'.' + suffix if suffix else ''}.so")
     t = time.perf_counter()
-    p = subprocess.run([args.kiln, "compile", onnx_path, "-o", lib], capture_output=True, text=True)
+    p = subprocess.run([args.kiln, "compile", onnx_path, "-o", lib, *target], capture_output=True,
+                       text=True)
     row["kiln_compile_s"] = time.perf_counter() - t
     if p.returncode != 0:
         row["kiln_error"] = (p.stderr.strip().splitlines() or ["?"])[-1][:200]
@@ -215,7 +218,7 @@ def bench_model(name, args):
         tuned = os.path.join(d, f"{name}.kiln_tuned.so")
         if p.returncode == 0:
             p = subprocess.run([args.kiln, "compile", onnx_path, "-o", tuned, "--tuning-records",
-                                records], capture_output=True, text=True)
+                                records, *target], capture_output=True, text=True)
         if p.returncode != 0:
             row["kiln_error"] = "tuning: " + (p.stderr.strip().splitlines() or ["?"])[-1][:200]
         else:
@@ -285,6 +288,9 @@ def main():
     ap.add_argument("--tvm-repeat", type=int, default=3, help="single runs of TVM")
     ap.add_argument("--tvm-mcpu", default="native",
                     help="TVM's -mcpu; native: the host CPU as TVM's LLVM names it")
+    ap.add_argument("--kiln-target", default=None,
+                    help="Kiln's --target (default Kiln's own: llvm -mcpu=native); e.g. "
+                    "'llvm -mcpu=znver3' runs AVX2 code on an AVX-512 host")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_models"))
     ap.add_argument("--kiln", default=os.path.join(ROOT, "target", "release", "kiln"))
     ap.add_argument("--tvm-worker", nargs=5, help=argparse.SUPPRESS)
@@ -301,7 +307,8 @@ def main():
     sys.path.insert(0, os.path.join(ROOT, "python"))
     os.makedirs(args.workdir, exist_ok=True)
     ensure_models(args.models, args.workdir)
-    print(f"load before: {os.getloadavg()[0]:.2f}; Kiln {args.kiln}, one thread everywhere; "
+    print(f"load before: {os.getloadavg()[0]:.2f}; Kiln {args.kiln} "
+          f"(target {args.kiln_target or 'llvm -mcpu=native'}), one thread everywhere; "
           f"Kiln/ORT in turns: median of {args.repeat} x {args.number} runs; TVM: median of "
           f"{args.tvm_repeat} runs" + (" (skipped)" if args.skip_tvm else ""))
     rows = []
