@@ -244,6 +244,57 @@ def test_while_loop_with_a_data_dependent_condition(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+def _growth_loop(name, factor):
+    """A Loop body v <- v * factor while sum(v) < limit (a condition decided at run time)."""
+    return helper.make_graph([
+        helper.make_node("Mul", ["v_in", factor], ["v_out"]),
+        helper.make_node("ReduceSum", ["v_out"], ["s"], keepdims=0),
+        helper.make_node("Less", ["s", "limit"], ["cond_out"]),
+    ], name, [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+              helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+              helper.make_tensor_value_info("v_in", F, [3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", F, [3])])
+
+
+def test_branches_sharing_a_constant_each_compute_it_on_their_own_path(tmp_path):
+    # Both branches of a run-time If run a run-time Loop whose trip count is the same outer
+    # constant, which each branch puts into a register; the first run takes the branch
+    # compiled second, and a later loop of no iteration is followed by nodes reading the
+    # constant again: no branch and no loop body may leave the other paths a register it
+    # alone writes.
+    def branch(name, factor):
+        return helper.make_graph(
+            [helper.make_node("Loop", ["trip", "go", "v0"], [name + "_v"],
+                              body=_growth_loop(name + "_body", factor))],
+            name, [], [helper.make_tensor_value_info(name + "_v", F, [3])])
+    inits = [numpy_helper.from_array(np.array(4, np.int64), "trip"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             numpy_helper.from_array(np.array(3.0, np.float32), "three")]
+    nodes = [helper.make_node("ReduceSum", ["v0"], ["s0"], keepdims=0),
+             helper.make_node("Greater", ["s0", "zero_limit"], ["pos"]),
+             helper.make_node("Less", ["s0", "limit"], ["go"]),
+             helper.make_node("If", ["pos"], ["w"], then_branch=branch("t", "two"),
+                              else_branch=branch("e", "three")),
+             helper.make_node("Loop", ["trip", "go", "w"], ["y"],
+                              body=_growth_loop("after", "two"))]
+    m = _model(nodes, [helper.make_tensor_value_info("v0", F, [3]),
+                       helper.make_tensor_value_info("limit", F, []),
+                       helper.make_tensor_value_info("zero_limit", F, [])],
+               [helper.make_tensor_value_info("y", F, [3])], inits)
+    gm = _vm(m, {"v0": (3,), "limit": (), "zero_limit": ()}, tmp_path)
+    sess = _ort(m)
+    rng = np.random.default_rng()
+    # else first (a sum below the limit of 10), then then; the limit decides the loops' turns,
+    # none for the last loop when it is below the first sum.
+    for sign, limit in ((-1, 10.0), (1, 10.0), (-1, -1e9), (1, 1e9), (-1, 40.0)):
+        feeds = {"v0": (sign * rng.uniform(0.5, 1.0, 3)).astype(np.float32),
+                 "limit": np.array(limit, np.float32), "zero_limit": np.array(0, np.float32)}
+        (got,) = _run(gm, feeds, 1)
+        (want,) = sess.run(None, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 def test_bad_inputs_are_named_and_the_machine_stays_usable(tmp_path):
     m = _vad()
     gm = _vm(m, {"x": (1, 1, 256), "state": (2, 1, H)}, tmp_path)

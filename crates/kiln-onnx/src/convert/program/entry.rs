@@ -213,7 +213,7 @@ fn convert_program(
                 .map(|(_, s)| s.reg)
                 .expect("a register per run-time input");
             let v = Var::new(&inp.name, ty).expr();
-            b.reg_of.insert(v.key(), reg);
+            b.reg_of.insert(v.key(), (reg, v.clone()));
             ctx.values.insert(inp.name.clone(), v);
         }
         for t in model.graph.initializers() {

@@ -54,8 +54,10 @@ struct Builder {
     instrs: Vec<Instr>,
     reg_types: Vec<Type>,
     segments: Vec<IRModule>,
-    /// `Expr::key` of a register's variable to the register.
-    reg_of: HashMap<usize, usize>,
+    /// `Expr::key` (the node's address) of a value held in a register to the register, with
+    /// the node itself: kept alive here, its address cannot be reused by a later node that
+    /// would then pass for a register.
+    reg_of: HashMap<usize, (usize, Expr)>,
     /// Whether a run-time decision split the model.
     split: bool,
     /// The kernels compiled with run-time extents, by name.
@@ -72,12 +74,12 @@ impl Builder {
     fn reg_var(&mut self, name: &str, ty: Type) -> (usize, Expr) {
         let reg = self.new_reg(ty.clone());
         let v = Var::new(name, ty).expr();
-        self.reg_of.insert(v.key(), reg);
+        self.reg_of.insert(v.key(), (reg, v.clone()));
         (reg, v)
     }
 
     fn reg_of(&self, e: &Expr) -> Option<usize> {
-        self.reg_of.get(&e.key()).copied()
+        self.reg_of.get(&e.key()).map(|(reg, _)| *reg)
     }
 
     /// Puts the values of `names` that are computed (not constants, unless `constants`, and
@@ -513,7 +515,7 @@ impl Builder {
             rets: vec![reg],
         });
         // Read again (a kernel's weight is its shape program's argument too): one segment.
-        self.reg_of.insert(e.key(), reg);
+        self.reg_of.insert(e.key(), (reg, e.clone()));
         Ok(reg)
     }
 
@@ -599,7 +601,7 @@ impl Builder {
             };
             let reg = outs[k].0;
             let v = Var::new(name, merged.clone()).expr();
-            self.reg_of.insert(v.key(), reg);
+            self.reg_of.insert(v.key(), (reg, v.clone()));
             self.reg_types[reg] = merged;
             outs[k].1 = v;
         }
@@ -672,9 +674,13 @@ impl Builder {
             inner.values.insert(t.name.clone(), e);
         }
         let names: Vec<String> = sub.outputs.iter().map(|o| o.name.clone()).collect();
-        let regs = self
-            .convert(&mut inner, &sub.nodes, &names)
-            .map_err(|e| err(e.to_string()))?;
+        // Registers written inside the branch hold their values on its path only: outside it
+        // (the other branch, the nodes after the If) a value the branch put into a register
+        // (a constant read by a kernel, say) is computed again.
+        let outside = self.reg_of.clone();
+        let regs = self.convert(&mut inner, &sub.nodes, &names);
+        self.reg_of = outside;
+        let regs = regs.map_err(|e| err(e.to_string()))?;
         let types = regs.iter().map(|&r| self.reg_types[r].clone()).collect();
         Ok((regs, types))
     }
