@@ -31,15 +31,16 @@ use crate::ir::Expr;
 use crate::op::{self, attr, broadcast_shapes, mk, normalize_axis, OpPattern};
 use kiln_ffi::DataType;
 use kiln_ffi::Result;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// The rewrite's state: which rewritten nodes hold blocks, and the transforms made so far
-/// (one per value and direction).
+/// (one per value and direction). Nodes are known by their addresses; the sets keep the
+/// nodes themselves, so that no address is freed and reused by a node made later.
 struct Blocking {
     b: i64,
-    blocked: HashSet<usize>,
+    blocked: HashMap<usize, Expr>,
     /// Calls giving tuples of blocks (`split` along channels): their fields are blocked.
-    blocked_tuples: HashSet<usize>,
+    blocked_tuples: HashMap<usize, Expr>,
     to_nchw: HashMap<usize, Expr>,
     to_blocks: HashMap<usize, Expr>,
 }
@@ -64,11 +65,11 @@ impl Blocking {
     }
 
     fn is_blocked(&self, e: &Expr) -> bool {
-        self.blocked.contains(&e.key())
+        self.blocked.contains_key(&e.key())
     }
 
     fn mark(&mut self, e: Expr) -> Expr {
-        self.blocked.insert(e.key());
+        self.blocked.insert(e.key(), e.clone());
         e
     }
 
@@ -148,7 +149,7 @@ impl Blocking {
                     let fields = t.fields.iter().map(|f| self.nchw(f)).collect();
                     return Ok(Expr::tuple(fields));
                 }
-                Expr::TupleGetItem(g) if self.blocked_tuples.contains(&g.tuple.key()) => {
+                Expr::TupleGetItem(g) if self.blocked_tuples.contains_key(&g.tuple.key()) => {
                     return Ok(self.mark(e.clone()));
                 }
                 _ => {}
@@ -162,7 +163,7 @@ impl Blocking {
         }
         if name == "split" && self.is_blocked(&e.args()[0]) {
             if let Some(new) = self.split(orig, e)? {
-                self.blocked_tuples.insert(new.key());
+                self.blocked_tuples.insert(new.key(), new.clone());
                 return Ok(new);
             }
         }
@@ -352,8 +353,8 @@ pub fn convert_blocked_layout() -> Pass {
         let f = infer_function(&f)?;
         let mut st = Blocking {
             b: ctx.cpu.f32_lanes(),
-            blocked: HashSet::new(),
-            blocked_tuples: HashSet::new(),
+            blocked: HashMap::new(),
+            blocked_tuples: HashMap::new(),
             to_nchw: HashMap::new(),
             to_blocks: HashMap::new(),
         };
@@ -363,7 +364,7 @@ pub fn convert_blocked_layout() -> Pass {
         let body = rewrite_post_orig(f.body(), |orig, e| st.rewrite(orig, e))?;
         let body = match f.body().ty()? {
             // A split of blocks returned as it is: its pieces in NCHW.
-            crate::ir::Type::Tuple(t) if st.blocked_tuples.contains(&body.key()) => {
+            crate::ir::Type::Tuple(t) if st.blocked_tuples.contains_key(&body.key()) => {
                 let fields = (0..t.fields.len())
                     .map(|i| {
                         let piece = st.mark(Expr::get_item(body.clone(), i));
