@@ -60,6 +60,9 @@ def main():
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_matmul"))
+    ap.add_argument("--kiln-target", default=None,
+                    help="Kiln's --target (default llvm -mcpu=native); with OPENBLAS_CORETYPE "
+                    "set, both sides can run another CPU's code (AVX2 on an AVX-512 host)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     import kiln
@@ -84,8 +87,9 @@ def main():
         feeds = {"a": a} if const_b else {"a": a, "b": b}
         lib = os.path.join(args.workdir, tag + ".so")
         t0 = time.perf_counter()
-        subprocess.run([os.path.join(ROOT, "target", "release", "kiln"), "compile", path, "-o", lib],
-                       check=True, stdout=subprocess.DEVNULL)
+        target = ["--target", args.kiln_target] if args.kiln_target else []
+        subprocess.run([os.path.join(ROOT, "target", "release", "kiln"), "compile", path, "-o", lib,
+                        *target], check=True, stdout=subprocess.DEVNULL)
         compile_s = time.perf_counter() - t0
         gm = GraphModule(kiln.load_module(lib)["default"](kiln.cpu()))
         for key, v in feeds.items():

@@ -166,9 +166,15 @@ fn batch_matmul_shapes() {
 #[test]
 fn dense_packed_weights() {
     let seed = seed("dense_packed");
-    for (case, (m, n, k, with_bias)) in [(1, 40, 33, true), (3, 32, 8, false), (2, 1000, 17, true)]
-        .into_iter()
-        .enumerate()
+    // 13 x 97: a last tile short of both rows and columns (its guard `row && column`).
+    for (case, (m, n, k, with_bias)) in [
+        (1, 40, 33, true),
+        (3, 32, 8, false),
+        (2, 1000, 17, true),
+        (13, 97, 24, true),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let b = 16;
         let nb = (n + b - 1) / b;

@@ -362,6 +362,29 @@ impl Vectorizer {
                 }
             }
             StmtKind::IfThenElse(i) => {
+                // `a && b` without an else: `if a { if b { .. } }`, the condition alike in
+                // every lane outside, so the other stays a per-lane predicate (a last tile of
+                // both rows and columns: `likely(row < 26) && likely(col < 97)`).
+                if let (ExprKind::Binary(BinOp::And, a, b), None) =
+                    (i.condition.kind(), &i.else_case)
+                {
+                    let uniform = |this: &mut Self, c: &PrimExpr| {
+                        this.condition(c).is_some_and(|v| lanes_of(&v) == 1)
+                    };
+                    let (outer, inner) = if uniform(self, a) {
+                        (a, b)
+                    } else if uniform(self, b) {
+                        (b, a)
+                    } else {
+                        return None;
+                    };
+                    let nested = Stmt::if_then_else_raw(
+                        outer.clone(),
+                        Stmt::if_then_else_raw(inner.clone(), i.then_case.clone(), None),
+                        None,
+                    );
+                    return self.stmt(&nested);
+                }
                 let c = match self.whole_vector_guard(&i.condition) {
                     Some(c) => c,
                     None => self.condition(&i.condition)?,

@@ -239,6 +239,54 @@ fn per_lane_choices_become_masked_vector_code() {
 }
 
 #[test]
+fn conjunction_of_a_uniform_and_a_per_lane_guard_stays_vector_code() {
+    // A last tile of both rows and columns: `likely(r < 26) && likely(k * 8 + i < 13)` (the
+    // row alike in every lane, the column per lane) is `if r < 26 { if mask { .. } }`.
+    let f32 = DataType::float(32);
+    let a = Buffer::decl("A", f32, vec![PrimExpr::i32(16)]);
+    let b = Buffer::decl("B", f32, vec![PrimExpr::i32(8)]);
+    let (i, k, r) = (Var::int32("i"), Var::int32("k"), Var::int32("r"));
+    let row = crate::op::likely(r.lt(26));
+    let col = crate::op::likely((&k * 8 + &i).lt(13));
+    let store = b.store(a.load(vec![&k * 8 + &i]) * 2.0, vec![i.to_expr()]);
+    for cond in [row.logical_and(col.clone()), col.logical_and(row.clone())] {
+        let body = Stmt::for_loop(
+            &i,
+            0,
+            8,
+            ForKind::Vectorized,
+            Stmt::if_then_else(cond, store.clone(), None),
+        );
+        let out = vectorize_stmt(&body, true);
+        let StmtKind::IfThenElse(outer) = out.kind() else {
+            panic!("not guarded: {out}");
+        };
+        assert_eq!(outer.condition.dtype().lanes(), 1, "{out}");
+        let StmtKind::IfThenElse(inner) = outer.then_case.kind() else {
+            panic!("not predicated: {out}");
+        };
+        assert_eq!(inner.condition.dtype().lanes(), 8, "{out}");
+        assert!(
+            matches!(inner.then_case.kind(), StmtKind::BufferStore(_)),
+            "{out}"
+        );
+    }
+    // Two per-lane conditions: no lane-uniform part to take outside, a serial loop.
+    let both = crate::op::likely(i.lt(5)).logical_and(col);
+    let body = Stmt::for_loop(
+        &i,
+        0,
+        8,
+        ForKind::Vectorized,
+        Stmt::if_then_else(both, store, None),
+    );
+    assert!(matches!(
+        vectorize_stmt(&body, true).kind(),
+        StmtKind::For(_)
+    ));
+}
+
+#[test]
 fn guard_of_whole_vectors_is_one_branch() {
     // `likely(io * 8 + ii < 48)`: all lanes of a vector agree, so it stays a scalar `if`.
     let f32 = DataType::float(32);
