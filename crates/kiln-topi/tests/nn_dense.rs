@@ -372,9 +372,7 @@ fn softmax_of_a_scaled_product_in_row_blocks() {
                         dot * 0.25
                     })
                     .collect();
-                let max = row.iter().cloned().fold(f64::MIN, f64::max);
-                let sum: f64 = row.iter().map(|x| (x - max).exp()).sum();
-                want.extend(row.iter().map(|x| ((x - max).exp() / sum) as f32));
+                want.extend(softmax_ref(&row));
             }
         }
         check(
@@ -427,9 +425,7 @@ fn softmax_of_a_dense_product_computes_it_whole_first() {
                     .sum()
             })
             .collect();
-        let max = row.iter().cloned().fold(f64::MIN, f64::max);
-        let sum: f64 = row.iter().map(|x| (x - max).exp()).sum();
-        want.extend(row.iter().map(|x| ((x - max).exp() / sum) as f32));
+        want.extend(softmax_ref(&row));
     }
     check(
         "softmax of a dense product",
@@ -441,4 +437,11 @@ fn softmax_of_a_dense_product_computes_it_whole_first() {
         1e-5,
         seed,
     );
+}
+
+/// The softmax of one row, in float64 (the reference of the fused softmax tests).
+fn softmax_ref(row: &[f64]) -> Vec<f32> {
+    let max = row.iter().cloned().fold(f64::MIN, f64::max);
+    let sum: f64 = row.iter().map(|x| (x - max).exp()).sum();
+    row.iter().map(|x| ((x - max).exp() / sum) as f32).collect()
 }

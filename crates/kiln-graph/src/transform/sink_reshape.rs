@@ -15,10 +15,9 @@
 
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
-use crate::ir::attrs::AttrValue;
 use crate::ir::visit::{rewrite_function_orig, with_children};
 use crate::ir::Expr;
-use crate::op::{self, mk, OpPattern};
+use crate::op::{self, attr, mk, OpPattern};
 use kiln_ffi::Result;
 use std::collections::HashMap;
 
@@ -94,21 +93,17 @@ fn sink(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>) -> Result
         args.push(if lead == 0 {
             a.clone()
         } else {
-            mk("reshape", vec![a.clone()], &[("newshape", newshape(rest))])
+            mk(
+                "reshape",
+                vec![a.clone()],
+                &[("newshape", attr(rest.to_vec()))],
+            )
         });
     }
     let inner = with_children(e, &args);
-    let out = mk(
-        "reshape",
-        vec![inner],
-        &[("newshape", newshape(&out_shape))],
-    );
+    let out = mk("reshape", vec![inner], &[("newshape", attr(out_shape))]);
     sources.insert(out.key(), source);
     Ok(out)
-}
-
-fn newshape(shape: &[i64]) -> AttrValue {
-    AttrValue::from(shape.to_vec())
 }
 
 #[cfg(test)]
@@ -130,7 +125,7 @@ mod tests {
     }
 
     fn reshape(x: Expr, shape: &[i64]) -> Expr {
-        mk("reshape", vec![x], &[("newshape", newshape(shape))])
+        mk("reshape", vec![x], &[("newshape", attr(shape.to_vec()))])
     }
 
     #[test]
@@ -193,7 +188,7 @@ mod tests {
         let ba = mk(
             "nn.bias_add",
             vec![reshape(a.expr(), &[2, 3, 4]), w.expr()],
-            &[("axis", AttrValue::from(1i64))],
+            &[("axis", attr(1i64))],
         );
         assert_eq!(
             run(Function::new(vec![a, w], ba)).op_name(),

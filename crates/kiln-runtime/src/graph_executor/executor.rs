@@ -400,19 +400,14 @@ impl GraphExecutor {
         // to outside memory (zero copy) the two no longer share it, and the node copies.
         for &(nid, _) in &self.uses[eid] {
             let node = &self.graph.nodes[nid];
-            let Some(op) = self.ops[nid].as_mut() else {
+            let is_view = node.inputs.len() == 1
+                && node
+                    .param
+                    .as_ref()
+                    .is_some_and(|p| p.func_name == FUNC_NOP && p.num_outputs == 1);
+            let Some(op) = self.ops[nid].as_mut().filter(|_| is_view) else {
                 continue;
             };
-            if !matches!(op.kind, OpKind::Nop | OpKind::Copy) || node.inputs.len() != 1 {
-                continue;
-            }
-            let is_view = node
-                .param
-                .as_ref()
-                .is_some_and(|p| p.func_name == FUNC_NOP && p.num_outputs == 1);
-            if !is_view {
-                continue;
-            }
             let (src, dst) = (
                 self.graph.entry_of(&node.inputs[0]),
                 self.graph.entry_id(nid, 0),

@@ -4,9 +4,7 @@
 //! as one `vpdpbusd` with `acc` as its accumulator.
 
 use super::CodeGen;
-use crate::llvm::llvm_error;
-use inkwell::intrinsics::Intrinsic;
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum};
+use inkwell::values::BasicValueEnum;
 use kiln_ffi::{DataType, Error, Result};
 use kiln_tir::expr::ExprKind;
 use kiln_tir::{op, DataTypeExt, PrimExpr};
@@ -105,19 +103,8 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             )));
         }
         let (va, vb) = (self.expr(a)?, self.expr(b)?);
-        let decl = Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.module, &[]))
-            .ok_or_else(|| Error::runtime_error(format!("LLVM has no intrinsic `{name}`")))?;
         self.in_pieces(lanes, piece / 32, &[acc, va, vb], |cg, p| {
-            let args: Vec<BasicMetadataValueEnum> = p.iter().map(|&v| v.into()).collect();
-            Ok(cg
-                .b
-                .build_call(decl, &args, "vpdpbusd")
-                .map_err(llvm_error)?
-                .try_as_basic_value()
-                .basic()
-                .ok_or_else(|| Error::runtime_error(format!("`{name}` returned nothing")))?
-                .into_vector_value())
+            cg.call_vector_intrinsic(name, p)
         })
     }
 }

@@ -6,10 +6,8 @@
 //! rounding of the product.
 
 use super::CodeGen;
-use crate::llvm::llvm_error;
-use inkwell::intrinsics::Intrinsic;
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum};
-use kiln_ffi::{DataType, Error, Result};
+use inkwell::values::BasicValueEnum;
+use kiln_ffi::{DataType, Result};
 use kiln_tir::{fast_math, PrimExpr};
 
 /// The `vscalefps` intrinsic for vectors of `bits` bits, and whether it takes a rounding mode.
@@ -52,9 +50,6 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         // elimination keeps one of each.
         let poly = self.expr(&parts.poly)?;
         let n = self.expr(&parts.n)?;
-        let decl = Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.module, &[]))
-            .ok_or_else(|| Error::runtime_error(format!("LLVM has no intrinsic `{name}`")))?;
         let piece_lanes = piece / 32;
         let mask = if piece_lanes == 16 {
             self.ctx.i16_type().const_all_ones()
@@ -64,19 +59,11 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         let round = self.ctx.i32_type().const_int(CURRENT_ROUNDING, false);
         self.in_pieces(t.lanes() as u32, piece_lanes, &[poly, n], |cg, p| {
             // All lanes selected: the pass-through operand is never read.
-            let mut args: Vec<BasicMetadataValueEnum> =
-                vec![p[0].into(), p[1].into(), p[0].into(), mask.into()];
+            let mut args = vec![p[0], p[1], p[0], mask.into()];
             if rounding {
                 args.push(round.into());
             }
-            Ok(cg
-                .b
-                .build_call(decl, &args, "scalef")
-                .map_err(llvm_error)?
-                .try_as_basic_value()
-                .basic()
-                .ok_or_else(|| Error::runtime_error(format!("`{name}` returned nothing")))?
-                .into_vector_value())
+            cg.call_vector_intrinsic(name, &args)
         })
     }
 }

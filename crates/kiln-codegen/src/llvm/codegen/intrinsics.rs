@@ -291,6 +291,20 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         self.b.build_call(decl, &args, "intr").map_err(llvm_error)
     }
 
+    /// A call of the non-overloaded LLVM intrinsic `name` that returns a vector (the x86
+    /// intrinsics of `exp.rs` and `dot.rs`).
+    pub(crate) fn call_vector_intrinsic(
+        &mut self,
+        name: &str,
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<inkwell::values::VectorValue<'ctx>> {
+        self.call_intrinsic(name, &[], args)?
+            .try_as_basic_value()
+            .basic()
+            .map(|v| v.into_vector_value())
+            .ok_or_else(|| Error::runtime_error(format!("`{name}` returned nothing")))
+    }
+
     /// `llvm.<name>` of one value.
     pub(crate) fn unary_intrinsic(
         &mut self,

@@ -229,12 +229,9 @@ impl Builder {
             target: usize::MAX,
         });
         let names: Vec<String> = body.outputs.iter().map(|o| o.name.clone()).collect();
-        // As for an If's branch: registers the body writes hold their values only where it
-        // has run (not after a loop of no iteration).
-        let outside = self.reg_of.clone();
-        let outs = self.convert(&mut inner, &body.nodes, &names);
-        self.reg_of = outside;
-        let outs = outs.map_err(|e| err(format!("body: {e}")))?;
+        let outs = self
+            .on_own_path(|b| b.convert(&mut inner, &body.nodes, &names))
+            .map_err(|e| err(format!("body: {e}")))?;
         // New values through temporaries, so a body that swaps carried values stays right.
         let mut targets = vec![cond_reg];
         targets.extend(&carried);

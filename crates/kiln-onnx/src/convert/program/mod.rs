@@ -78,6 +78,17 @@ impl Builder {
         (reg, v)
     }
 
+    /// Runs `f` (the conversion of an If's branch or a Loop's body), then forgets the values
+    /// it put into registers: those are written on that path only, so outside it (the other
+    /// branch, the nodes after the If or the loop, which may run no iteration) such a value (a
+    /// constant read by a kernel, say) is computed again.
+    fn on_own_path<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let outside = self.reg_of.clone();
+        let r = f(self);
+        self.reg_of = outside;
+        r
+    }
+
     fn reg_of(&self, e: &Expr) -> Option<usize> {
         self.reg_of.get(&e.key()).map(|(reg, _)| *reg)
     }
@@ -674,13 +685,9 @@ impl Builder {
             inner.values.insert(t.name.clone(), e);
         }
         let names: Vec<String> = sub.outputs.iter().map(|o| o.name.clone()).collect();
-        // Registers written inside the branch hold their values on its path only: outside it
-        // (the other branch, the nodes after the If) a value the branch put into a register
-        // (a constant read by a kernel, say) is computed again.
-        let outside = self.reg_of.clone();
-        let regs = self.convert(&mut inner, &sub.nodes, &names);
-        self.reg_of = outside;
-        let regs = regs.map_err(|e| err(e.to_string()))?;
+        let regs = self
+            .on_own_path(|b| b.convert(&mut inner, &sub.nodes, &names))
+            .map_err(|e| err(e.to_string()))?;
         let types = regs.iter().map(|&r| self.reg_types[r].clone()).collect();
         Ok((regs, types))
     }

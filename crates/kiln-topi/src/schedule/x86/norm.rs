@@ -43,7 +43,8 @@ fn rows_with_stats(
     // computed a block of rows at a time, just before those rows' statistics.
     let product = if trailing && kept > 0 {
         find_tagged(out, &[tag::DENSE, tag::MATMUL, tag::BATCH_MATMUL])
-            .filter(|p| same_shape(&p.output(0), out))
+            .map(|p| p.output(0))
+            .filter(|p| same_shape(p, out))
     } else {
         None
     };
@@ -53,7 +54,7 @@ fn rows_with_stats(
         .filter(|op| {
             (!is_injective_op(op) || keep.iter().any(|k| k.same_as(op)))
                 && matches!(op.kind(), kiln_te::OpKind::Compute(_))
-                && !product.as_ref().is_some_and(|p| p.same_as(op))
+                && !product.as_ref().is_some_and(|p| p.op().same_as(op))
         })
         .map(|op| op.output(0))
         .collect();
@@ -63,26 +64,26 @@ fn rows_with_stats(
         let mut axes: Vec<_> = (0..kept).map(|i| out.axis(i)).collect();
         let mut block = None;
         if let Some(p) = &product {
-            match product_block(&p.output(0), cpu).filter(|_| columns_contiguous(&p.output(0))) {
+            match product_block(p, cpu).filter(|_| columns_contiguous(p)) {
                 Some((mr, cols)) => {
                     let rows = axes.pop().expect("a row axis");
                     let (ro, ri) = st.split(&rows, mr)?;
                     axes.push(ro);
-                    block = Some((p.output(0), ri, cols));
+                    block = Some((ri, cols));
                 }
                 // Tiles that do not divide the product: the matrix kernel's schedule, the
                 // whole product first.
-                None => super::dense::schedule_dense(s, &p.output(0), cpu)?,
+                None => super::dense::schedule_dense(s, p, cpu)?,
             }
         }
         let outer = fuse_all(&st, &axes)?.expect("kept loops");
         st.parallel(&outer)?;
-        let fused = match &block {
-            Some((pt, ri, cols)) => {
-                schedule_product_block(s, pt, &st, &outer, *cols, cpu)?;
+        let fused = match (&block, &product) {
+            (Some((ri, cols)), Some(p)) => {
+                schedule_product_block(s, p, &st, &outer, *cols, cpu)?;
                 ri.clone()
             }
-            None => outer.clone(),
+            _ => outer.clone(),
         };
         // Each row's statistics wait on its first read; the next row's inputs are asked for
         // while this one computes (an SVTR-style recognizer's [2, 640, 640] softmaxes: see
