@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Whole-model latency at one thread: Kiln beside onnxruntime and Apache TVM 0.27, same run.
 
-    bench_models.py [--models NAME ...] [--skip-tvm] [--kiln-target T] [--repeat 7] [--tvm-repeat 3] [--workdir D]
+    bench_models.py [--models NAME ...] [--skip-tvm] [--kiln-target T] [--hide-avx512] [--repeat 7] [--tvm-repeat 3] [--workdir D]
 
 Models: model-zoo graphs with seeded random weights (tests/zoo/make_zoo.py), the transformer
 encoder layer (tests/zoo/make_transformer.py) and networks of the architectures users deploy
@@ -22,6 +22,12 @@ recognizer with a 6625-class classifier, a BERT-style encoder); default all of t
   symbols as Kiln's library) with TVM_NUM_THREADS=1: `from_onnx`, `tvm.compile` with
   `relax.get_default_pipeline` for llvm -mcpu=<the host CPU> (untuned: no MetaSchedule), the Relax VM;
   one warm-up run and the median of --tvm-repeat single runs (untuned TVM is slow).
+
+--hide-avx512 compares AVX2 code with AVX2 code on an AVX-512 host: this process runs with
+bench/isa/hide_avx512.c preloaded, which clears the AVX-512 bits of CPUID (through the kernel's
+CPUID faulting), so onnxruntime's MLAS (and numpy's OpenBLAS) take their AVX2 kernels; Kiln
+compiles for `llvm -mcpu=native -mattr=-avx512f` unless --kiln-target says otherwise, and TVM for
+its -mcpu with `-avx512f`. `kiln compile` and `kiln tune` run without the preload.
 
 Every engine's last output (the logits, for the zoo models) is compared with onnxruntime's
 (after dividing by the reference's largest magnitude); a mismatch is printed beside the figures. Prints one table with
@@ -148,7 +154,10 @@ def tvm_worker(onnx_path, x_path, out_path, repeat, mcpu):
     mod = from_onnx(model, shape_dict={input_of(onnx_path): list(x.shape)})
     if mcpu == "native":
         mcpu = tvm.target.codegen.llvm_get_system_cpu()
-    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+    spec = {"kind": "llvm", "mcpu": mcpu}
+    if os.environ.get(HIDDEN):
+        spec["mattr"] = ["-avx512f"]
+    target = tvm.target.Target(spec)
     ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
     compile_s = time.perf_counter() - t0
     dev = tvm.cpu()
@@ -159,6 +168,27 @@ def tvm_worker(onnx_path, x_path, out_path, repeat, mcpu):
     np.save(out_path, last.numpy())
     ms = median_ms(lambda: vm["main"](xt), 1, repeat, 0)
     return {"ms": ms, "compile_s": compile_s}
+
+
+HIDDEN = "KILN_BENCH_AVX512_HIDDEN"
+
+
+def without_preload():
+    """This process's environment without the AVX-512-hiding preload (for `kiln` commands)."""
+    env = dict(os.environ)
+    if env.get(HIDDEN):
+        env.pop("LD_PRELOAD", None)
+    return env
+
+
+def hide_avx512(workdir):
+    """Runs this script again with bench/isa/hide_avx512.c preloaded (see the module docs)."""
+    src = os.path.join(ROOT, "bench", "isa", "hide_avx512.c")
+    lib = os.path.join(workdir, "hide_avx512.so")
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", lib, src],
+                   check=True)
+    env = dict(os.environ, LD_PRELOAD=lib, **{HIDDEN: "1"})
+    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
 
 
 def child(kind, *args):
@@ -198,7 +228,7 @@ def bench_model(name, args):
     lib = os.path.join(d, f"{name}.kiln{'.' + suffix if suffix else ''}.so")
     t = time.perf_counter()
     p = subprocess.run([args.kiln, "compile", onnx_path, "-o", lib, *target], capture_output=True,
-                       text=True)
+                       text=True, env=without_preload())
     row["kiln_compile_s"] = time.perf_counter() - t
     if p.returncode != 0:
         row["kiln_error"] = (p.stderr.strip().splitlines() or ["?"])[-1][:200]
@@ -211,14 +241,15 @@ def bench_model(name, args):
         # `kiln tune` (one thread, resumable records per model), then the tuned library.
         records = os.path.join(d, f"{name}.tuning.json")
         t = time.perf_counter()
-        env = dict(os.environ, KILN_NUM_THREADS="1")
+        env = dict(without_preload(), KILN_NUM_THREADS="1")
         p = subprocess.run([args.kiln, "tune", onnx_path, "-r", records], capture_output=True,
                            text=True, env=env)
         row["tune_s"] = time.perf_counter() - t
         tuned = os.path.join(d, f"{name}.kiln_tuned.so")
         if p.returncode == 0:
             p = subprocess.run([args.kiln, "compile", onnx_path, "-o", tuned, "--tuning-records",
-                                records, *target], capture_output=True, text=True)
+                                records, *target], capture_output=True, text=True,
+                               env=without_preload())
         if p.returncode != 0:
             row["kiln_error"] = "tuning: " + (p.stderr.strip().splitlines() or ["?"])[-1][:200]
         else:
@@ -291,6 +322,9 @@ def main():
     ap.add_argument("--kiln-target", default=None,
                     help="Kiln's --target (default Kiln's own: llvm -mcpu=native); e.g. "
                     "'llvm -mcpu=znver3' runs AVX2 code on an AVX-512 host")
+    ap.add_argument("--hide-avx512", action="store_true",
+                    help="onnxruntime and numpy on their AVX2 kernels, Kiln and TVM on AVX2 code, "
+                    "on an AVX-512 host (see the module docs)")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_models"))
     ap.add_argument("--kiln", default=os.path.join(ROOT, "target", "release", "kiln"))
     ap.add_argument("--tvm-worker", nargs=5, help=argparse.SUPPRESS)
@@ -301,14 +335,22 @@ def main():
         return
     if args.repeat < 5:
         raise SystemExit("--repeat must be at least 5")
+    if args.hide_avx512:
+        if not os.environ.get(HIDDEN):
+            os.makedirs(args.workdir, exist_ok=True)
+            hide_avx512(args.workdir)
+        if os.environ.get("KILN_HIDE_AVX512_FAILED"):
+            raise SystemExit("--hide-avx512: " + os.environ["KILN_HIDE_AVX512_FAILED"])
+        args.kiln_target = args.kiln_target or "llvm -mcpu=native -mattr=-avx512f"
     # Kiln runs in this process, on one thread, from this checkout's runtime and package.
     os.environ.setdefault("KILN_LIBRARY_PATH", os.path.join(ROOT, "target", "release"))
     os.environ["KILN_NUM_THREADS"] = "1"
     sys.path.insert(0, os.path.join(ROOT, "python"))
     os.makedirs(args.workdir, exist_ok=True)
     ensure_models(args.models, args.workdir)
+    hidden = "AVX-512 hidden from CPUID (onnxruntime, TVM on AVX2); " if os.environ.get(HIDDEN) else ""
     print(f"load before: {os.getloadavg()[0]:.2f}; Kiln {args.kiln} "
-          f"(target {args.kiln_target or 'llvm -mcpu=native'}), one thread everywhere; "
+          f"(target {args.kiln_target or 'llvm -mcpu=native'}), one thread everywhere; {hidden}"
           f"Kiln/ORT in turns: median of {args.repeat} x {args.number} runs; TVM: median of "
           f"{args.tvm_repeat} runs" + (" (skipped)" if args.skip_tvm else ""))
     rows = []
