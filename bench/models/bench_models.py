@@ -59,7 +59,8 @@ def ensure_models(names, workdir):
                    and not os.path.exists(os.path.join(workdir, f"{n}.expected_0.npy"))]
         if missing:
             subprocess.run([sys.executable, os.path.join(ROOT, "tests", "zoo", script), workdir,
-                            *missing], check=True, stdout=subprocess.DEVNULL)
+                            *missing], check=True, stdout=subprocess.DEVNULL,
+                           env=without_preload())
     for n in names:
         if not os.path.exists(os.path.join(workdir, f"{n}.onnx")):
             raise SystemExit(f"unknown model {n!r} (known: {', '.join(DEFAULT)})")
@@ -174,7 +175,9 @@ HIDDEN = "KILN_BENCH_AVX512_HIDDEN"
 
 
 def without_preload():
-    """This process's environment without the AVX-512-hiding preload (for `kiln` commands)."""
+    """This process's environment without the AVX-512-hiding preload, for child processes
+    (`kiln`, compilers and LLVM install their own SIGSEGV handlers, which CPUID faulting
+    needs)."""
     env = dict(os.environ)
     if env.get(HIDDEN):
         env.pop("LD_PRELOAD", None)
@@ -182,18 +185,19 @@ def without_preload():
 
 
 def hide_avx512(workdir):
-    """Runs this script again with bench/isa/hide_avx512.c preloaded (see the module docs)."""
+    """Runs the script this process runs again, with bench/isa/hide_avx512.c preloaded (see
+    the module docs)."""
     src = os.path.join(ROOT, "bench", "isa", "hide_avx512.c")
     lib = os.path.join(workdir, "hide_avx512.so")
     subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", lib, src],
                    check=True)
     env = dict(os.environ, LD_PRELOAD=lib, **{HIDDEN: "1"})
-    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
+    os.execve(sys.executable, [sys.executable, os.path.abspath(sys.argv[0]), *sys.argv[1:]], env)
 
 
 def child(kind, *args):
     """Runs a worker in a child process; its result dict, or {"error": text}."""
-    env = dict(os.environ, TVM_NUM_THREADS="1")
+    env = dict(without_preload(), TVM_NUM_THREADS="1")
     p = subprocess.run([sys.executable, os.path.abspath(__file__), f"--{kind}-worker",
                         *map(str, args)], capture_output=True, text=True, env=env)
     lines = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]

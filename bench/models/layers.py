@@ -4,11 +4,14 @@ MatMul, Gemm) cut out as a one-node model with the network's shapes and weights,
 `kiln compile` and timed beside onnxruntime at one thread, in GFLOP/s against the core's FMA
 peak measured in the same run (bench/fma_peak/peak.c, built with `cc -O2 -march=native`).
 
-    layers.py MODEL [--workdir build/bench_models] [--reps 15]
+    layers.py MODEL [--kiln-target T] [--hide-avx512] [--workdir build/bench_models] [--reps 15]
 
 MODEL is a name bench/models knows (its .onnx is made if missing). Prints one row per distinct
 layer signature: its count in the network, shapes, MFLOP, Kiln and onnxruntime milliseconds
 (median of --reps), Kiln GFLOP/s and its share of the peak, and Kiln / ORT time.
+--hide-avx512 runs AVX2 code on an AVX-512 host as bench_models.py's option does (onnxruntime's
+AVX2 kernels; Kiln for `llvm -mcpu=native -mattr=-avx512f` unless --kiln-target says otherwise;
+the peak with `-mno-avx512f`).
 """
 import argparse
 import os
@@ -23,11 +26,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 HEAVY = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
 
 
-def fma_peak():
+def fma_peak(flags=()):
+    from bench_models import without_preload
+
     exe = os.path.join(tempfile.mkdtemp(), "peak")
-    subprocess.run(["cc", "-O2", "-march=native", "-o", exe,
-                    os.path.join(ROOT, "bench", "fma_peak", "peak.c")], check=True)
-    out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    subprocess.run(["cc", "-O2", "-march=native", *flags, "-o", exe,
+                    os.path.join(ROOT, "bench", "fma_peak", "peak.c")], check=True,
+                   env=without_preload())
+    out = subprocess.run([exe], check=True, capture_output=True, text=True,
+                         env=without_preload()).stdout
     return float(out.split("fma peak:")[1].split()[0]), out.strip()
 
 
@@ -50,12 +57,25 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench_models"))
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--kiln-target", default=None, help="Kiln's --target (default its own)")
+    ap.add_argument("--hide-avx512", action="store_true",
+                    help="AVX2 code for every engine on an AVX-512 host (see the module docs)")
     args = ap.parse_args()
     import onnx
     import onnxruntime as ort
     from onnx import helper, shape_inference
-    from bench_models import ensure_models, median_ms
+    from bench_models import HIDDEN, ensure_models, hide_avx512, median_ms, without_preload
 
+    peak_flags = ()
+    if args.hide_avx512:
+        if not os.environ.get(HIDDEN):
+            os.makedirs(args.workdir, exist_ok=True)
+            hide_avx512(args.workdir)
+        if os.environ.get("KILN_HIDE_AVX512_FAILED"):
+            raise SystemExit("--hide-avx512: " + os.environ["KILN_HIDE_AVX512_FAILED"])
+        args.kiln_target = args.kiln_target or "llvm -mcpu=native -mattr=-avx512f"
+        peak_flags = ("-mno-avx512f",)
+    target = ["--target", args.kiln_target] if args.kiln_target else []
     import kiln
     from kiln.graph_executor import GraphModule
 
@@ -82,7 +102,7 @@ def main():
     inits = {t.name: t for t in g.initializer}
     for t in g.initializer:
         shapes[t.name] = list(t.dims)
-    peak, peak_line = fma_peak()
+    peak, peak_line = fma_peak(peak_flags)
     print(peak_line)
     groups = {}
     for node in g.node:
@@ -113,7 +133,7 @@ def main():
         feeds = {i: rng.standard_normal(shapes[i]).astype(np.float32) for i in runtime}
         lib = path[:-5] + ".so"
         subprocess.run([os.path.join(ROOT, "target", "release", "kiln"), "compile", path, "-o",
-                        lib], check=True, stdout=subprocess.DEVNULL)
+                        lib, *target], check=True, stdout=subprocess.DEVNULL, env=without_preload())
         gm = GraphModule(kiln.load_module(lib)["default"](kiln.cpu()))
         for i, v in feeds.items():
             gm.set_input(i, v)
