@@ -119,6 +119,40 @@ fn reshape_transpose_flatten_squeeze() {
 }
 
 #[test]
+fn concatenate_along_the_innermost_axis() {
+    // Offsets of whole vectors (one branch per vector) and ragged ones (masked loads).
+    let seed = seed("concat_inner");
+    let mut rng = Rng::new(seed);
+    for widths in [[16i64, 32, 16], [5, 11, 24], [8, 40, 3]] {
+        let shapes: Vec<[i64; 2]> = widths.iter().map(|&w| [3, w]).collect();
+        let xs: Vec<Tensor> = shapes
+            .iter()
+            .enumerate()
+            .map(|(k, s)| ph(s, f32t(), &format!("X{k}")))
+            .collect();
+        let vals: Vec<Vec<f32>> = shapes.iter().map(|s| rng.f32s(numel(s))).collect();
+        let y = tf::concatenate(&xs, -1).unwrap();
+        let total: i64 = widths.iter().sum();
+        assert_eq!(shape_of(&y), [3, total]);
+        let s = tf::create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
+        let ins = vals
+            .iter()
+            .zip(&shapes)
+            .map(|(v, s)| rt_f32(v, s))
+            .collect();
+        let got = run_with(&s, &xs, &[y], ins, "concat_inner").remove(0);
+        let mut want = Vec::new();
+        for r in 0..3usize {
+            for (k, &w) in widths.iter().enumerate() {
+                let w = w as usize;
+                want.extend(vals[k][r * w..(r + 1) * w].iter().map(|&v| v as f64));
+            }
+        }
+        assert_close(&got, &want, 0.0, &format!("concat {widths:?}"), seed);
+    }
+}
+
+#[test]
 fn concatenate_and_split() {
     let seed = seed("concat");
     let mut rng = Rng::new(seed);

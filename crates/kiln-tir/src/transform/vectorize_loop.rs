@@ -3,8 +3,10 @@
 //! become vectors (`ramp + scalar` and `ramp * scalar` stay ramps, other scalars are
 //! broadcast), loads and stores take vector indices, lets bind vector variables.
 //!
-//! A `tir.if_then_else` whose condition does not depend on the loop variable chooses between
-//! vectors (still evaluating one side only). One whose condition does becomes a vector
+//! A `tir.if_then_else` whose condition does not depend on the loop variable, or holds for
+//! whole vectors (`base + lane < bound` with `base` and `bound` multiples of the lanes: the
+//! inputs of a concatenation along its innermost axis), chooses between vectors (still
+//! evaluating one side only). One whose condition depends on the lane becomes a vector
 //! `if_then_else` when both sides are [`maskable`]: code generation evaluates each side under
 //! the lanes that choose it, its loads masked (a padding stage reading the interior of a row,
 //! zeros at its edges, is vector code with masked loads instead of a loop of branches).
@@ -234,30 +236,37 @@ impl Vectorizer {
                 PrimExpr::buffer_load_raw(buffer.clone(), idx)
             }
             ExprKind::Ramp { .. } | ExprKind::Broadcast { .. } => return None,
+            ExprKind::Call { op, args } if op == op::IF_THEN_ELSE && args.len() == 3 => {
+                // A choice the whole vector makes alike (its condition does not depend on
+                // the lane, or holds for whole vectors): one branch of vectors, only the
+                // chosen side evaluated.
+                let c = match self.whole_vector_lt(&args[0]) {
+                    Some(c) => c,
+                    None => self.expr(&args[0])?,
+                };
+                let (x, y) = (self.expr(&args[1])?, self.expr(&args[2])?);
+                let lanes = lanes_of(&c).max(lanes_of(&x)).max(lanes_of(&y));
+                if lanes == 1 {
+                    return Some(PrimExpr::call(e.dtype(), op, vec![c, x, y]));
+                }
+                let t = e.dtype().with_lanes(lanes as u16);
+                if lanes_of(&c) == 1 {
+                    let (x, y) = (self.broadcast(x, lanes), self.broadcast(y, lanes));
+                    return Some(PrimExpr::call(t, op, vec![c, x, y]));
+                }
+                // A per-lane choice: each side evaluated under the lanes choosing it, which
+                // code generation does with masked loads.
+                if !(maskable(&x) && maskable(&y)) {
+                    return None;
+                }
+                let a = [c, x, y].map(|v| self.broadcast(v, lanes)).to_vec();
+                PrimExpr::call(t, op, a)
+            }
             ExprKind::Call { op, args } => {
                 let a = self.exprs(args)?;
                 let lanes = a.iter().map(lanes_of).max().unwrap_or(1);
                 if lanes == 1 {
                     return Some(PrimExpr::call(e.dtype(), op, a));
-                }
-                // A choice the whole vector makes alike (its condition does not depend on
-                // the lane): one branch of vectors, only the chosen side evaluated.
-                if op == op::IF_THEN_ELSE && lanes_of(&a[0]) == 1 {
-                    let (x, y) = (
-                        self.broadcast(a[1].clone(), lanes),
-                        self.broadcast(a[2].clone(), lanes),
-                    );
-                    return Some(PrimExpr::call(
-                        e.dtype().with_lanes(lanes as u16),
-                        op,
-                        vec![a[0].clone(), x, y],
-                    ));
-                }
-                // A per-lane choice: each side evaluated under the lanes choosing it, which
-                // code generation does with masked loads.
-                if op == op::IF_THEN_ELSE && maskable(&a[1]) && maskable(&a[2]) {
-                    let a = a.into_iter().map(|x| self.broadcast(x, lanes)).collect();
-                    return Some(PrimExpr::call(e.dtype().with_lanes(lanes as u16), op, a));
                 }
                 let math = op::FLOAT_UNARY.contains(&op)
                     || op::FLOAT_BINARY.contains(&op)
@@ -291,12 +300,19 @@ impl Vectorizer {
             return None;
         };
         let [inner] = args else { return None };
-        let ExprKind::Binary(BinOp::Lt, a, b) = inner.kind() else {
-            return None;
-        };
         if op != op::LIKELY {
             return None;
         }
+        self.whole_vector_lt(inner).map(op::likely)
+    }
+
+    /// A comparison `base + lane < bound` that holds for all lanes or none (`base` and `bound`
+    /// multiples of the lane count), as the scalar `base < bound`: the choice between the
+    /// inputs of a concatenation along its innermost axis at offsets of whole vectors.
+    fn whole_vector_lt(&mut self, cond: &PrimExpr) -> Option<PrimExpr> {
+        let ExprKind::Binary(BinOp::Lt, a, b) = cond.kind() else {
+            return None;
+        };
         let (va, vb) = (self.expr(a)?, self.expr(b)?);
         let ExprKind::Ramp {
             base,
@@ -308,7 +324,7 @@ impl Vectorizer {
         };
         let bound = vb.as_int()?;
         let whole = stride.is_const_int(1) && bound % lanes == 0 && multiple_of(base, lanes);
-        whole.then(|| op::likely(base.clone().lt(vb)))
+        whole.then(|| base.clone().lt(vb))
     }
 
     fn stmt(&mut self, s: &Stmt) -> Option<Stmt> {

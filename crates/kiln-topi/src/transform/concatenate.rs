@@ -28,7 +28,6 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
     };
     let mut out: Vec<PrimExpr> = s0.to_vec();
     let mut offsets = Vec::with_capacity(xs.len());
-    let mut lens = Vec::with_capacity(xs.len());
     let mut total = PrimExpr::const_int(dt, 0);
     for (k, x) in xs.iter().enumerate() {
         let s = x.shape();
@@ -61,7 +60,6 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
             out[d] = crate::extent::meet(&out[d], &s[d]).ok_or_else(mismatch)?;
         }
         offsets.push(total.clone());
-        lens.push(s[a].clone());
         total = add(&total, &s[a]);
     }
     out[a] = total;
@@ -76,12 +74,7 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
                     .enumerate()
                     .map(|(d, v)| {
                         if d == a {
-                            let t = v.dtype();
-                            let local = v.to_expr() - cast(t, offsets[k].clone());
-                            kiln_tir::min(
-                                kiln_tir::max(local, PrimExpr::const_int(t, 0)),
-                                cast(t, lens[k].clone()) - PrimExpr::const_int(t, 1),
-                            )
+                            v.to_expr() - cast(v.dtype(), offsets[k].clone())
                         } else {
                             v.to_expr()
                         }
@@ -92,18 +85,15 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
             // an outer axis the choice is the same for a whole row of vectors: a branch
             // (`if_then_else`, one load) that still vectorizes and that LLVM hoists out of
             // the row's loop.
-            let outer = a + 1 < out.len();
+            // Only the chosen input is read (`if_then_else`), so its index needs no clamp;
+            // vectorized along the axis, the choice is one branch for offsets of whole
+            // vectors and masked loads otherwise (VectorizeLoop).
             let last = xs.len() - 1;
             let mut e = xs[last].at(&idx_of(last));
             for k in (0..last).rev() {
                 let bound = cast(i[a].dtype(), offsets[k + 1].clone());
                 let cond = i[a].to_expr().lt(bound);
-                let x = xs[k].at(&idx_of(k));
-                e = if outer {
-                    kiln_te::if_then_else(cond, x, e)
-                } else {
-                    kiln_tir::select(cond, x, e)
-                };
+                e = kiln_te::if_then_else(cond, xs[k].at(&idx_of(k)), e);
             }
             e
         },

@@ -336,3 +336,49 @@ fn lanes_of_vector_code_as_scalars() {
     let text = l.to_string();
     assert!(text.contains("A[x + T.Cast(\"int32\", k) * 2]"), "{text}");
 }
+
+#[test]
+fn choices_at_whole_vector_offsets_are_one_branch() {
+    // A concatenation along its innermost axis: `j < 16` holds for all lanes of a vector
+    // starting at a multiple of 8 or for none, so it is one scalar branch of plain vector
+    // loads; at an offset of 12 it differs across lanes, a per-lane (masked) choice.
+    let f32 = DataType::float(32);
+    let a = Buffer::decl("A", f32, vec![PrimExpr::i32(64)]);
+    let b = Buffer::decl("B", f32, vec![PrimExpr::i32(64)]);
+    let c = Buffer::decl("C", f32, vec![PrimExpr::i32(64)]);
+    let (io, ii) = (Var::int32("io"), Var::int32("ii"));
+    let j = &io * 8 + &ii;
+    for (offset, uniform) in [(16, true), (12, false)] {
+        let value = crate::op::if_then_else(
+            j.lt(offset),
+            a.load(vec![j.clone()]),
+            b.load(vec![&j - offset]),
+        );
+        let body = Stmt::for_loop(
+            &ii,
+            0,
+            8,
+            ForKind::Vectorized,
+            c.store(value, vec![j.clone()]),
+        );
+        let out = vectorize_stmt(&body, true);
+        let StmtKind::BufferStore(st) = out.kind() else {
+            panic!("not vector code: {out}");
+        };
+        let ExprKind::Call { op, args } = st.value.kind() else {
+            panic!("not an if_then_else: {out}");
+        };
+        assert_eq!(op, crate::op::IF_THEN_ELSE, "{out}");
+        let lanes = if uniform { 1 } else { 8 };
+        assert_eq!(args[0].dtype().lanes(), lanes, "{out}");
+        for side in &args[1..] {
+            let ExprKind::BufferLoad { indices, .. } = side.kind() else {
+                panic!("{out}");
+            };
+            assert!(
+                matches!(indices[0].kind(), ExprKind::Ramp { stride, .. } if stride.is_const_int(1)),
+                "{out}"
+            );
+        }
+    }
+}
