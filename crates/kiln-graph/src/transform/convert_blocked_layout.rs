@@ -18,7 +18,8 @@
 //! - `concatenate` along channels of whole blocks joins the blocks, and `split` into pieces
 //!   of whole blocks gives blocks;
 //! - `nn.max_pool2d`, `nn.avg_pool2d`, the global poolings and `image.resize2d` work on
-//!   blocks;
+//!   blocks, and so does `take` of rows or columns by a vector of indices (the taps of a
+//!   linear Resize);
 //! - any other operator, a tuple and the function's result get NCHW back through
 //!   `layout_transform`, which `FuseOps` fuses into the convolution that produces the blocks
 //!   (so a convolution followed by an NCHW consumer costs what it did before).
@@ -337,6 +338,34 @@ impl Blocking {
                 let attrs = with_attr(&call.attrs, "axis", AttrValue::Int(1));
                 return Ok(Some(Expr::call_raw(call.op.clone(), args, attrs)));
             }
+            "take" => {
+                // Rows or columns gathered by a vector of indices (a linear resize, one tap
+                // per take): the same axis of the blocks.
+                let axis = match orig.attrs().opt_int("axis")? {
+                    Some(a) => normalize_axis(a, 4).ok(),
+                    None => None,
+                };
+                let rows_or_columns = matches!(axis, Some(2 | 3));
+                let vector = orig.args()[1]
+                    .ty()
+                    .ok()
+                    .and_then(|t| t.as_tensor().map(|(s, _)| s.len() == 1))
+                    .unwrap_or(false);
+                let data = &e.args()[0];
+                if !rows_or_columns || !vector || !self.is_blocked(data) {
+                    return Ok(None);
+                }
+                let attrs = with_attr(
+                    &call.attrs,
+                    "axis",
+                    AttrValue::Int(axis.unwrap_or(2) as i64),
+                );
+                return Ok(Some(Expr::call_raw(
+                    call.op.clone(),
+                    vec![data.clone(), e.args()[1].clone()],
+                    attrs,
+                )));
+            }
             "nn.bias_add" | "broadcast_to" => None, // axes or shapes in attributes
             _ if op::get(name)?.pattern <= OpPattern::Broadcast => {
                 // Only operators whose result is the broadcast of their operands.
@@ -535,6 +564,56 @@ mod tests {
                 assert_eq!(last, "nn.relu", "{m}");
             }
             assert!(relu > join, "{m}");
+        }
+    }
+
+    #[test]
+    fn linear_resize_taps_gather_blocks() {
+        // A tap of a linear 2x resize along the columns (`take` by a vector of indices, then
+        // its weights) after a blocked convolution stays in blocks; a take along channels,
+        // or by a matrix of indices, gets NCHW.
+        for (axis, indices, blocked) in [
+            (3i64, vec![8i64], true),
+            (-2, vec![8], true),
+            (1, vec![8], false),
+            (3, vec![4, 2], false),
+        ] {
+            let x = Var::new("x", Type::f32(&[1, 3, 4, 4]));
+            let w = Expr::const_f32(&[0.5; 16 * 3 * 9], &[16, 3, 3, 3]);
+            let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
+            let conv = mk("nn.conv2d", vec![x.expr(), w], &pad1);
+            let n: i64 = indices.iter().product();
+            let ix: Vec<i64> = (0..n).map(|i| i / 2).collect();
+            let ix =
+                Expr::constant(kiln_runtime::tensor::Tensor::from_slice(&ix, &indices).unwrap());
+            let taken = mk(
+                "take",
+                vec![conv, ix],
+                &[("axis", attr(axis)), ("mode", attr("clip"))],
+            );
+            let out = mk("nn.relu", vec![taken], &[]);
+            let m = IRModule::from_main(Function::new(vec![x], out));
+            let ctx = PassContext::with_opt_level(3).with_cpu(CpuDesc::custom(256, 16));
+            let m = alter_op_layout().run(m, &ctx).unwrap();
+            let m = convert_blocked_layout().run(m, &ctx).unwrap();
+            let ops = ops(&m);
+            let take = ops.iter().position(|o| o == "take").unwrap();
+            let before = ops[..take]
+                .iter()
+                .any(|o| o.starts_with("layout_transform(NCHW8c"));
+            assert_eq!(before, !blocked, "{m}");
+            if blocked {
+                assert_eq!(ops.last().unwrap(), "layout_transform(NCHW8c->NCHW)", "{m}");
+                let body = m.main().unwrap().body().clone();
+                let t = &body.args()[0].args()[0];
+                assert_eq!(t.op_name(), Some("take"), "{m}");
+                let shape: [i64; 5] = if axis == 3 {
+                    [1, 2, 4, 8, 8]
+                } else {
+                    [1, 2, 8, 4, 8]
+                };
+                assert_eq!(t.ty().unwrap(), Type::f32(&shape), "{m}");
+            }
         }
     }
 
