@@ -12,6 +12,13 @@
 //! broadcasts the same way over either. Calls with an `axis` attribute (`nn.bias_add`) and
 //! `broadcast_to` stay, as does any call with a shape known only at run time. Sinking repeats
 //! down a chain of such calls, since each rewritten call is again a reshape.
+//!
+//! A transpose sinks alike: `f(transpose(x, axes), c)` becomes `transpose(f(x, c), axes)` when
+//! one operand is transposed and every other operand is one value (all its axes 1). A detector's head, `sigmoid(transpose(reshape(conv)))`, then
+//! takes the sigmoid into the convolution's output loop, in vectors, and the transpose left
+//! after it is a copy; fused after the transpose, the sigmoid ran one scalar `exp` per element
+//! along the transposed rows. The call freed of a transpose may sink a reshape in turn, and
+//! the other way round.
 
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
@@ -27,9 +34,68 @@ pub fn sink_reshape() -> Pass {
         let f = infer_function(&f)?;
         // The source shapes of the reshapes this pass creates (new nodes are untyped).
         let mut sources: HashMap<usize, Vec<i64>> = HashMap::new();
-        let out = rewrite_function_orig(&f, |orig, e| sink(orig, e, &mut sources))?;
+        let out = rewrite_function_orig(&f, |orig, e| {
+            let r = sink(orig, e, &mut sources)?;
+            if !r.same_as(e) {
+                return Ok(r);
+            }
+            sink_transpose(orig, e, &mut sources)
+        })?;
         infer_function(&out)
     })
+}
+
+/// `e` (rebuilt from `orig`) with a transpose of its operands moved after it, when allowed
+/// (see the module docs).
+fn sink_transpose(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>) -> Result<Expr> {
+    let Some(name) = e.op_name() else {
+        return Ok(e.clone());
+    };
+    if op::get(name)?.pattern > OpPattern::Broadcast
+        || name == "broadcast_to"
+        || e.attrs().get("axis").is_some()
+    {
+        return Ok(e.clone());
+    }
+    let out_shape = orig.ty()?.shape().to_vec();
+    let mut perm: Option<(Vec<i64>, Vec<i64>)> = None;
+    let mut args = Vec::with_capacity(e.args().len());
+    for (a, o) in e.args().iter().zip(orig.args()) {
+        let shape = o.ty()?.shape().to_vec();
+        if a.op_name() == Some("transpose") && shape == out_shape {
+            let axes = a.attrs().opt_ints("axes")?.unwrap_or_default();
+            // The source shape from the permuted one (`out[i] = source[axes[i]]`), as the
+            // transpose may be new and untyped.
+            if axes.len() != shape.len() || shape.contains(&-1) {
+                return Ok(e.clone());
+            }
+            let mut source = vec![0i64; shape.len()];
+            for (i, &ax) in axes.iter().enumerate() {
+                let Some(d) = usize::try_from(ax).ok().and_then(|k| source.get_mut(k)) else {
+                    return Ok(e.clone());
+                };
+                *d = shape[i];
+            }
+            // One transposed operand: two (a residual add of transposed values) would move
+            // the add out of the group of the product that computes one of them.
+            if perm.is_some() {
+                return Ok(e.clone());
+            }
+            perm = Some((axes, source));
+            args.push(a.args()[0].clone());
+        } else if shape.iter().all(|&d| d == 1) {
+            args.push(a.clone());
+        } else {
+            return Ok(e.clone());
+        }
+    }
+    let Some((axes, _)) = perm else {
+        return Ok(e.clone());
+    };
+    // The call, typed, may sink a reshape of its operand in turn (a transposed reshape).
+    let inner = super::infer_type::infer_expr(&with_children(e, &args))?;
+    let inner = sink(&inner, &inner, sources)?;
+    Ok(mk("transpose", vec![inner], &[("axes", attr(axes))]))
 }
 
 /// `e` (rebuilt from `orig`) with a reshape of its operands moved after it, when allowed.
@@ -100,7 +166,9 @@ fn sink(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>) -> Result
             )
         });
     }
-    let inner = with_children(e, &args);
+    // The call, typed, may sink a transpose of its operand in turn (a pixel shuffle).
+    let inner = super::infer_type::infer_expr(&with_children(e, &args))?;
+    let inner = sink_transpose(&inner, &inner, sources)?;
     let out = mk("reshape", vec![inner], &[("newshape", attr(out_shape))]);
     sources.insert(out.key(), source);
     Ok(out)
@@ -194,6 +262,43 @@ mod tests {
             run(Function::new(vec![a, w], ba)).op_name(),
             Some("nn.bias_add")
         );
+    }
+
+    #[test]
+    fn a_sigmoid_after_a_transposed_reshape_runs_before_both() {
+        // A detector head: sigmoid(transpose(reshape(x))) * 2 -> transpose(reshape(..)).
+        let x = Var::new("x", Type::f32(&[1, 6, 2, 2]));
+        let r = reshape(x.expr(), &[1, 2, 3, 4]);
+        let t = mk("transpose", vec![r], &[("axes", attr(vec![0i64, 1, 3, 2]))]);
+        let s = mk("sigmoid", vec![t], &[]);
+        let out = mk(
+            "multiply",
+            vec![s, Expr::const_f32(&[2.0], &[1, 1, 1, 1])],
+            &[],
+        );
+        let body = run(Function::new(vec![x], out));
+        assert_eq!(body.op_name(), Some("transpose"), "{body}");
+        assert_eq!(body.ty().unwrap(), Type::f32(&[1, 2, 4, 3]));
+        let r = &body.args()[0];
+        assert_eq!(r.op_name(), Some("reshape"), "{body}");
+        let mul = &r.args()[0];
+        assert_eq!(mul.op_name(), Some("multiply"), "{body}");
+        assert_eq!(mul.ty().unwrap(), Type::f32(&[1, 6, 2, 2]));
+        assert_eq!(mul.args()[0].op_name(), Some("sigmoid"), "{body}");
+        assert_eq!(
+            mul.args()[0].args()[0].op_name(),
+            None,
+            "the parameter itself"
+        );
+        // A per-column operand of the transposed shape stays after the transpose.
+        let x = Var::new("x", Type::f32(&[2, 3]));
+        let t = mk(
+            "transpose",
+            vec![x.expr()],
+            &[("axes", attr(vec![1i64, 0]))],
+        );
+        let add = mk("add", vec![t, Expr::const_f32(&[1.0, 2.0], &[2])], &[]);
+        assert_eq!(run(Function::new(vec![x], add)).op_name(), Some("add"));
     }
 
     #[test]
