@@ -169,6 +169,18 @@ pub fn infer_expr(e: &Expr) -> Result<Expr> {
     })
 }
 
+/// `e` typed when its arguments already are, without rebuilding them (so that nodes shared
+/// with other users stay one node); `None` when some argument is untyped.
+pub fn infer_node(e: &Expr) -> Option<Expr> {
+    if e.checked_type().is_some() {
+        return Some(e.clone());
+    }
+    if e.args().iter().any(|a| a.checked_type().is_none()) {
+        return None;
+    }
+    node_type(e).ok().map(|t| e.with_type(t))
+}
+
 /// The pass (opt level 0).
 pub fn infer_type() -> Pass {
     function_pass("InferType", 0, |f, _| infer_function(&f))

@@ -18,7 +18,9 @@
 //! takes the sigmoid into the convolution's output loop, in vectors, and the transpose left
 //! after it is a copy; fused after the transpose, the sigmoid ran one scalar `exp` per element
 //! along the transposed rows. The call freed of a transpose may sink a reshape in turn, and
-//! the other way round.
+//! the other way round, when its operands are nodes of the input graph (typed): a rebuilt
+//! operand is typed only by rebuilding it again, which would split a node shared with other
+//! users into copies computed twice.
 
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
@@ -93,8 +95,10 @@ fn sink_transpose(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>)
         return Ok(e.clone());
     };
     // The call, typed, may sink a reshape of its operand in turn (a transposed reshape).
-    let inner = super::infer_type::infer_expr(&with_children(e, &args))?;
-    let inner = sink(&inner, &inner, sources)?;
+    let mut inner = with_children(e, &args);
+    if let Some(typed) = super::infer_type::infer_node(&inner) {
+        inner = sink(&typed, &typed, sources)?;
+    }
     Ok(mk("transpose", vec![inner], &[("axes", attr(axes))]))
 }
 
@@ -167,8 +171,10 @@ fn sink(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>) -> Result
         });
     }
     // The call, typed, may sink a transpose of its operand in turn (a pixel shuffle).
-    let inner = super::infer_type::infer_expr(&with_children(e, &args))?;
-    let inner = sink_transpose(&inner, &inner, sources)?;
+    let mut inner = with_children(e, &args);
+    if let Some(typed) = super::infer_type::infer_node(&inner) {
+        inner = sink_transpose(&typed, &typed, sources)?;
+    }
     let out = mk("reshape", vec![inner], &[("newshape", attr(out_shape))]);
     sources.insert(out.key(), source);
     Ok(out)
@@ -266,7 +272,8 @@ mod tests {
 
     #[test]
     fn a_sigmoid_after_a_transposed_reshape_runs_before_both() {
-        // A detector head: sigmoid(transpose(reshape(x))) * 2 -> transpose(reshape(..)).
+        // A detector head: sigmoid(transpose(reshape(x))) -> transpose(reshape(sigmoid(x))),
+        // and a call by a single value after it sinks the transpose too.
         let x = Var::new("x", Type::f32(&[1, 6, 2, 2]));
         let r = reshape(x.expr(), &[1, 2, 3, 4]);
         let t = mk("transpose", vec![r], &[("axes", attr(vec![0i64, 1, 3, 2]))]);
@@ -279,17 +286,14 @@ mod tests {
         let body = run(Function::new(vec![x], out));
         assert_eq!(body.op_name(), Some("transpose"), "{body}");
         assert_eq!(body.ty().unwrap(), Type::f32(&[1, 2, 4, 3]));
-        let r = &body.args()[0];
-        assert_eq!(r.op_name(), Some("reshape"), "{body}");
-        let mul = &r.args()[0];
+        let mul = &body.args()[0];
         assert_eq!(mul.op_name(), Some("multiply"), "{body}");
-        assert_eq!(mul.ty().unwrap(), Type::f32(&[1, 6, 2, 2]));
-        assert_eq!(mul.args()[0].op_name(), Some("sigmoid"), "{body}");
-        assert_eq!(
-            mul.args()[0].args()[0].op_name(),
-            None,
-            "the parameter itself"
-        );
+        let r = &mul.args()[0];
+        assert_eq!(r.op_name(), Some("reshape"), "{body}");
+        let sig = &r.args()[0];
+        assert_eq!(sig.op_name(), Some("sigmoid"), "{body}");
+        assert_eq!(sig.ty().unwrap(), Type::f32(&[1, 6, 2, 2]));
+        assert_eq!(sig.args()[0].op_name(), None, "the parameter itself");
         // A per-column operand of the transposed shape stays after the transpose.
         let x = Var::new("x", Type::f32(&[2, 3]));
         let t = mk(
@@ -299,6 +303,34 @@ mod tests {
         );
         let add = mk("add", vec![t, Expr::const_f32(&[1.0, 2.0], &[2])], &[]);
         assert_eq!(run(Function::new(vec![x], add)).op_name(), Some("add"));
+    }
+
+    #[test]
+    fn values_rebuilt_upstream_stay_one_node_for_all_their_users() {
+        // A sunk transpose upstream rebuilds the softmax after it; two calls on reshapes of
+        // that softmax each sink their reshape, and both must read the one softmax (a copy
+        // would compute it, and everything above it, twice).
+        let x = Var::new("x", Type::f32(&[2, 3]));
+        let t = mk(
+            "transpose",
+            vec![x.expr()],
+            &[("axes", attr(vec![1i64, 0]))],
+        );
+        let e = mk("exp", vec![t], &[]);
+        let soft = mk("nn.softmax", vec![e], &[("axis", attr(1i64))]);
+        let two = Expr::const_f32(&[2.0], &[]);
+        let three = Expr::const_f32(&[3.0], &[]);
+        let a = mk("multiply", vec![reshape(soft.clone(), &[6]), two], &[]);
+        let b = mk("multiply", vec![reshape(soft, &[6]), three], &[]);
+        let body = run(Function::new(vec![x], mk("add", vec![a, b], &[])));
+        let count = |name: &str| {
+            crate::ir::visit::post_order(&body)
+                .iter()
+                .filter(|e| e.op_name() == Some(name))
+                .count()
+        };
+        assert_eq!(count("nn.softmax"), 1, "{body}");
+        assert_eq!(count("exp"), 1, "{body}");
     }
 
     #[test]
