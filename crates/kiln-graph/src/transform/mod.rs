@@ -15,7 +15,7 @@
 //! | `FoldScaleAxis` | 3 | [`fold_scale_axis`] |
 //! | `AlterOpLayout` | 3 (packed convolution kernels) | [`alter_op_layout`] |
 //! | `ConvertBlockedLayout` | 3 (activations in channel blocks between convolutions) | [`convert_blocked_layout`] |
-//! | `SinkReshape` | 3 (elementwise calls before a reshape, into their producer's group) | [`sink_reshape`] |
+//! | `SinkReshape` | 3 (elementwise calls before a reshape or transpose, into their producer's group) | [`sink_reshape`] |
 //! | `DeadCodeElimination` | 1 | [`dead_code_elimination`] |
 //! | `FuseOps` | 0 (`-O0` still fuses nothing: its `fuse_opt_level` is the context's) | [`fuse_ops`] |
 //!

@@ -14,10 +14,10 @@
 //! down a chain of such calls, since each rewritten call is again a reshape.
 //!
 //! A transpose sinks alike: `f(transpose(x, axes), c)` becomes `transpose(f(x, c), axes)` when
-//! one operand is transposed and every other operand is one value (all its axes 1). A detector's head, `sigmoid(transpose(reshape(conv)))`, then
-//! takes the sigmoid into the convolution's output loop, in vectors, and the transpose left
-//! after it is a copy; fused after the transpose, the sigmoid ran one scalar `exp` per element
-//! along the transposed rows. The call freed of a transpose may sink a reshape in turn, and
+//! one operand is transposed and every other operand is one value (all its axes 1). A
+//! detector's head, `sigmoid(transpose(reshape(conv)))`, then takes the sigmoid into the
+//! convolution's output loop, in vectors, and the transpose left after it is a copy; fused
+//! after the transpose, the sigmoid ran one scalar `exp` per element along the transposed rows. The call freed of a transpose may sink a reshape in turn, and
 //! the other way round, when its operands are nodes of the input graph (typed): a rebuilt
 //! operand is typed only by rebuilding it again, which would split a node shared with other
 //! users into copies computed twice.
@@ -60,30 +60,22 @@ fn sink_transpose(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>)
         return Ok(e.clone());
     }
     let out_shape = orig.ty()?.shape().to_vec();
-    let mut perm: Option<(Vec<i64>, Vec<i64>)> = None;
+    let mut perm: Option<Vec<i64>> = None;
     let mut args = Vec::with_capacity(e.args().len());
     for (a, o) in e.args().iter().zip(orig.args()) {
         let shape = o.ty()?.shape().to_vec();
         if a.op_name() == Some("transpose") && shape == out_shape {
+            // Explicit axes only (the transpose may be new and untyped: no rank to reverse).
             let axes = a.attrs().opt_ints("axes")?.unwrap_or_default();
-            // The source shape from the permuted one (`out[i] = source[axes[i]]`), as the
-            // transpose may be new and untyped.
-            if axes.len() != shape.len() || shape.contains(&-1) {
-                return Ok(e.clone());
-            }
-            let mut source = vec![0i64; shape.len()];
-            for (i, &ax) in axes.iter().enumerate() {
-                let Some(d) = usize::try_from(ax).ok().and_then(|k| source.get_mut(k)) else {
-                    return Ok(e.clone());
-                };
-                *d = shape[i];
-            }
+            let mut sorted = axes.clone();
+            sorted.sort_unstable();
+            let permutation = sorted.iter().copied().eq(0..shape.len() as i64);
             // One transposed operand: two (a residual add of transposed values) would move
             // the add out of the group of the product that computes one of them.
-            if perm.is_some() {
+            if !permutation || shape.contains(&-1) || perm.is_some() {
                 return Ok(e.clone());
             }
-            perm = Some((axes, source));
+            perm = Some(axes);
             args.push(a.args()[0].clone());
         } else if shape.iter().all(|&d| d == 1) {
             args.push(a.clone());
@@ -91,7 +83,7 @@ fn sink_transpose(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>)
             return Ok(e.clone());
         }
     }
-    let Some((axes, _)) = perm else {
+    let Some(axes) = perm else {
         return Ok(e.clone());
     };
     // The call, typed, may sink a reshape of its operand in turn (a transposed reshape).
