@@ -113,5 +113,8 @@ def test_attention_chain_matches_float32_rounded_per_op():
     # float16 rounding boundary can round to its neighbour: one float16 ulp of a probability
     # (at most 2^-11) times |V| (< 1) in the output, hence the absolute bound.
     np.testing.assert_allclose(got.astype("f4"), want.astype("f4"), rtol=1e-3, atol=1e-3)
-    # onnxruntime's float16 kernels round some intermediates to float16: a looser bound.
-    np.testing.assert_allclose(got.astype("f4"), ref.astype("f4"), rtol=1e-2, atol=2e-3)
+    # onnxruntime's float16 kernels round some intermediates to float16 (the scores, the
+    # probabilities) where the reference above keeps each op's float32 result until its end:
+    # summed over up to 40 keys its output strayed 2.0e-3 from Kiln's in one run in several
+    # hundred, Kiln within 1e-3 of the reference then. A looser bound, twice that.
+    np.testing.assert_allclose(got.astype("f4"), ref.astype("f4"), rtol=1e-2, atol=4e-3)
