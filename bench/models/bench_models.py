@@ -184,15 +184,22 @@ def without_preload():
     return env
 
 
-def hide_avx512(workdir):
-    """Runs the script this process runs again, with bench/isa/hide_avx512.c preloaded (see
-    the module docs)."""
-    src = os.path.join(ROOT, "bench", "isa", "hide_avx512.c")
-    lib = os.path.join(workdir, "hide_avx512.so")
-    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", lib, src],
-                   check=True)
-    env = dict(os.environ, LD_PRELOAD=lib, **{HIDDEN: "1"})
-    os.execve(sys.executable, [sys.executable, os.path.abspath(sys.argv[0]), *sys.argv[1:]], env)
+def hide_avx512(workdir, kiln_target):
+    """AVX-512 hidden from this process (see the module docs): the first call runs the script
+    this process runs again with bench/isa/hide_avx512.c preloaded; in that run, Kiln's target
+    (`kiln_target`, or this host without AVX-512). Stops when the host cannot hide it."""
+    if not os.environ.get(HIDDEN):
+        os.makedirs(workdir, exist_ok=True)
+        src = os.path.join(ROOT, "bench", "isa", "hide_avx512.c")
+        lib = os.path.join(workdir, "hide_avx512.so")
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", lib, src],
+                       check=True)
+        env = dict(os.environ, LD_PRELOAD=lib, **{HIDDEN: "1"})
+        os.execve(sys.executable, [sys.executable, os.path.abspath(sys.argv[0]), *sys.argv[1:]],
+                  env)
+    if os.environ.get("KILN_HIDE_AVX512_FAILED"):
+        raise SystemExit("--hide-avx512: " + os.environ["KILN_HIDE_AVX512_FAILED"])
+    return kiln_target or "llvm -mcpu=native -mattr=-avx512f"
 
 
 def child(kind, *args):
@@ -340,12 +347,7 @@ def main():
     if args.repeat < 5:
         raise SystemExit("--repeat must be at least 5")
     if args.hide_avx512:
-        if not os.environ.get(HIDDEN):
-            os.makedirs(args.workdir, exist_ok=True)
-            hide_avx512(args.workdir)
-        if os.environ.get("KILN_HIDE_AVX512_FAILED"):
-            raise SystemExit("--hide-avx512: " + os.environ["KILN_HIDE_AVX512_FAILED"])
-        args.kiln_target = args.kiln_target or "llvm -mcpu=native -mattr=-avx512f"
+        args.kiln_target = hide_avx512(args.workdir, args.kiln_target)
     # Kiln runs in this process, on one thread, from this checkout's runtime and package.
     os.environ.setdefault("KILN_LIBRARY_PATH", os.path.join(ROOT, "target", "release"))
     os.environ["KILN_NUM_THREADS"] = "1"

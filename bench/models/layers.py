@@ -25,10 +25,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 HEAVY = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
 
+from bench_models import ensure_models, hide_avx512, median_ms, without_preload  # noqa: E402
+
 
 def fma_peak(flags=()):
-    from bench_models import without_preload
-
     exe = os.path.join(tempfile.mkdtemp(), "peak")
     subprocess.run(["cc", "-O2", "-march=native", *flags, "-o", exe,
                     os.path.join(ROOT, "bench", "fma_peak", "peak.c")], check=True,
@@ -64,16 +64,10 @@ def main():
     import onnx
     import onnxruntime as ort
     from onnx import helper, shape_inference
-    from bench_models import HIDDEN, ensure_models, hide_avx512, median_ms, without_preload
 
     peak_flags = ()
     if args.hide_avx512:
-        if not os.environ.get(HIDDEN):
-            os.makedirs(args.workdir, exist_ok=True)
-            hide_avx512(args.workdir)
-        if os.environ.get("KILN_HIDE_AVX512_FAILED"):
-            raise SystemExit("--hide-avx512: " + os.environ["KILN_HIDE_AVX512_FAILED"])
-        args.kiln_target = args.kiln_target or "llvm -mcpu=native -mattr=-avx512f"
+        args.kiln_target = hide_avx512(args.workdir, args.kiln_target)
         peak_flags = ("-mno-avx512f",)
     target = ["--target", args.kiln_target] if args.kiln_target else []
     import kiln

@@ -9,6 +9,28 @@ use kiln_ffi::DataType;
 use kiln_te::Tensor;
 use kiln_topi::transform as tf;
 
+/// Placeholders `X0`, `X1`, ... of `shapes` and random values for each.
+fn inputs<S: AsRef<[i64]>>(shapes: &[S], rng: &mut Rng) -> (Vec<Tensor>, Vec<Vec<f32>>) {
+    let xs = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| ph(s.as_ref(), f32t(), &format!("X{k}")))
+        .collect();
+    let vals = shapes.iter().map(|s| rng.f32s(numel(s.as_ref()))).collect();
+    (xs, vals)
+}
+
+/// [`run1`] of several inputs.
+fn run_many(xs: &[Tensor], y: &Tensor, vals: &[Vec<f32>], name: &str) -> Vec<f64> {
+    let s = tf::create_injective_schedule(std::slice::from_ref(y), &cpu()).unwrap();
+    let ins = vals
+        .iter()
+        .zip(xs)
+        .map(|(v, x)| rt_f32(v, &shape_of(x)))
+        .collect();
+    run_with(&s, xs, std::slice::from_ref(y), ins, name).remove(0)
+}
+
 fn run1(x: &Tensor, y: &Tensor, xv: &[f32], name: &str) -> Vec<f64> {
     let s = tf::create_injective_schedule(std::slice::from_ref(y), &cpu()).unwrap();
     run_with(
@@ -125,22 +147,11 @@ fn concatenate_along_the_innermost_axis() {
     let mut rng = Rng::new(seed);
     for widths in [[16i64, 32, 16], [5, 11, 24], [8, 40, 3]] {
         let shapes: Vec<[i64; 2]> = widths.iter().map(|&w| [3, w]).collect();
-        let xs: Vec<Tensor> = shapes
-            .iter()
-            .enumerate()
-            .map(|(k, s)| ph(s, f32t(), &format!("X{k}")))
-            .collect();
-        let vals: Vec<Vec<f32>> = shapes.iter().map(|s| rng.f32s(numel(s))).collect();
+        let (xs, vals) = inputs(&shapes, &mut rng);
         let y = tf::concatenate(&xs, -1).unwrap();
         let total: i64 = widths.iter().sum();
         assert_eq!(shape_of(&y), [3, total]);
-        let s = tf::create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
-        let ins = vals
-            .iter()
-            .zip(&shapes)
-            .map(|(v, s)| rt_f32(v, s))
-            .collect();
-        let got = run_with(&s, &xs, &[y], ins, "concat_inner").remove(0);
+        let got = run_many(&xs, &y, &vals, "concat_inner");
         let mut want = Vec::new();
         for r in 0..3usize {
             for (k, &w) in widths.iter().enumerate() {
@@ -157,23 +168,12 @@ fn concatenate_and_split() {
     let seed = seed("concat");
     let mut rng = Rng::new(seed);
     let shapes = [[2i64, 1, 3], [2, 4, 3], [2, 2, 3]];
-    let xs: Vec<Tensor> = shapes
-        .iter()
-        .enumerate()
-        .map(|(k, s)| ph(s, f32t(), &format!("X{k}")))
-        .collect();
-    let vals: Vec<Vec<f32>> = shapes.iter().map(|s| rng.f32s(numel(s))).collect();
+    let (xs, vals) = inputs(&shapes, &mut rng);
     for axis in [1i64, -2] {
         let y = tf::concatenate(&xs, axis).unwrap();
         let out = [2i64, 7, 3];
         assert_eq!(shape_of(&y), out);
-        let s = tf::create_injective_schedule(std::slice::from_ref(&y), &cpu()).unwrap();
-        let ins = vals
-            .iter()
-            .zip(&shapes)
-            .map(|(v, s)| rt_f32(v, s))
-            .collect();
-        let got = run_with(&s, &xs, &[y], ins, "concat").remove(0);
+        let got = run_many(&xs, &y, &vals, "concat");
         let want: Vec<f64> = (0..42)
             .map(|l| {
                 let mut idx = unravel(l, &out);

@@ -341,28 +341,22 @@ impl Blocking {
             "take" => {
                 // Rows or columns gathered by a vector of indices (a linear resize, one tap
                 // per take): the same axis of the blocks.
-                let axis = match orig.attrs().opt_int("axis")? {
-                    Some(a) => normalize_axis(a, 4).ok(),
-                    None => None,
+                let axis = orig.attrs().opt_int("axis")?;
+                let Some(axis @ (2 | 3)) = axis.and_then(|a| normalize_axis(a, 4).ok()) else {
+                    return Ok(None);
                 };
-                let rows_or_columns = matches!(axis, Some(2 | 3));
                 let vector = orig.args()[1]
                     .ty()
                     .ok()
                     .and_then(|t| t.as_tensor().map(|(s, _)| s.len() == 1))
                     .unwrap_or(false);
-                let data = &e.args()[0];
-                if !rows_or_columns || !vector || !self.is_blocked(data) {
+                if !vector || !self.is_blocked(&e.args()[0]) {
                     return Ok(None);
                 }
-                let attrs = with_attr(
-                    &call.attrs,
-                    "axis",
-                    AttrValue::Int(axis.unwrap_or(2) as i64),
-                );
+                let attrs = with_attr(&call.attrs, "axis", AttrValue::Int(axis as i64));
                 return Ok(Some(Expr::call_raw(
                     call.op.clone(),
-                    vec![data.clone(), e.args()[1].clone()],
+                    e.args().to_vec(),
                     attrs,
                 )));
             }
@@ -441,6 +435,12 @@ mod tests {
     use crate::transform::{alter_op_layout, fold_constant, PassContext};
     use kiln_tir::CpuDesc;
 
+    /// Constant OIHW weights of `o` filters over `c` channels, `k` x `k`.
+    fn weights(o: i64, c: i64, k: i64) -> Expr {
+        let n = (o * c * k * k) as usize;
+        Expr::const_f32(&vec![0.5; n], &[o, c, k, k])
+    }
+
     /// The ops of `m`'s main in post order, with the layouts of layout transforms.
     fn ops(m: &IRModule) -> Vec<String> {
         post_order(m.main().unwrap().body())
@@ -465,15 +465,11 @@ mod tests {
     fn activations_stay_in_blocks_between_convolutions() {
         for lanes in [8u32, 16] {
             let x = Var::new("x", Type::f32(&[1, 3, 8, 8]));
-            let w = |o: i64, c: i64, k: i64| {
-                let n = (o * c * k * k) as usize;
-                Expr::const_f32(&vec![0.5; n], &[o, c, k, k])
-            };
             let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
-            let stem = mk("nn.conv2d", vec![x.expr(), w(32, 3, 3)], &pad1);
+            let stem = mk("nn.conv2d", vec![x.expr(), weights(32, 3, 3)], &pad1);
             let bias = Expr::const_f32(&[0.25; 32], &[32, 1, 1]);
             let stem = mk("nn.relu", vec![mk("add", vec![stem, bias], &[])], &[]);
-            let second = mk("nn.conv2d", vec![stem.clone(), w(32, 32, 3)], &pad1);
+            let second = mk("nn.conv2d", vec![stem.clone(), weights(32, 32, 3)], &pad1);
             let res = mk("add", vec![second, stem], &[]);
             let pooled = mk("nn.global_avg_pool2d", vec![res], &[]);
             let m = IRModule::from_main(Function::new(vec![x], pooled));
@@ -518,12 +514,8 @@ mod tests {
         // 8 grouped channels the join is in blocks.
         for (grouped, in_blocks) in [(48i64, false), (8, true)] {
             let x = Var::new("x", Type::f32(&[1, 3, 8, 8]));
-            let w = |o: i64, c: i64, k: i64| {
-                let n = (o * c * k * k) as usize;
-                Expr::const_f32(&vec![0.5; n], &[o, c, k, k])
-            };
             let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
-            let stem = mk("nn.conv2d", vec![x.expr(), w(16, 3, 3)], &pad1);
+            let stem = mk("nn.conv2d", vec![x.expr(), weights(16, 3, 3)], &pad1);
             let pooled = mk(
                 "nn.max_pool2d",
                 vec![stem.clone()],
@@ -531,7 +523,7 @@ mod tests {
             );
             let group = mk(
                 "nn.conv2d",
-                vec![stem, w(grouped, 4, 1)],
+                vec![stem, weights(grouped, 4, 1)],
                 &[("groups", attr(4i64))],
             );
             let joined = mk("concatenate", vec![pooled, group], &[("axis", attr(1i64))]);
@@ -579,9 +571,8 @@ mod tests {
             (3, vec![4, 2], false),
         ] {
             let x = Var::new("x", Type::f32(&[1, 3, 4, 4]));
-            let w = Expr::const_f32(&[0.5; 16 * 3 * 9], &[16, 3, 3, 3]);
             let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
-            let conv = mk("nn.conv2d", vec![x.expr(), w], &pad1);
+            let conv = mk("nn.conv2d", vec![x.expr(), weights(16, 3, 3)], &pad1);
             let n: i64 = indices.iter().product();
             let ix: Vec<i64> = (0..n).map(|i| i / 2).collect();
             let ix =
@@ -646,13 +637,9 @@ mod tests {
         // outputs (not whole blocks of 16) it reads NCHW and keeps its OIHW kernel.
         for (heads, blocked) in [(32i64, true), (20, false)] {
             let x = Var::new("x", Type::f32(&[1, 16, 20, 20]));
-            let w = |o: i64, c: i64, k: i64| {
-                let n = (o * c * k * k) as usize;
-                Expr::const_f32(&vec![0.5; n], &[o, c, k, k])
-            };
             let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
-            let body = mk("nn.conv2d", vec![x.expr(), w(32, 16, 3)], &pad1);
-            let head = mk("nn.conv2d", vec![body, w(heads, 32, 1)], &[]);
+            let body = mk("nn.conv2d", vec![x.expr(), weights(32, 16, 3)], &pad1);
+            let head = mk("nn.conv2d", vec![body, weights(heads, 32, 1)], &[]);
             let m = IRModule::from_main(Function::new(vec![x], head));
             let ctx = PassContext::with_opt_level(3).with_cpu(CpuDesc::custom(512, 32));
             let m = alter_op_layout().run(m, &ctx).unwrap();

@@ -47,19 +47,28 @@ pub fn sink_reshape() -> Pass {
     })
 }
 
+/// Whether `e` calls an elementwise or broadcast operator whose result is the broadcast of its
+/// operands alone (no `axis` attribute, not `broadcast_to`): one that a reshape or transpose
+/// of its operands may follow instead.
+fn movable(e: &Expr) -> Result<bool> {
+    let Some(name) = e.op_name() else {
+        return Ok(false);
+    };
+    Ok(op::get(name)?.pattern <= OpPattern::Broadcast
+        && name != "broadcast_to"
+        && e.attrs().get("axis").is_none())
+}
+
 /// `e` (rebuilt from `orig`) with a transpose of its operands moved after it, when allowed
 /// (see the module docs).
 fn sink_transpose(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>) -> Result<Expr> {
-    let Some(name) = e.op_name() else {
-        return Ok(e.clone());
-    };
-    if op::get(name)?.pattern > OpPattern::Broadcast
-        || name == "broadcast_to"
-        || e.attrs().get("axis").is_some()
-    {
+    if !movable(e)? {
         return Ok(e.clone());
     }
     let out_shape = orig.ty()?.shape().to_vec();
+    if out_shape.contains(&-1) {
+        return Ok(e.clone());
+    }
     let mut perm: Option<Vec<i64>> = None;
     let mut args = Vec::with_capacity(e.args().len());
     for (a, o) in e.args().iter().zip(orig.args()) {
@@ -72,7 +81,7 @@ fn sink_transpose(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>)
             let permutation = sorted.iter().copied().eq(0..shape.len() as i64);
             // One transposed operand: two (a residual add of transposed values) would move
             // the add out of the group of the product that computes one of them.
-            if !permutation || shape.contains(&-1) || perm.is_some() {
+            if !permutation || perm.is_some() {
                 return Ok(e.clone());
             }
             perm = Some(axes);
@@ -96,13 +105,7 @@ fn sink_transpose(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>)
 
 /// `e` (rebuilt from `orig`) with a reshape of its operands moved after it, when allowed.
 fn sink(orig: &Expr, e: &Expr, sources: &mut HashMap<usize, Vec<i64>>) -> Result<Expr> {
-    let Some(name) = e.op_name() else {
-        return Ok(e.clone());
-    };
-    if op::get(name)?.pattern > OpPattern::Broadcast
-        || name == "broadcast_to"
-        || e.attrs().get("axis").is_some()
-    {
+    if !movable(e)? {
         return Ok(e.clone());
     }
     let out_shape = orig.ty()?.shape().to_vec();

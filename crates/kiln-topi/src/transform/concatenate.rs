@@ -66,9 +66,7 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
     compute_tagged(
         &out,
         |i: &[Var]| {
-            // Input k's index along the axis, clamped into its range: every read is in
-            // bounds, so the choice is a branch-free select that vectorizes (a branch per
-            // element would not, and would hide which buffer each load reads).
+            // Input k's index along the axis (read only where k is chosen: no clamp).
             let idx_of = |k: usize| -> Vec<PrimExpr> {
                 i.iter()
                     .enumerate()
@@ -81,13 +79,11 @@ pub fn concatenate(xs: &[Tensor], axis: i64) -> Result<Tensor> {
                     })
                     .collect()
             };
-            // The last input is the fallback; earlier ones are chosen from the back. Along
-            // an outer axis the choice is the same for a whole row of vectors: a branch
-            // (`if_then_else`, one load) that still vectorizes and that LLVM hoists out of
-            // the row's loop.
-            // Only the chosen input is read (`if_then_else`), so its index needs no clamp;
-            // vectorized along the axis, the choice is one branch for offsets of whole
-            // vectors and masked loads otherwise (VectorizeLoop).
+            // The last input is the fallback; earlier ones are chosen from the back with
+            // `if_then_else`, which reads the chosen input only. Along an outer axis the
+            // choice is one branch for a whole row of vectors, which LLVM hoists out of the
+            // row's loop; vectorized along the axis itself, one branch per vector at offsets
+            // of whole vectors, masked loads otherwise (VectorizeLoop).
             let last = xs.len() - 1;
             let mut e = xs[last].at(&idx_of(last));
             for k in (0..last).rev() {
