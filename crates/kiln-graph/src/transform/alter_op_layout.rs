@@ -13,7 +13,8 @@
 //! becomes `nn.dense` on such a packed constant (its data flattened to 2-D and the result
 //! reshaped back when it has batch axes). `nn.conv2d_transpose` with a constant kernel and one
 //! group becomes the direct `nn.conv2d` it equals (input dilated and padded, kernel flipped;
-//! a kernel equal to the stride: a 1x1 convolution whose channels are shuffled into pixels),
+//! a square kernel equal to the stride: a 1x1 convolution whose channels `nn.depth_to_space`
+//! moves into pixels),
 //! which the pass's second round packs. Integer matrix products and convolutions by constant
 //! 8-bit weights become `nn.dense_dot4` where the CPU has a four-byte dot product
 //! ([`super::alter_integer_matmul`]).
@@ -186,40 +187,35 @@ fn flip_kernel(w: &Tensor) -> Result<Tensor> {
 }
 
 /// A transposed convolution whose kernel equals its stride (`s x s`, no padding or dilation:
-/// the upsampling kind) on `x` (`[N, C, H, W]`, `nhw` = `[N, H, W]`): every output pixel gets
-/// exactly one tap, so it is a 1x1 convolution to `O*s*s` channels (kernel `w`, `shape` `[C,
-/// O, s, s]`, reshaped and transposed to `[O*s*s, C, 1, 1]`; folded) whose channels are shuffled into `s x s` pixels (reshape
-/// to `[N, O, s, s, H, W]`, transpose to `[N, O, H, s, W, s]`, reshape), with no multiply-adds
-/// on zeros.
-fn pixel_shuffle_conv(x: Expr, w: &Expr, shape: &[i64], nhw: [i64; 3]) -> Expr {
-    let (c, o, kh, kw) = (shape[0], shape[1], shape[2], shape[3]);
-    let [n, h, wd] = nhw;
-    let rows = mk(
-        "reshape",
-        vec![w.clone()],
-        &[("newshape", attr(vec![c, o * kh * kw]))],
-    );
-    let kernel = mk(
-        "reshape",
-        vec![mk("transpose", vec![rows], &[])],
-        &[("newshape", attr(vec![o * kh * kw, c, 1, 1]))],
-    );
-    let y = mk("nn.conv2d", vec![x, kernel], &[]);
-    let y = mk(
-        "reshape",
+/// the upsampling kind) on `x`: every output pixel gets exactly one tap, so it is a 1x1
+/// convolution to `s*s*O` channels whose channels `nn.depth_to_space` (mode DCR) moves into
+/// `s x s` pixels, with no multiply-adds on zeros. The constant kernel `w` (`[C, O, s, s]`)
+/// becomes `[s*s*O, C, 1, 1]`, row `(i*s + j)*O + o` holding `w[.., o, i, j]`: each pixel
+/// offset's `O` channels are adjacent, so in channel blocks the shuffle moves whole blocks
+/// (the kernel a constant already, so that `ConvertBlockedLayout` can pack it).
+fn pixel_shuffle_conv(x: Expr, w: &Tensor) -> Result<Expr> {
+    let shape = w.shape();
+    let (c, o, s) = (shape[0], shape[1], shape[2]);
+    let vals = eval::values(w)?;
+    let mut rows = vec![0.0; vals.len()];
+    for ci in 0..c {
+        for oi in 0..o {
+            for i in 0..s {
+                for j in 0..s {
+                    let src = ((ci * o + oi) * s + i) * s + j;
+                    let dst = ((i * s + j) * o + oi) * c + ci;
+                    rows[dst as usize] = vals[src as usize];
+                }
+            }
+        }
+    }
+    let kernel = eval::make(&rows, &Type::tensor(&[s * s * o, c, 1, 1], w.dtype()))?;
+    let y = mk("nn.conv2d", vec![x, Expr::constant(kernel)], &[]);
+    Ok(mk(
+        "nn.depth_to_space",
         vec![y],
-        &[("newshape", attr(vec![n, o, kh, kw, h, wd]))],
-    );
-    let y = mk(
-        "transpose",
-        vec![y],
-        &[("axes", attr(vec![0, 1, 4, 2, 5, 3]))],
-    );
-    mk(
-        "reshape",
-        vec![y],
-        &[("newshape", attr(vec![n, o, h * kh, wd * kw]))],
-    )
+        &[("block_size", attr(s)), ("mode", attr("DCR"))],
+    ))
 }
 
 /// `nn.conv2d_transpose` with a constant float32 kernel and one group: the direct convolution
@@ -251,16 +247,12 @@ fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     let (oph, opw) = attr_pair(&a, "output_padding")?;
     let p = attr_padding(&a)?;
     let (n, c, h, wd) = (d[0], d[1], d[2], d[3]);
-    if (ws[2], ws[3]) == (sh, sw)
+    if (ws[2], ws[3]) == (sh, sh)
+        && sw == sh
         && (dh, dw, oph, opw) == (1, 1, 0, 0)
         && [p.top, p.left, p.bottom, p.right] == [0; 4]
     {
-        return Ok(Some(pixel_shuffle_conv(
-            e.args()[0].clone(),
-            &e.args()[1],
-            ws,
-            [n, h, wd],
-        )));
+        return pixel_shuffle_conv(e.args()[0].clone(), w).map(Some);
     }
     let mut x = e.args()[0].clone();
     if sh > 1 || sw > 1 {
@@ -654,19 +646,27 @@ mod tests {
         let m = alter_op_layout().run(m, &ctx).unwrap();
         let m = fold_constant().run(m, &ctx).unwrap();
         let body = m.main().unwrap().body().clone();
-        assert_eq!(body.op_name(), Some("reshape"));
+        assert_eq!(body.op_name(), Some("nn.depth_to_space"));
+        assert_eq!(body.attrs().str("mode").unwrap(), "DCR");
         assert_eq!(body.ty().unwrap(), Type::f32(&[1, 2, 8, 10]));
-        let t = &body.args()[0];
-        assert_eq!(t.op_name(), Some("transpose"));
-        let conv = &t.args()[0].args()[0];
+        let conv = &body.args()[0];
         assert_eq!(conv.op_name(), Some("nn.conv2d"));
-        // Output channel o*4 + py*2 + px of the 1x1 kernel reads w[c, o, py, px].
+        // Output channel (py*2 + px)*2 + o of the 1x1 kernel (DCR order: each pixel offset's
+        // channels adjacent) reads w[c, o, py, px].
         let k = conv.args()[1].as_constant().expect("constant kernel");
         let got = eval::values(k).unwrap();
         assert_eq!(k.shape(), &[8, 3, 1, 1]);
-        for r in 0..8i64 {
+        for (py, px, o) in
+            (0..2i64).flat_map(|y| (0..2).flat_map(move |x| (0..2).map(move |o| (y, x, o))))
+        {
+            let r = (py * 2 + px) * 2 + o;
             for c in 0..3i64 {
-                assert_eq!(got[(r * 3 + c) as usize], vals[(c * 8 + r) as usize] as f64);
+                let want = vals[(c * 8 + o * 4 + py * 2 + px) as usize];
+                assert_eq!(
+                    got[(r * 3 + c) as usize],
+                    want as f64,
+                    "row {r}, channel {c}"
+                );
             }
         }
     }

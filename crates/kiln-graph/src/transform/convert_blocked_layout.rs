@@ -8,7 +8,8 @@
 //!   (`data_layout`); one whose output channels are not whole blocks (a 1000-class or 255
 //!   channel head) reads blocked data and writes NCHW; a 1x1 convolution kept `OIHW` (the
 //!   flattened-row kernel, for NCHW rows) whose data arrives blocked gets its kernel packed too
-//!   when its output channels are whole blocks, and NCHW data otherwise;
+//!   when its output channels are whole blocks or fewer than one block (a head, writing NCHW),
+//!   and NCHW data otherwise;
 //! - a Winograd convolution (`kernel_layout` `WINOGRAD_F2x2_3x3`) reads and writes blocks,
 //!   its data transformed to blocks where it comes NCHW;
 //! - elementwise and broadcast operators (`add`, `relu`, `clip`, ...) with a blocked operand
@@ -19,7 +20,7 @@
 //!   of whole blocks gives blocks;
 //! - `nn.max_pool2d`, `nn.avg_pool2d`, the global poolings and `image.resize2d` work on
 //!   blocks, and so does `take` of rows or columns by a vector of indices (the taps of a
-//!   linear Resize);
+//!   linear Resize), and `nn.depth_to_space` in mode DCR (whole blocks move into pixels);
 //! - any other operator, a tuple and the function's result get NCHW back through
 //!   `layout_transform`, which `FuseOps` fuses into the convolution that produces the blocks
 //!   (so a convolution followed by an NCHW consumer costs what it did before).
@@ -251,11 +252,13 @@ impl Blocking {
         let mut weight = e.args()[1].clone();
         let mut attrs = e.as_call().expect("a call").attrs.clone();
         if kernel == "OIHW" && data_blocked && weight.as_constant().is_some() {
-            if !whole {
+            if !whole && out[1] > b {
                 // Its output would be unpacked to NCHW from padded blocks in every tile: the
                 // NCHW-row kernel AlterOpLayout chose, on NCHW data, costs less even with its
                 // producer unpacking instead (a detector's 64 -> 255 head at 40x40 on
-                // AVX-512: 651 -> 494-543 us, its producer 216 -> 300-312 us).
+                // AVX-512: 651 -> 494-543 us, its producer 216 -> 300-312 us). A head of less
+                // than one block reads the blocks: unpacked, a DBNet-style detector's pixel
+                // shuffle before its 24 -> 4 head took 300 us instead of 122 (AVX2).
                 return Ok(None);
             }
             // A 1x1 convolution AlterOpLayout left for NCHW rows: blocks in, so pack it.
@@ -354,6 +357,19 @@ impl Blocking {
                     return Ok(None);
                 }
                 let attrs = with_attr(&call.attrs, "axis", AttrValue::Int(axis as i64));
+                return Ok(Some(Expr::call_raw(
+                    call.op.clone(),
+                    e.args().to_vec(),
+                    attrs,
+                )));
+            }
+            "nn.depth_to_space" => {
+                // DCR moves whole blocks (each pixel offset's channels adjacent); CRD would
+                // split them.
+                if orig.attrs().str("mode")? != "DCR" || !self.is_blocked(&e.args()[0]) {
+                    return Ok(None);
+                }
+                let attrs = with_attr(&call.attrs, "layout", layout);
                 return Ok(Some(Expr::call_raw(
                     call.op.clone(),
                     e.args().to_vec(),
@@ -557,6 +573,46 @@ mod tests {
             }
             assert!(relu > join, "{m}");
         }
+    }
+
+    #[test]
+    fn upsampling_stays_in_blocks_down_to_a_head_of_less_than_a_block() {
+        // Two upsampling transposed convolutions (kernel = stride = 2) after a blocked
+        // convolution: the first one's 1x1 convolution and its pixel shuffle stay in blocks;
+        // the second, to 4 channels (less than a block), reads the blocks and writes NCHW.
+        let x = Var::new("x", Type::f32(&[1, 3, 4, 4]));
+        let pad1 = [("padding", attr(vec![1i64, 1, 1, 1]))];
+        let conv = mk("nn.conv2d", vec![x.expr(), weights(16, 3, 3)], &pad1);
+        let up = |data: Expr, o: i64| {
+            let w = Expr::const_f32(&vec![0.25; (16 * o * 4) as usize], &[16, o, 2, 2]);
+            mk(
+                "nn.conv2d_transpose",
+                vec![data, w],
+                &[("strides", attr(vec![2i64, 2]))],
+            )
+        };
+        let first = mk("nn.relu", vec![up(conv, 16)], &[]);
+        let out = mk("sigmoid", vec![up(first, 1)], &[]);
+        let m = IRModule::from_main(Function::new(vec![x], out));
+        let ctx = PassContext::with_opt_level(3).with_cpu(CpuDesc::custom(256, 16));
+        let m = alter_op_layout().run(m, &ctx).unwrap();
+        let m = convert_blocked_layout().run(m, &ctx).unwrap();
+        let ops = ops(&m);
+        assert!(
+            !ops.iter().any(|o| o.starts_with("layout_transform(NCHW")),
+            "{m}"
+        );
+        let body = m.main().unwrap().body().clone();
+        assert_eq!(body.ty().unwrap(), Type::f32(&[1, 1, 16, 16]), "{m}");
+        let last = &body.args()[0];
+        assert_eq!(last.op_name(), Some("nn.depth_to_space"), "{m}");
+        assert_eq!(last.attrs().str("layout").unwrap(), "NCHW", "{m}");
+        let head = &last.args()[0];
+        assert_eq!(head.op_name(), Some("nn.conv2d"), "{m}");
+        assert_eq!(head.attrs().str("data_layout").unwrap(), "NCHW8c", "{m}");
+        let shuffled = &head.args()[0].args()[0];
+        assert_eq!(shuffled.op_name(), Some("nn.depth_to_space"), "{m}");
+        assert_eq!(shuffled.ty().unwrap(), Type::f32(&[1, 2, 8, 8, 8]), "{m}");
     }
 
     #[test]

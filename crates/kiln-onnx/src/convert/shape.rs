@@ -421,7 +421,8 @@ fn tile(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     Ok(vec![call("reshape", vec![b], &[("newshape", out.into())])?])
 }
 
-/// DepthToSpace (DCR and CRD modes) and SpaceToDepth as reshape-transpose-reshape.
+/// DepthToSpace (`nn.depth_to_space`, DCR and CRD modes) and SpaceToDepth (reshape-transpose-
+/// reshape).
 fn depth_space(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
     let x = ctx.input(node, 0)?;
     let s = shape_of(&x)?;
@@ -433,27 +434,25 @@ fn depth_space(ctx: &mut Ctx<'_>, node: &Node) -> CResult<Vec<Expr>> {
         return Err("attribute blocksize must be >= 1".into());
     }
     let (n, c, h, w) = (s[0], s[1], s[2], s[3]);
-    let (view, perm, out): (Vec<i64>, Vec<i64>, Vec<i64>) = if node.op_type == "SpaceToDepth" {
-        (
-            vec![n, c, h / b, b, w / b, b],
-            vec![0, 3, 5, 1, 2, 4],
-            vec![n, c * b * b, h / b, w / b],
-        )
-    } else if node.attr_s("mode", "DCR")? == "CRD" {
-        (
-            vec![n, c / (b * b), b, b, h, w],
-            vec![0, 1, 4, 2, 5, 3],
-            vec![n, c / (b * b), h * b, w * b],
-        )
-    } else {
-        (
-            vec![n, b, b, c / (b * b), h, w],
-            vec![0, 3, 4, 1, 5, 2],
-            vec![n, c / (b * b), h * b, w * b],
-        )
-    };
+    if node.op_type == "DepthToSpace" {
+        let mode = node.attr_s("mode", "DCR")?;
+        if c % (b * b) != 0 || (mode != "DCR" && mode != "CRD") {
+            return Err(Msg(format!(
+                "{c} channels, blocksize {b} and mode {mode:?}: needs channels divisible by \
+                 blocksize squared and mode DCR or CRD"
+            )));
+        }
+        return Ok(vec![call(
+            "nn.depth_to_space",
+            vec![x],
+            &[("block_size", b.into()), ("mode", mode.as_str().into())],
+        )?]);
+    }
+    let view = vec![n, c, h / b, b, w / b, b];
     let v = call("reshape", vec![x], &[("newshape", view.into())])?;
+    let perm = vec![0i64, 3, 5, 1, 2, 4];
     let t = call("transpose", vec![v], &[("axes", perm.into())])?;
+    let out = vec![n, c * b * b, h / b, w / b];
     Ok(vec![call("reshape", vec![t], &[("newshape", out.into())])?])
 }
 

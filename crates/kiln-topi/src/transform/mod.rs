@@ -16,12 +16,14 @@
 //! | [`scatter_elements()`], [`scatter_nd()`] | `ScatterElements`, `ScatterND` |
 //! | [`resize2d()`] ([`ResizeMethod`], [`CoordMode`], [`NearestMode`]) | `Resize` |
 //! | [`tile()`] | `Tile` |
+//! | [`depth_to_space()`] ([`DepthToSpaceMode`]) | `DepthToSpace` |
 //! | [`layout_transform()`] ([`Layout`]) | (packed weights, from `AlterOpLayout`) |
 //!
 //! [`run_time`] holds the operators whose extents are known only at run time (ConstantOfShape,
 //! Range and Slice by run-time inputs).
 
 mod concatenate;
+mod depth_to_space;
 mod flatten;
 pub mod layout;
 mod pad;
@@ -42,6 +44,7 @@ mod trilu;
 pub mod util;
 
 pub use concatenate::concatenate;
+pub use depth_to_space::{depth_to_space, DepthToSpaceMode};
 pub use flatten::flatten;
 pub use layout::{layout_transform, Layout};
 pub use pad::{pad, PadMode};

@@ -3,6 +3,7 @@
 
 pub mod broadcast_to;
 pub mod concatenate;
+pub mod depth_to_space;
 pub mod expand_dims;
 pub mod flatten;
 pub mod gather_elements;
@@ -27,6 +28,7 @@ use super::OpDef;
 pub(crate) fn defs(v: &mut Vec<OpDef>) {
     broadcast_to::defs(v);
     concatenate::defs(v);
+    depth_to_space::defs(v);
     expand_dims::defs(v);
     flatten::defs(v);
     gather_elements::defs(v);
