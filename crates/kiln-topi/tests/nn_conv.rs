@@ -135,6 +135,21 @@ fn conv2d_groups_and_depthwise() {
         },
         seed + 3,
     );
+    // Rows of two to four vectors and a partial one (28 and 60 columns: 3.5 vectors of AVX2
+    // and of AVX-512), computed as one vector a row.
+    for (k, width) in [28i64, 60].into_iter().enumerate() {
+        check_conv(
+            &format!("depthwise 3x3, rows of {width}"),
+            [1, 4, 5, width],
+            [4, 1, 3, 3],
+            Conv2dAttrs {
+                groups: 4,
+                padding: Padding2d::same(1),
+                ..base
+            },
+            seed + 4 + k as u64,
+        );
+    }
     check_conv(
         "depthwise multiplier 2, dilation 2",
         [2, 3, 10, 16],
