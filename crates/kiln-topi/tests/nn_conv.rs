@@ -588,7 +588,8 @@ fn conv2d_1x1_over_flattened_rows() {
 
 /// The register tiles of the packed convolution follow the CPU's registers: about half of them
 /// accumulate with several kernel taps; with one tap, the tile that fits the registers with
-/// the fewest loads per multiply-add (several blocks of a few columns where blocks divide).
+/// the fewest loads per multiply-add (several blocks of a few columns where blocks divide),
+/// or a short row whole in one block where several blocks would split it unevenly.
 #[test]
 fn conv2d_register_tiles_follow_the_cpu() {
     use kiln_topi::schedule::x86::conv2d::register_tile;
@@ -606,7 +607,11 @@ fn conv2d_register_tiles_follow_the_cpu() {
         ((27, 4, 1, 3), (1, 7), (1, 14)),
         ((112, 8, 1, 7), (1, 8), (1, 16)),
         ((13, 125, 1, 1), (1, 13), (1, 13)),
-        ((7, 256, 1, 1), (2, 4), (4, 4)),
+        // A row of 7 is one block's whole row on AVX2 (two blocks would take 4 + 3 columns);
+        // a row of 14 in 34 blocks is still split, 4 + 4 + 4 + 2 (a whole row is 14
+        // accumulators).
+        ((7, 256, 1, 1), (1, 7), (4, 4)),
+        ((14, 34, 1, 1), (2, 4), (2, 7)),
         ((12, 2, 1, 1), (2, 4), (2, 6)),
         ((56, 8, 1, 1), (2, 4), (4, 4)),
         ((14, 3, 1, 1), (3, 3), (3, 7)),
