@@ -70,6 +70,8 @@ def main():
         args.kiln_target = hide_avx512(args.workdir, args.kiln_target)
         peak_flags = ("-mno-avx512f",)
     target = ["--target", args.kiln_target] if args.kiln_target else []
+    # One thread, as onnxruntime here: the runtime's pool reads this when it starts.
+    os.environ["KILN_NUM_THREADS"] = "1"
     import kiln
     from kiln.graph_executor import GraphModule
 
