@@ -589,7 +589,8 @@ fn conv2d_1x1_over_flattened_rows() {
 /// The register tiles of the packed convolution follow the CPU's registers: about half of them
 /// accumulate with several kernel taps; with one tap, the tile that fits the registers with
 /// the fewest loads per multiply-add (several blocks of a few columns where blocks divide),
-/// or a short row whole in one block where several blocks would split it unevenly.
+/// or a short row whole in one block where several blocks would split it unevenly; strided
+/// kernels with several taps spread the accumulators over blocks.
 #[test]
 fn conv2d_register_tiles_follow_the_cpu() {
     use kiln_topi::schedule::x86::conv2d::register_tile;
@@ -599,28 +600,31 @@ fn conv2d_register_tiles_follow_the_cpu() {
             .cpu_desc()
     };
     let (avx2, avx512) = (cpu("x86-64-v3"), cpu("x86-64-v4"));
-    // (width, blocks, vectors per block, kernel width) -> (blocks, columns) per tile.
+    // (width, blocks, vectors per block, kernel width, stride) -> (blocks, columns) per tile.
     let cases = [
-        ((7, 64, 1, 3), (1, 7), (2, 7)),
-        ((56, 8, 1, 3), (1, 8), (1, 14)),
-        ((55, 8, 1, 3), (1, 8), (1, 14)),
-        ((27, 4, 1, 3), (1, 7), (1, 14)),
-        ((112, 8, 1, 7), (1, 8), (1, 16)),
-        ((13, 125, 1, 1), (1, 13), (1, 13)),
+        ((7, 64, 1, 3, 1), (1, 7), (2, 7)),
+        ((56, 8, 1, 3, 1), (1, 8), (1, 14)),
+        ((55, 8, 1, 3, 1), (1, 8), (1, 14)),
+        ((27, 4, 1, 3, 1), (1, 7), (1, 14)),
+        ((112, 8, 1, 7, 1), (1, 8), (1, 16)),
+        ((13, 125, 1, 1, 1), (1, 13), (1, 13)),
         // A row of 7 is one block's whole row on AVX2 (two blocks would take 4 + 3 columns);
         // a row of 14 in 34 blocks is still split, 4 + 4 + 4 + 2 (a whole row is 14
         // accumulators).
-        ((7, 256, 1, 1), (1, 7), (4, 4)),
-        ((14, 34, 1, 1), (2, 4), (2, 7)),
-        ((12, 2, 1, 1), (2, 4), (2, 6)),
-        ((56, 8, 1, 1), (2, 4), (4, 4)),
-        ((14, 3, 1, 1), (3, 3), (3, 7)),
-        ((13, 2, 2, 3), (1, 4), (1, 7)),
+        ((7, 256, 1, 1, 1), (1, 7), (4, 4)),
+        ((14, 34, 1, 1, 1), (2, 4), (2, 7)),
+        ((12, 2, 1, 1, 1), (2, 4), (2, 6)),
+        ((56, 8, 1, 1, 1), (2, 4), (4, 4)),
+        ((14, 3, 1, 1, 1), (3, 3), (3, 7)),
+        ((13, 2, 2, 3, 1), (1, 4), (1, 7)),
+        // Stride 2 shares fewer broadcasts between taps: several blocks of fewer columns.
+        ((80, 4, 1, 3, 2), (2, 4), (4, 4)),
+        ((7, 64, 1, 3, 2), (1, 7), (2, 7)),
     ];
-    for ((w, blocks, v, kw), want2, want512) in cases {
+    for ((w, blocks, v, kw, stride), want2, want512) in cases {
         let (t2, t512) = (
-            register_tile(w, blocks, v, kw, &avx2),
-            register_tile(w, blocks, v, kw, &avx512),
+            register_tile(w, blocks, v, (kw, stride), &avx2),
+            register_tile(w, blocks, v, (kw, stride), &avx512),
         );
         assert_eq!(
             t2, want2,

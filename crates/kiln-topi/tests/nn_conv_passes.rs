@@ -161,16 +161,17 @@ fn the_chunk_fits_a_tiles_weights_in_l1() {
         let l1 = cpu.caches.l1d as i64;
         let key = format!("test:{mcpu}");
         let f32 = kiln_tir::DataType::float(32);
-        for (width, blocks, channels, taps) in [
-            (14i64, 16i64, 1024i64, (1i64, 1i64)),
-            (7, 32, 2048, (1, 1)),
-            (28, 8, 128, (3, 3)),
-            (56, 4, 256, (1, 1)),
+        for (width, blocks, channels, taps, stride) in [
+            (14i64, 16i64, 1024i64, (1i64, 1i64), 1i64),
+            (7, 32, 2048, (1, 1), 1),
+            (28, 8, 128, (3, 3), 1),
+            (56, 4, 256, (1, 1), 1),
         ] {
-            let (tb, _) = x86::conv2d::register_tile(width, blocks, 1, taps.1, &cpu);
+            let (tb, _) = x86::conv2d::register_tile(width, blocks, 1, (taps.1, stride), &cpu);
             let per_channel = tb * b * taps.0 * taps.1 * 4;
-            let got =
-                x86::conv2d::channel_chunk(&key, width, blocks, b, channels, taps, b, f32, &cpu);
+            let got = x86::conv2d::channel_chunk(
+                &key, width, blocks, b, channels, taps, stride, b, f32, &cpu,
+            );
             let what = format!("{mcpu}: {channels} channels, {blocks} blocks, {width} wide");
             if channels * per_channel <= l1 * 3 / 4 {
                 assert_eq!(got, None, "{what}: the weights fit, one pass");
@@ -193,7 +194,7 @@ fn the_chunk_fits_a_tiles_weights_in_l1() {
         }
         // A small layer sums in one pass.
         assert_eq!(
-            x86::conv2d::channel_chunk(&key, 14, 4, b, 2 * b, (1, 1), b, f32, &cpu),
+            x86::conv2d::channel_chunk(&key, 14, 4, b, 2 * b, (1, 1), 1, b, f32, &cpu),
             None
         );
     }

@@ -72,7 +72,7 @@ pub fn applies(data: &[i64], weight: &[i64], a: &Conv2dAttrs, cpu: &CpuDesc) -> 
     if lanes >= WIDE_LANES {
         return padded_groups;
     }
-    let (tb, cols) = register_tile(w, (o + lanes - 1) / lanes, 1, 1, cpu);
+    let (tb, cols) = register_tile(w, (o + lanes - 1) / lanes, 1, (1, 1), cpu);
     let (rows, positions) = spatial_tile(o, h * w, cpu);
     rows * positions / lanes > tb * cols
 }

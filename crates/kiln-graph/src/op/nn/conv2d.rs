@@ -308,6 +308,7 @@ fn channel_chunk(
         ws[4],
         ws[1],
         (ws[2], ws[3]),
+        a.strides.1,
         data_block.unwrap_or(1),
         data.dtype(),
         cpu,
