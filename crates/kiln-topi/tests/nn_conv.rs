@@ -589,8 +589,8 @@ fn conv2d_1x1_over_flattened_rows() {
 /// The register tiles of the packed convolution follow the CPU's registers: about half of them
 /// accumulate with several kernel taps; with one tap, the tile that fits the registers with
 /// the fewest loads per multiply-add (several blocks of a few columns where blocks divide),
-/// or a short row whole in one block where several blocks would split it unevenly; strided
-/// kernels with several taps spread the accumulators over blocks.
+/// or a short row whole in one block where several blocks would split it unevenly; kernels of
+/// several taps spread the accumulators over blocks where that loads less.
 #[test]
 fn conv2d_register_tiles_follow_the_cpu() {
     use kiln_topi::schedule::x86::conv2d::register_tile;
@@ -603,10 +603,12 @@ fn conv2d_register_tiles_follow_the_cpu() {
     // (width, blocks, vectors per block, kernel width, stride) -> (blocks, columns) per tile.
     let cases = [
         ((7, 64, 1, 3, 1), (1, 7), (2, 7)),
-        ((56, 8, 1, 3, 1), (1, 8), (1, 14)),
+        // Two blocks of half the columns load fewer inputs per multiply-add.
+        ((56, 8, 1, 3, 1), (2, 4), (2, 8)),
         ((55, 8, 1, 3, 1), (1, 8), (1, 14)),
+        // Two blocks of 3 columns would be fewer accumulators than one block of 7.
         ((27, 4, 1, 3, 1), (1, 7), (1, 14)),
-        ((112, 8, 1, 7, 1), (1, 8), (1, 16)),
+        ((112, 8, 1, 7, 1), (1, 8), (2, 8)),
         ((13, 125, 1, 1, 1), (1, 13), (1, 13)),
         // A row of 7 is one block's whole row on AVX2 (two blocks would take 4 + 3 columns);
         // a row of 14 in 34 blocks is still split, 4 + 4 + 4 + 2 (a whole row is 14

@@ -110,9 +110,8 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
 /// AVX2's registers measured 1.2-2x slower). Its columns are `row_columns` of that budget;
 /// then, for narrow outputs, as many blocks (4, 3 or 2, dividing `blocks`) as keep the tile
 /// within [`CpuDesc::accumulators_wide`] (more blocks keep more weight vectors live: 2 x 12 of
-/// AVX-512's registers spilled). Strided kernels share fewer broadcasts between neighbouring
-/// taps, so there the budget may go to several blocks of fewer columns instead
-/// ([`strided_tile`]).
+/// AVX-512's registers spilled); for wider outputs, the budget may go to several blocks of
+/// fewer columns instead ([`blocked_tile`]).
 pub fn register_tile(
     width: i64,
     blocks: i64,
@@ -131,33 +130,36 @@ pub fn register_tile(
         .into_iter()
         .find(|&t| blocks % t == 0 && t * cols * v <= cpu.accumulators_wide())
         .unwrap_or(1);
-    if tb == 1 && stride > 1 {
-        return strided_tile(width, blocks, v, (kw, stride), budget).unwrap_or((1, cols));
+    if tb == 1 {
+        return blocked_tile(width, blocks, v, (kw, stride), budget, cols).unwrap_or((1, cols));
     }
     (tb, cols)
 }
 
-/// The tile of a strided multi-tap kernel within `budget` accumulators: of one, two or four
-/// blocks (dividing `blocks`) over the columns that split the row evenly, the one with the
-/// fewest loads per multiply-add. Per input channel and kernel row, a tile of `tb` blocks x
-/// `c` columns loads `tb x v x kw` weight vectors and broadcasts the `(c - 1) x stride + kw`
-/// inputs its taps read, for `tb x v x c x kw` multiply-adds; at stride 2 a row of one block
-/// broadcasts almost one input per multiply-add. The stride-2 3x3 layers of a YOLO-style
-/// detector on AVX2 (1 x 8 before): 0.79 -> 0.66 ms in 2 blocks x 4 columns (onnxruntime
-/// 0.63). `None` when no such tile divides the row.
-fn strided_tile(
+/// The tile of a multi-tap kernel within `budget` accumulators: of one, two or four blocks
+/// (dividing `blocks`) over the columns that split the row evenly, with no fewer accumulators
+/// than one block of `cols` columns (fewer chains would wait on the multiply-add latency),
+/// the one with the fewest loads per multiply-add. Per input channel and kernel row, a tile of `tb` blocks x `c`
+/// columns loads `tb x v x kw` weight vectors and broadcasts the `(c - 1) x stride + kw`
+/// inputs its taps read, for `tb x v x c x kw` multiply-adds: at stride 2 a row of one block
+/// broadcasts almost one input per multiply-add. AVX2, one block of 8 columns before (AMD
+/// EPYC family 25 model 17): a YOLO-style detector's stride-2 3x3 layer 0.79 -> 0.66 ms in 2
+/// blocks x 4 columns (onnxruntime 0.63); the stride-1 layers 0-2% faster in the networks
+/// (AVX-512: 2 blocks x 8 columns, level). `None` when no such tile divides the row.
+fn blocked_tile(
     width: i64,
     blocks: i64,
     v: i64,
     (kw, stride): (i64, i64),
     budget: i64,
+    cols: i64,
 ) -> Option<(i64, i64)> {
     [1i64, 2, 4]
         .into_iter()
         .filter(|&tb| blocks % tb == 0 && budget / tb >= 2)
         .filter_map(|tb| {
-            let cols = row_columns(width, budget / tb);
-            (width % cols == 0).then_some((tb, cols))
+            let c = row_columns(width, budget / tb);
+            (width % c == 0 && tb * c >= cols).then_some((tb, c))
         })
         .min_by(|&(ta, ca), &(tb, cb)| {
             // loads / multiply-adds, compared as fractions; then the more accumulators.
