@@ -259,8 +259,11 @@ fn kernel_functions(asm: &str) -> Vec<(String, String)> {
 
 /// The innermost loops of a function's assembly that multiply-add (a label and the backward
 /// branch to it with no other loop inside), and in each the instructions that move a vector
-/// register to or from the stack: spilled accumulators, weights or inputs.
+/// register to or from the stack: spilled accumulators, weights or inputs. `%rbp` addresses
+/// the stack only in a function that makes it the frame pointer; elsewhere it is one more
+/// general register (a pointer into the weights, say).
 fn stack_traffic_in_inner_fma_loops(body: &str) -> Vec<Vec<String>> {
+    let frame = body.contains("movq\t%rsp, %rbp");
     let lines: Vec<&str> = body.lines().collect();
     let mut labels = std::collections::HashMap::new();
     let mut loops: Vec<(usize, usize)> = Vec::new();
@@ -290,7 +293,7 @@ fn stack_traffic_in_inner_fma_loops(body: &str) -> Vec<Vec<String>> {
         .map(|body| {
             body.iter()
                 .filter(|l| {
-                    (l.contains("(%rsp)") || l.contains("(%rbp)"))
+                    (l.contains("(%rsp)") || frame && l.contains("(%rbp)"))
                         && (l.contains("%xmm") || l.contains("%ymm") || l.contains("%zmm"))
                 })
                 .map(|l| l.trim().to_string())
