@@ -163,6 +163,28 @@ fn batch_matmul_shapes() {
     }
 }
 
+/// A matrix tile's rows of A fill at most half the L1 data cache, down to the accumulators
+/// that keep the multiply-adds in flight.
+#[test]
+fn dense_tile_rows_fit_half_the_l1_cache() {
+    let cpu = |mcpu: &str| {
+        kiln_codegen::target::Target::parse(&format!("llvm -mcpu={mcpu}"))
+            .unwrap()
+            .cpu_desc()
+    };
+    for c in [cpu("x86-64-v3"), cpu("x86-64-v4")] {
+        let half = c.caches.l1d as i64 / 2;
+        let (rows, _) = x86::dense::matrix_tile(128, 1, 2, &c);
+        // Short rows keep the tile.
+        assert_eq!(x86::dense::panel_rows(rows, 1024, 2, &c), rows);
+        // Rows of a quarter of the half: four of them, or the accumulator floor.
+        let least = c.accumulators_wide() / 2;
+        let got = x86::dense::panel_rows(rows, half / 4, 2, &c);
+        assert_eq!(got, rows.min(4.max(least)), "{c:?}");
+        assert!(got * 2 >= least.min(rows));
+    }
+}
+
 #[test]
 fn dense_packed_weights() {
     let seed = seed("dense_packed");
@@ -172,6 +194,8 @@ fn dense_packed_weights() {
         (3, 32, 8, false),
         (2, 1000, 17, true),
         (13, 97, 24, true),
+        // Rows of A longer than a sixth of half the L1 cache: tiles of fewer rows.
+        (13, 40, 2048, false),
     ]
     .into_iter()
     .enumerate()

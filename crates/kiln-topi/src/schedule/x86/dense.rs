@@ -66,14 +66,15 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     };
     let vectors = (block + lanes - 1) / lanes;
     let (mr, tb) = matrix_tile(m, blocks, vectors, cpu);
+    let k = reduce_extents(&op).first().copied().flatten().unwrap_or(0);
+    let bytes = (mt.dtype().bits() as i64 + 7) / 8;
+    let mr = panel_rows(mr, k * bytes, vectors, cpu);
     // Tuning records may choose the rows (up to M) and the blocks (dividing them) instead.
     let key = op_key("dense", &op);
     let rows: Vec<i64> = (1..=m.clamp(1, 8)).collect();
     let mr = crate::tuning::knob(&key, "rows", &rows).unwrap_or(mr);
     let tb = crate::tuning::knob(&key, "blocks", &super::block_choices(blocks)).unwrap_or(tb);
     let nb = block * tb;
-    let k = reduce_extents(&op).first().copied().flatten().unwrap_or(0);
-    let bytes = (mt.dtype().bits() as i64 + 7) / 8;
     let (mo, no, mi, ni) = main.tile(&ax_m, &ax_n, mr, nb)?;
     let row_tiles = (m + mr - 1) / mr;
     let per_block = row_block(mr * k.max(1) * bytes, cpu);
@@ -161,6 +162,18 @@ pub fn matrix_tile(m: i64, blocks: i64, vectors: i64, cpu: &CpuDesc) -> (i64, i6
         .find(|&t| blocks % t == 0 && fits(rows, t))
         .unwrap_or(1);
     (rows, tb)
+}
+
+/// A tile's `rows` lowered so that their rows of A (`row_bytes` each) fill at most half the
+/// L1 data cache, beside the column panel of B streaming through it, but not below
+/// [`CpuDesc::accumulators_wide`] accumulators of `vectors` each. A transformer layer's [128,
+/// 1024] x [1024, 256] product on AVX2 (6 rows of 4 KiB against an L1 of 32 KiB) ran the layer
+/// 4% slower than tiles of 4 rows (AMD EPYC family 25 model 17); products of shorter rows keep
+/// their tiles.
+pub fn panel_rows(rows: i64, row_bytes: i64, vectors: i64, cpu: &CpuDesc) -> i64 {
+    let fitting = cpu.caches.l1d as i64 / 2 / row_bytes.max(1);
+    let least = (cpu.accumulators_wide() / vectors.max(1)).max(1);
+    rows.min(fitting.max(least))
 }
 
 /// How many row tiles (of `tile_bytes` of A each) make one block of rows whose A panel fills
