@@ -3,7 +3,8 @@ AveragePool, LpPool), each a one-node ONNX model compiled by Kiln and compared w
 on fresh random inputs and weights, outputs poisoned first. Kiln's graph convolves and pools over
 two axes; 3-D ones are reduced to those (depth windows stacked as channels, separable pooling),
 so the cases mix groups, strides, dilations, asymmetric pads, ceil mode and output padding on
-every axis, the depth axis included."""
+every axis, the depth axis included. DepthToSpace in both modes, an upsampling ConvTranspose
+chain that computes in channel blocks, and DepthToSpace's bad attributes."""
 
 import numpy as np
 import pytest
@@ -133,3 +134,63 @@ def test_global_lp_pool(p):
         axis=(2, 3, 4), keepdims=True) ** (1.0 / p)
     got, want = run_both(node, x, 5, reference=lambda x: reference(x).astype("float32"))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode,block,shape", [("DCR", 2, (2, 12, 3, 5)), ("CRD", 2, (1, 8, 4, 3)),
+                                              ("DCR", 3, (1, 18, 2, 2))])
+def test_depth_to_space_modes(mode, block, shape):
+    x = np.random.default_rng().standard_normal(shape).astype("float32")
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=block, mode=mode)
+    got, want = run_both(node, x, 4)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_upsampling_conv_transpose_in_channel_blocks():
+    # A 3x3 convolution of whole channel blocks, then a ConvTranspose whose kernel equals its
+    # stride (a 1x1 convolution and a block-moving pixel shuffle), then one to a single channel
+    # (a head of less than one block reading the blocks), as a DBNet-style detector ends.
+    rng = np.random.default_rng()
+    c = 32
+    x = rng.standard_normal((1, 3, 10, 12)).astype("float32")
+    w = [numpy_helper.from_array(rng.standard_normal(s).astype("float32") * 0.3, n)
+         for n, s in [("w0", (c, 3, 3, 3)), ("w1", (c, c, 2, 2)), ("w2", (c, 1, 2, 2))]]
+    b = numpy_helper.from_array(rng.standard_normal(c).astype("float32"), "b1")
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("ConvTranspose", ["r0", "w1", "b1"], ["t1"], strides=[2, 2]),
+             helper.make_node("Relu", ["t1"], ["r1"]),
+             helper.make_node("ConvTranspose", ["r1", "w2"], ["t2"], strides=[2, 2]),
+             helper.make_node("Sigmoid", ["t2"], ["y"])]
+    graph = helper.make_graph(nodes, "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=w + [b])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for target in ["llvm -mcpu=native", "llvm -mcpu=x86-64-v3"]:
+        lib = kiln.onnx.compile(m.SerializeToString(), target=target)
+        gm = GraphModule(lib["default"](kiln.cpu()))
+        gm.set_input("x", x)
+        out = np.full(want.shape, np.nan, dtype="float32")
+        gm.run()
+        gm.get_output(0, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5, err_msg=target)
+
+
+@pytest.mark.parametrize("attrs,why", [
+    (dict(blocksize=0), "blocksize must be >= 1"),
+    (dict(blocksize=3), "divisible by blocksize squared"),
+    (dict(blocksize=2, mode="XYZ"), "mode DCR or CRD"),
+])
+def test_depth_to_space_bad_attributes_name_the_node(attrs, why):
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", **attrs)
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 9
+    with pytest.raises(ValueError, match=why) as info:
+        kiln.onnx.compile(m.SerializeToString())
+    assert "node 'd2s' (DepthToSpace)" in str(info.value)
