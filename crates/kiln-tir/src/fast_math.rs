@@ -55,10 +55,16 @@ pub fn is_f32(t: DataType) -> bool {
     t.is_floating() && t.bits() == 32
 }
 
-/// `e^x` for float32 `x`: [`exp_parts`] with `2^n` built in the exponent bits.
+/// `e^x` for float32 `x`: [`exp_parts`] with `2^n` built in the exponent bits, `n` recovered
+/// in integers (right under any floating-point flags).
 pub fn exp(x: PrimExpr) -> PrimExpr {
+    exp_with(x, false)
+}
+
+/// [`exp`], `n` recovered by a float subtraction when `float_n` ([`exp_parts`]).
+pub fn exp_with(x: PrimExpr, float_n: bool) -> PrimExpr {
     let t = x.dtype();
-    let parts = exp_parts(x);
+    let parts = exp_parts(x, float_n);
     parts.poly * op::reinterpret(t, op::shift_left(parts.biased_bits, ci(t, 23)))
 }
 
@@ -78,16 +84,23 @@ pub struct ExpParts {
 ///
 /// `n = round(x / ln2)` comes from one multiply-add: adding `1.5 * 2^23 + 127` rounds `x
 /// log2(e)` to an integer and leaves `n + 127` in the low mantissa bits, so those bits
-/// shifted into the exponent field are `2^n` and `n` itself is the bits less the constant's
-/// (an integer subtraction: a float one could be folded away under `-fast-math`). `e^r` is
-/// `1 + r + c2 r^2 + ... + c6 r^6` in one Horner chain ([`EXP_POLY`]).
-pub fn exp_parts(x: PrimExpr) -> ExpParts {
+/// shifted into the exponent field are `2^n`. `n` itself is the sum less the constant: with
+/// `float_n`, one float subtraction (exact: both are floats an integer apart), which needs no
+/// constant of its own, a register fewer in vector loops; else the bits less the constant's
+/// bits and a conversion, for code generated with reassociation allowed (`-fast-math`), which
+/// could fold the float subtraction into `x log2(e)` unrounded. `e^r` is `1 + r + c2 r^2 + ...
+/// + c6 r^6` in one Horner chain ([`EXP_POLY`]).
+pub fn exp_parts(x: PrimExpr, float_n: bool) -> ExpParts {
     let t = x.dtype();
     let x = crate::max(crate::min(x, c(t, EXP_MAX)), c(t, EXP_MIN));
     let it = DataType::int(32).with_lanes(t.lanes());
     let k = x.clone() * c(t, std::f64::consts::LOG2_E) + c(t, EXP_SHIFTER);
-    let biased_bits = op::reinterpret(it, k);
-    let n = crate::cast(t, biased_bits.clone() - ci(t, EXP_SHIFTER_BITS));
+    let biased_bits = op::reinterpret(it, k.clone());
+    let n = if float_n {
+        k - c(t, EXP_SHIFTER)
+    } else {
+        crate::cast(t, biased_bits.clone() - ci(t, EXP_SHIFTER_BITS))
+    };
     // r = x - n ln2, ln2 split in two so n * C1 is exact.
     let r = x - n.clone() * c(t, 0.693_359_375) - n.clone() * c(t, -2.121_944_400_546_905_8e-4);
     ExpParts {

@@ -41,11 +41,13 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
     /// `e^x` for float32 `x` of dtype `t`: `vscalefps` on [`fast_math::exp_parts`] where the
     /// CPU has it for `t`'s vectors, [`fast_math::exp`] otherwise.
     pub(crate) fn fast_exp(&mut self, t: DataType, x: &PrimExpr) -> Result<BasicValueEnum<'ctx>> {
+        // `n` by a float subtraction unless reassociation may fold it away.
+        let float_n = !self.target.target.fast_math;
         let Some(piece) = self.scalef_bits(t) else {
-            return self.expr(&fast_math::exp(x.clone()));
+            return self.expr(&fast_math::exp_with(x.clone(), float_n));
         };
         let (name, rounding) = scalef(piece).expect("a vscalefps width");
-        let parts = fast_math::exp_parts(x.clone());
+        let parts = fast_math::exp_parts(x.clone(), float_n);
         // Both parts share the clamped argument and `n`: LLVM's common subexpression
         // elimination keeps one of each.
         let poly = self.expr(&parts.poly)?;
