@@ -2,8 +2,9 @@
 //! `vscalefps` computes `poly * 2^n` from [`kiln_tir::fast_math::exp_parts`] in place of the
 //! shift that builds `2^n` in the exponent bits and the product (two vector operations of
 //! about 18). Vectors whose width has no `vscalefps` (scalars, AVX2) keep
-//! [`kiln_tir::fast_math::exp`]; both clamp the argument alike, so the results agree to the
-//! rounding of the product.
+//! [`kiln_tir::fast_math::exp_with`]; both clamp the argument alike, so the results agree to
+//! the rounding of the product. Both take `n` by a float subtraction unless the target allows
+//! reassociation (`-fast-math`), which could fold it away.
 
 use super::CodeGen;
 use inkwell::values::BasicValueEnum;
