@@ -163,26 +163,17 @@ fn batch_matmul_shapes() {
     }
 }
 
-/// A matrix tile's rows of A fill at most half the L1 data cache, down to the accumulators
-/// that keep the multiply-adds in flight.
+/// Row tiles are split into blocks only past half as many again as a block holds: a last
+/// block of a tile or two would stream all of B for next to nothing.
 #[test]
-fn dense_tile_rows_fit_half_the_l1_cache() {
-    let cpu = |mcpu: &str| {
-        kiln_codegen::target::Target::parse(&format!("llvm -mcpu={mcpu}"))
-            .unwrap()
-            .cpu_desc()
-    };
-    for c in [cpu("x86-64-v3"), cpu("x86-64-v4")] {
-        let half = c.caches.l1d as i64 / 2;
-        let (rows, _) = x86::dense::matrix_tile(128, 1, 2, &c);
-        // Short rows keep the tile.
-        assert_eq!(x86::dense::panel_rows(rows, 1024, 2, &c), rows);
-        // Rows of a quarter of the half: four of them, or the accumulator floor.
-        let least = c.accumulators_wide() / 2;
-        let got = x86::dense::panel_rows(rows, half / 4, 2, &c);
-        assert_eq!(got, rows.min(4.max(least)), "{c:?}");
-        assert!(got * 2 >= least.min(rows));
-    }
+fn dense_row_blocks_leave_no_stub() {
+    use x86::dense::split_rows;
+    assert!(!split_rows(21, 21));
+    assert!(!split_rows(22, 21));
+    assert!(!split_rows(31, 21));
+    assert!(split_rows(32, 21));
+    assert!(split_rows(171, 21));
+    assert!(!split_rows(1, 1) && split_rows(2, 1));
 }
 
 #[test]
@@ -194,7 +185,7 @@ fn dense_packed_weights() {
         (3, 32, 8, false),
         (2, 1000, 17, true),
         (13, 97, 24, true),
-        // Rows of A longer than a sixth of half the L1 cache: tiles of fewer rows.
+        // Long rows of A (8 KiB each).
         (13, 40, 2048, false),
     ]
     .into_iter()

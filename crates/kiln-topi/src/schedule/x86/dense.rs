@@ -68,7 +68,6 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let (mr, tb) = matrix_tile(m, blocks, vectors, cpu);
     let k = reduce_extents(&op).first().copied().flatten().unwrap_or(0);
     let bytes = (mt.dtype().bits() as i64 + 7) / 8;
-    let mr = panel_rows(mr, k * bytes, vectors, cpu);
     // Tuning records may choose the rows (up to M) and the blocks (dividing them) instead.
     let key = op_key("dense", &op);
     let rows: Vec<i64> = (1..=m.clamp(1, 8)).collect();
@@ -79,7 +78,7 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let row_tiles = (m + mr - 1) / mr;
     let per_block = row_block(mr * k.max(1) * bytes, cpu);
     let mut outer: Vec<_> = (0..nd - 2).map(|i| mt.axis(i)).collect();
-    if per_block < row_tiles {
+    if split_rows(row_tiles, per_block) {
         let (mbo, mbi) = main.split(&mo, per_block)?;
         outer.extend([mbo, no.clone(), mbi]);
     } else {
@@ -164,16 +163,14 @@ pub fn matrix_tile(m: i64, blocks: i64, vectors: i64, cpu: &CpuDesc) -> (i64, i6
     (rows, tb)
 }
 
-/// A tile's `rows` lowered so that their rows of A (`row_bytes` each) fill at most half the
-/// L1 data cache, beside the column panel of B streaming through it, but not below
-/// [`CpuDesc::accumulators_wide`] accumulators of `vectors` each. A transformer layer's [128,
-/// 1024] x [1024, 256] product on AVX2 (6 rows of 4 KiB against an L1 of 32 KiB) ran the layer
-/// 4% slower than tiles of 4 rows (AMD EPYC family 25 model 17); products of shorter rows keep
-/// their tiles.
-pub fn panel_rows(rows: i64, row_bytes: i64, vectors: i64, cpu: &CpuDesc) -> i64 {
-    let fitting = cpu.caches.l1d as i64 / 2 / row_bytes.max(1);
-    let least = (cpu.accumulators_wide() / vectors.max(1)).max(1);
-    rows.min(fitting.max(least))
+/// Whether `row_tiles` row tiles are split into blocks of `per_block` ([`row_block`]): only
+/// when they exceed half as many again. Every block streams all of B from memory for its
+/// rows, and a last block of one or two tiles would do it for next to nothing: a transformer
+/// layer's [128, 1024] x [1024, 256] product on AVX2 (22 tiles of 6 rows, blocks of 21, 1 MiB
+/// of B) ran the layer 4% slower in two blocks than in one, its A panel (512 KiB) then filling
+/// half the L2 cache (AMD EPYC family 25 model 17).
+pub fn split_rows(row_tiles: i64, per_block: i64) -> bool {
+    2 * row_tiles > 3 * per_block
 }
 
 /// How many row tiles (of `tile_bytes` of A each) make one block of rows whose A panel fills
