@@ -165,9 +165,13 @@ fn alter_matmul(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
     )))
 }
 
-/// A constant IOHW float32 kernel `[C, O, KH, KW]` as the OIHW kernel of the equivalent
-/// direct convolution: channels swapped and both spatial axes reversed.
-fn flip_kernel(w: &Tensor) -> Result<Tensor> {
+/// The values of a constant IOHW kernel `w` (`[C, O, KH, KW]`) moved to `shape`, element `(c,
+/// o, y, x)` to the flat index `dst(c, o, y, x)`.
+fn remap_kernel(
+    w: &Tensor,
+    shape: &[i64],
+    dst: impl Fn(i64, i64, i64, i64) -> i64,
+) -> Result<Tensor> {
     let s = w.shape();
     let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
     let vals = eval::values(w)?;
@@ -177,13 +181,22 @@ fn flip_kernel(w: &Tensor) -> Result<Tensor> {
             for y in 0..kh {
                 for x in 0..kw {
                     let src = ((ci * o + oi) * kh + y) * kw + x;
-                    let dst = ((oi * c + ci) * kh + (kh - 1 - y)) * kw + (kw - 1 - x);
-                    out[dst as usize] = vals[src as usize];
+                    out[dst(ci, oi, y, x) as usize] = vals[src as usize];
                 }
             }
         }
     }
-    eval::make(&out, &Type::tensor(&[o, c, kh, kw], w.dtype()))
+    eval::make(&out, &Type::tensor(shape, w.dtype()))
+}
+
+/// A constant IOHW float32 kernel `[C, O, KH, KW]` as the OIHW kernel of the equivalent
+/// direct convolution: channels swapped and both spatial axes reversed.
+fn flip_kernel(w: &Tensor) -> Result<Tensor> {
+    let s = w.shape();
+    let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
+    remap_kernel(w, &[o, c, kh, kw], |ci, oi, y, x| {
+        ((oi * c + ci) * kh + (kh - 1 - y)) * kw + (kw - 1 - x)
+    })
 }
 
 /// A transposed convolution whose kernel equals its stride (`s x s`, no padding or dilation:
@@ -196,20 +209,9 @@ fn flip_kernel(w: &Tensor) -> Result<Tensor> {
 fn pixel_shuffle_conv(x: Expr, w: &Tensor) -> Result<Expr> {
     let shape = w.shape();
     let (c, o, s) = (shape[0], shape[1], shape[2]);
-    let vals = eval::values(w)?;
-    let mut rows = vec![0.0; vals.len()];
-    for ci in 0..c {
-        for oi in 0..o {
-            for i in 0..s {
-                for j in 0..s {
-                    let src = ((ci * o + oi) * s + i) * s + j;
-                    let dst = ((i * s + j) * o + oi) * c + ci;
-                    rows[dst as usize] = vals[src as usize];
-                }
-            }
-        }
-    }
-    let kernel = eval::make(&rows, &Type::tensor(&[s * s * o, c, 1, 1], w.dtype()))?;
+    let kernel = remap_kernel(w, &[s * s * o, c, 1, 1], |ci, oi, i, j| {
+        ((i * s + j) * o + oi) * c + ci
+    })?;
     let y = mk("nn.conv2d", vec![x, Expr::constant(kernel)], &[]);
     Ok(mk(
         "nn.depth_to_space",

@@ -365,8 +365,8 @@ impl Blocking {
             }
             "nn.depth_to_space" => {
                 // DCR moves whole blocks (each pixel offset's channels adjacent); CRD would
-                // split them.
-                if orig.attrs().str("mode")? != "DCR" || !self.is_blocked(&e.args()[0]) {
+                // split them. (Its one operand is the blocked one.)
+                if orig.attrs().str("mode")? != "DCR" {
                     return Ok(None);
                 }
                 let attrs = with_attr(&call.attrs, "layout", layout);

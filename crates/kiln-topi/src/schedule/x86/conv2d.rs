@@ -139,10 +139,10 @@ pub fn register_tile(
 /// The tile of a multi-tap kernel within `budget` accumulators: of one, two or four blocks
 /// (dividing `blocks`) over the columns that split the row evenly, with no fewer accumulators
 /// than one block of `cols` columns (fewer chains would wait on the multiply-add latency),
-/// the one with the fewest loads per multiply-add. Per input channel and kernel row, a tile of `tb` blocks x `c`
-/// columns loads `tb x v x kw` weight vectors and broadcasts the `(c - 1) x stride + kw`
-/// inputs its taps read, for `tb x v x c x kw` multiply-adds: at stride 2 a row of one block
-/// broadcasts almost one input per multiply-add. AVX2, one block of 8 columns before (AMD
+/// the one with the fewest loads per multiply-add. Per input channel and kernel row, a tile of
+/// `t` blocks x `c` columns loads `t x v x kw` weight vectors and broadcasts the `(c - 1) x
+/// stride + kw` inputs its taps read, for `t x v x c x kw` multiply-adds: at stride 2 a row of
+/// one block broadcasts almost one input per multiply-add. AVX2, one block of 8 columns before (AMD
 /// EPYC family 25 model 17): a YOLO-style detector's stride-2 3x3 layer 0.79 -> 0.66 ms in 2
 /// blocks x 4 columns (onnxruntime 0.63); the stride-1 layers 0-2% faster in the networks
 /// (AVX-512: 2 blocks x 8 columns, level). `None` when no such tile divides the row.
@@ -161,13 +161,13 @@ fn blocked_tile(
             let c = row_columns(width, budget / tb);
             (width % c == 0 && tb * c >= cols).then_some((tb, c))
         })
-        .min_by(|&(ta, ca), &(tb, cb)| {
+        .min_by(|&(t1, c1), &(t2, c2)| {
             // loads / multiply-adds, compared as fractions; then the more accumulators.
             let loads = |t: i64, c: i64| t * v * kw + (c - 1) * stride + kw;
             let fmas = |t: i64, c: i64| t * v * c * kw;
-            (loads(ta, ca) * fmas(tb, cb))
-                .cmp(&(loads(tb, cb) * fmas(ta, ca)))
-                .then((tb * cb).cmp(&(ta * ca)))
+            (loads(t1, c1) * fmas(t2, c2))
+                .cmp(&(loads(t2, c2) * fmas(t1, c1)))
+                .then((t2 * c2).cmp(&(t1 * c1)))
         })
 }
 
