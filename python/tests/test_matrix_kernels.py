@@ -105,6 +105,8 @@ def test_matmul_with_batch_axes_bias_and_gelu(a_shape, n):
 
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((40, 120), (120, 37)),
+    # B packed at run time in runs of several column blocks, the last block padded.
+    ((24, 64), (64, 190)),
     ((3, 40, 17), (3, 17, 29)),
     ((2, 1, 9, 16), (3, 16, 33)),
 ])
