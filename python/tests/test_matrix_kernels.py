@@ -141,6 +141,26 @@ def test_attention_scores_fused_with_their_softmax(b, h, s, d):
     run_twice(model, lambda: {n: rand(*shape) * 2 for n in "qkv"}, reference)
 
 
+@pytest.mark.parametrize("m,k,n", [(80, 64, 6625), (160, 256, 97), (5, 32, 9)])
+def test_classifier_with_its_softmax(m, k, n):
+    """A recognizer's classifier: a constant product whose last column block is partial (its
+    padded columns computed and never read) and the softmax over its rows."""
+    b, c = rand(k, n), rand(n)
+    nodes = [
+        helper.make_node("MatMul", ["a", "b"], ["p"]),
+        helper.make_node("Add", ["p", "c"], ["x"]),
+        helper.make_node("Softmax", ["x"], ["y"], axis=-1),
+    ]
+    model = model_of(nodes, {"a": rand(m, k)}, {"b": b, "c": c})
+
+    def reference(x):
+        v = x["a"].astype(np.float64) @ b.astype(np.float64) + c
+        e = np.exp(v - v.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    run_twice(model, lambda: {"a": rand(m, k) * 3}, reference)
+
+
 @pytest.mark.parametrize("shape,axis", [((3, 6625), -1), ((2, 2, 13, 40), -1), ((4, 7, 5), 1)])
 def test_softmax_rows_in_vectors_with_a_shorter_last_vector(shape, axis):
     """Softmax (the attention and classifier kind) against numpy in float64: rows whose length is

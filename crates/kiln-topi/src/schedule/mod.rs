@@ -233,3 +233,20 @@ pub fn same_shape(a: &Tensor, b: &Tensor) -> bool {
             .zip(b.shape())
             .all(|(x, y)| x.as_int().is_some() && x.as_int() == y.as_int())
 }
+
+/// Whether `product` has `out`'s shape but for more columns (its last axis): a product over
+/// padded columns that `out` reads the first of ([`crate::nn::dense_packed`]).
+pub fn covers(product: &Tensor, out: &Tensor) -> bool {
+    let (p, o) = (product.shape(), out.shape());
+    let c = |d: &kiln_tir::PrimExpr| d.as_int();
+    p.len() == o.len()
+        && p.iter()
+            .zip(o.iter())
+            .all(|(x, y)| c(x).is_some() && c(y).is_some())
+        && p.iter()
+            .zip(o.iter())
+            .rev()
+            .skip(1)
+            .all(|(x, y)| c(x) == c(y))
+        && p.last().zip(o.last()).is_some_and(|(x, y)| c(x) >= c(y))
+}

@@ -2,7 +2,7 @@
 
 use super::main_and_compute;
 use crate::schedule::{
-    extent, find_tagged, fuse_all, generic, inline_injective, op_key, reduce_extents, same_shape,
+    covers, extent, find_tagged, fuse_all, generic, inline_injective, op_key, reduce_extents,
     vector_factor,
 };
 use crate::tag;
@@ -12,7 +12,8 @@ use kiln_tir::CpuDesc;
 
 /// Schedules the product `out` depends on (tags [`tag::DENSE`], [`tag::MATMUL`],
 /// [`tag::BATCH_MATMUL`]), `out` being it or an injective epilogue of its shape (a bias
-/// add). Any number of batch dimensions.
+/// add) or of its first columns (a product over a packed weight's padded columns). Any number
+/// of batch dimensions.
 ///
 /// Output tiles of [`matrix_tile`] rows x columns (a packed weight's block, two vectors, or
 /// several blocks for few rows); the last row tile may be shorter. Row tiles are grouped in
@@ -27,7 +28,7 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
         return generic::schedule_generic(s, out, cpu);
     };
     let t = op.output(0);
-    if !same_shape(out, &t) || out.ndim() < 2 {
+    if !covers(&t, out) || out.ndim() < 2 {
         return generic::schedule_generic(s, out, cpu);
     }
     let nd = t.ndim();

@@ -7,7 +7,7 @@
 
 use crate::nn::softmax;
 use crate::schedule::{
-    extent, find_tagged, fuse_all, generic, inline_injective, is_injective_op, producers,
+    covers, extent, find_tagged, fuse_all, generic, inline_injective, is_injective_op, producers,
     same_shape,
 };
 use crate::tag;
@@ -44,7 +44,7 @@ fn rows_with_stats(
     let product = if trailing && kept > 0 {
         find_tagged(out, &[tag::DENSE, tag::MATMUL, tag::BATCH_MATMUL])
             .map(|p| p.output(0))
-            .filter(|p| same_shape(p, out))
+            .filter(|p| covers(p, out))
     } else {
         None
     };
