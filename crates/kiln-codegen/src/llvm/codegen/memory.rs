@@ -298,6 +298,42 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             .ok_or_else(|| Error::runtime_error(format!("`{name}` returned no value")))
     }
 
+    /// The scalar index of each lane of vector index `index`. A ramp's are its base plus a
+    /// multiple of its stride, in scalar arithmetic that address modes absorb (a constant
+    /// stride becomes each load's displacement); any other vector index is computed whole and
+    /// its lanes extracted. A transpose's strided reads took four instructions a lane through
+    /// the vector index (broadcast, add, extract, sign-extend) before their loads.
+    pub(crate) fn lane_indices(&mut self, index: &PrimExpr) -> Result<Vec<BasicValueEnum<'ctx>>> {
+        let lanes = index.dtype().lanes() as u64;
+        if let ExprKind::Ramp { base, stride, .. } = index.kind() {
+            let b = self.expr(base)?.into_int_value();
+            let st = self.expr(stride)?.into_int_value();
+            let mut out = Vec::with_capacity(lanes as usize);
+            for k in 0..lanes {
+                let kk = st.get_type().const_int(k, false);
+                let off = self
+                    .b
+                    .build_int_nsw_mul(st, kk, "lane")
+                    .map_err(llvm_error)?;
+                let i = self
+                    .b
+                    .build_int_nsw_add(b, off, "idx")
+                    .map_err(llvm_error)?;
+                out.push(i.into());
+            }
+            return Ok(out);
+        }
+        let iv = self.expr(index)?.into_vector_value();
+        (0..lanes)
+            .map(|k| {
+                let kk = self.abi.i32.const_int(k, false);
+                self.b
+                    .build_extract_element(iv, kk, "idx")
+                    .map_err(llvm_error)
+            })
+            .collect()
+    }
+
     /// A load of each lane of a vector index.
     fn gather(
         &mut self,
@@ -306,16 +342,11 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
         mem_t: DataType,
     ) -> Result<BasicValueEnum<'ctx>> {
         let it = index.dtype();
-        let iv = self.expr(index)?.into_vector_value();
         let elem_t = buffer.dtype();
         let elem_bytes = (elem_t.bits() as i64 + 7) / 8;
         let mut acc = self.memory_type(mem_t)?.into_vector_type().get_poison();
-        for k in 0..it.lanes() as u64 {
-            let kk = self.abi.i32.const_int(k, false);
-            let i = self
-                .b
-                .build_extract_element(iv, kk, "idx")
-                .map_err(llvm_error)?;
+        for (k, i) in self.lane_indices(index)?.into_iter().enumerate() {
+            let kk = self.abi.i32.const_int(k as u64, false);
             let p = self.element_ptr(buffer, i, it.element_of())?;
             let align = pow2_align(elem_bytes, buffer_alignment(buffer));
             let v = self.load(elem_t, p, align)?;

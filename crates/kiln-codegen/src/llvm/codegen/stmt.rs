@@ -238,14 +238,9 @@ impl<'a, 'ctx> CodeGen<'a, 'ctx> {
             return self.store_tagged(value, p, align, buffer);
         }
         // Scatter lane by lane.
-        let iv = self.expr(index)?.into_vector_value();
         let vv = value.into_vector_value();
-        for k in 0..lanes as u64 {
-            let kk = self.abi.i32.const_int(k, false);
-            let i = self
-                .b
-                .build_extract_element(iv, kk, "idx")
-                .map_err(llvm_error)?;
+        for (k, i) in self.lane_indices(index)?.into_iter().enumerate() {
+            let kk = self.abi.i32.const_int(k as u64, false);
             let x = self
                 .b
                 .build_extract_element(vv, kk, "val")
