@@ -143,6 +143,11 @@ impl CpuDesc {
         (self.vector_bits / bits.max(1)).max(1) as i64
     }
 
+    /// The bytes of one cache line (64 on every x86-64 CPU), the unit memory moves in.
+    pub fn cache_line_bytes(&self) -> i64 {
+        64
+    }
+
     /// float32 lanes per vector: the unit of the float32 schedules and layouts.
     pub fn f32_lanes(&self) -> i64 {
         self.lanes_of_bits(32)

@@ -1,8 +1,13 @@
 //! The schedule of injective operators (TVM's `schedule_injective` for x86).
 
+use crate::schedule::is_injective_op;
 use kiln_ffi::Result;
-use kiln_te::{create_schedule, Schedule, Tensor};
-use kiln_tir::CpuDesc;
+use kiln_te::{create_schedule, IterVar, Schedule, Stage, Tensor};
+use kiln_tir::arith::simplify;
+use kiln_tir::mutator::{substitute, transform_expr};
+use kiln_tir::visitor::post_order_visit_expr;
+use kiln_tir::{CpuDesc, ExprKind, PrimExpr, Var};
+use std::collections::HashMap;
 
 /// Schedules the injective output `out` in `s` row by row: every axis but the last fused
 /// into one parallel loop (so index arithmetic on the outer axes runs once per row), the last
@@ -21,6 +26,9 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
     let mut axes: Vec<_> = c.axis.iter().cloned().collect();
     let dims: Vec<Option<i64>> = out.shape().iter().map(|d| d.as_int()).collect();
     let lanes = cpu.lanes(out.dtype());
+    if transposed_tiles(&st, out, &dims, cpu)? {
+        return Ok(());
+    }
     let mut last = dims[dims.len() - 1];
     // Rows that are not whole vectors (7, 14, 28 floats): trailing axes fused into a longer
     // inner row (see rows_of_whole_vectors).
@@ -73,11 +81,20 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
         .iter()
         .map(|a| a.dom().and_then(|r| r.extent().as_int()))
         .collect();
-    let mut take = n - 1;
+    parallel_leading(&st, &axes[..n - 1], &extents)
+}
+
+/// Fuses the leading `axes` (of `extents`) until they have [`MIN_PARALLEL_ITERATIONS`]
+/// iterations (all of them when one is symbolic) and makes that loop parallel.
+fn parallel_leading(st: &Stage, axes: &[IterVar], extents: &[Option<i64>]) -> Result<()> {
+    let Some(first) = axes.first() else {
+        return Ok(());
+    };
+    let mut take = axes.len();
     let mut product = 1i64;
     for (k, e) in extents.iter().enumerate() {
         let Some(e) = e else {
-            take = n - 1;
+            take = axes.len();
             break;
         };
         product = product.saturating_mul(*e);
@@ -86,12 +103,146 @@ pub fn schedule_injective(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<(
             break;
         }
     }
-    let mut fused = axes[0].clone();
+    let mut fused = first.clone();
     for a in &axes[1..take] {
         fused = st.fuse(&fused, a)?;
     }
-    st.parallel(&fused)?;
-    Ok(())
+    st.parallel(&fused)
+}
+
+/// Tiles an output whose last axis reads its input across rows (a transpose, possibly
+/// behind reshapes and elementwise ops): [`read_steps`] finds the output axis `j` that reads
+/// along the input's rows, and the loops run over tiles of `j` by the last axis `l`, so that
+/// each tile reads whole cache lines of a few input rows and writes whole vectors of output.
+/// With `l` a whole number of vectors: tiles of a cache line of `j` by one vector of `l`,
+/// `l` vectorized (each vector loads its lanes one by one, from the lines the tile brought
+/// in). Row by row, a [128, 4, 64] -> [4, 64, 128] transpose read 128 input rows a 1 KiB
+/// apart, which share four of the L1 cache's sets, for every output row: 31.8 -> 6.0 us
+/// (AVX2 code, AMD EPYC family 25 model 17). An `l` of odd length keeps the row order (a
+/// detector head's [255, 1600] -> [1600, 85] ran 50% slower in tiles of 8 rows of `j`, LLVM
+/// vectorizing the 85 into gathers). Returns whether it scheduled `out`.
+fn transposed_tiles(st: &Stage, out: &Tensor, dims: &[Option<i64>], cpu: &CpuDesc) -> Result<bool> {
+    let n = dims.len();
+    let Some(dims) = dims.iter().copied().collect::<Option<Vec<i64>>>() else {
+        return Ok(false);
+    };
+    let Some(steps) = read_steps(out) else {
+        return Ok(false);
+    };
+    let l = n - 1;
+    if n < 2 || dims[l] < 2 || steps[l].abs() <= 1 {
+        return Ok(false);
+    }
+    let Some(j) = (0..l).find(|&i| steps[i] == 1 && dims[i] > 1) else {
+        return Ok(false);
+    };
+    let lanes = cpu.lanes(out.dtype());
+    let line = (cpu.cache_line_bytes() / out.dtype().bytes().max(1) as i64).max(1);
+    let c = out.op().as_compute().expect("a compute output");
+    let axis = |i: usize| c.axis[i].clone();
+    let others: Vec<usize> = (0..l).filter(|&i| i != j).collect();
+    let mut outer: Vec<IterVar> = others.iter().map(|&i| axis(i)).collect();
+    let mut extents: Vec<Option<i64>> = others.iter().map(|&i| Some(dims[i])).collect();
+    let inner = if lanes > 1 && dims[l] % lanes == 0 {
+        let (lo, li) = st.split(&axis(l), lanes)?;
+        st.vectorize(&li)?;
+        if dims[j] > line && dims[j] % line == 0 {
+            let (jo, ji) = st.split(&axis(j), line)?;
+            outer.push(jo);
+            extents.push(Some(dims[j] / line));
+            vec![lo, ji, li]
+        } else {
+            outer.push(lo);
+            extents.push(Some(dims[l] / lanes));
+            vec![axis(j), li]
+        }
+    } else {
+        return Ok(false);
+    };
+    let order: Vec<IterVar> = outer.iter().chain(&inner).cloned().collect();
+    st.reorder(&order)?;
+    parallel_leading(st, &outer, &extents)?;
+    Ok(true)
+}
+
+/// How far, in elements of the input, one step along each axis of `out` moves its reads of
+/// the one tensor it reads once its injective producers are substituted (the loads of an
+/// inlined transpose, reshape or elementwise chain): `None` when it reads several tensors,
+/// or the same one along different steps, or through a shape or index that is not a
+/// constant. Measured at the origin: each axis at 1, the others at 0.
+fn read_steps(out: &Tensor) -> Option<Vec<i64>> {
+    let c = out.op().as_compute()?;
+    let body = substituted(c.body.get(out.value_index())?);
+    let mut loads = Vec::new();
+    post_order_visit_expr(&body, |e| {
+        if let ExprKind::BufferLoad { buffer, indices } = e.kind() {
+            loads.push((buffer.clone(), indices.to_vec()));
+        }
+    });
+    let vars: Vec<Var> = c.axis.iter().map(|iv| iv.var().clone()).collect();
+    let mut steps: Option<Vec<i64>> = None;
+    let (first, _) = loads.first()?;
+    for (buffer, indices) in &loads {
+        if !buffer.same_as(first) {
+            return None;
+        }
+        let shape: Vec<i64> = buffer
+            .shape()
+            .iter()
+            .map(|d| d.as_int())
+            .collect::<Option<_>>()?;
+        let offset = |at: Option<usize>| -> Option<i64> {
+            let map: HashMap<Var, PrimExpr> = vars
+                .iter()
+                .enumerate()
+                .map(|(k, v)| {
+                    (
+                        v.clone(),
+                        PrimExpr::const_int(v.dtype(), i64::from(Some(k) == at)),
+                    )
+                })
+                .collect();
+            indices.iter().zip(&shape).try_fold(0i64, |acc, (i, d)| {
+                let v = simplify(&substitute(i, &map)).as_int()?;
+                acc.checked_mul(*d)?.checked_add(v)
+            })
+        };
+        let origin = offset(None)?;
+        let these = (0..vars.len())
+            .map(|k| Some(offset(Some(k))? - origin))
+            .collect::<Option<Vec<i64>>>()?;
+        if steps.as_ref().is_some_and(|s| s != &these) {
+            return None;
+        }
+        steps = Some(these);
+    }
+    steps
+}
+
+/// `e` with the reads of injective compute stages replaced by their bodies, recursively
+/// (what inlining them makes of it).
+fn substituted(e: &PrimExpr) -> PrimExpr {
+    transform_expr(e, |x| {
+        let ExprKind::BufferLoad { buffer, indices } = x.kind() else {
+            return x;
+        };
+        let Some(t) = Tensor::from_buffer(buffer) else {
+            return x;
+        };
+        let (Some(pc), true) = (t.op().as_compute(), is_injective_op(t.op())) else {
+            return x;
+        };
+        let map: HashMap<Var, PrimExpr> = pc
+            .axis
+            .iter()
+            .zip(indices)
+            .map(|(iv, i)| (iv.var().clone(), i.clone()))
+            .collect();
+        match pc.body.get(t.value_index()) {
+            Some(b) => substituted(&substitute(b, &map)),
+            None => x,
+        }
+    })
 }
 
 /// The fewest iterations of an injective operator's parallel loop (its leading axes fused
@@ -136,7 +287,32 @@ pub fn create_injective_schedule(outs: &[Tensor], cpu: &CpuDesc) -> Result<Sched
 
 #[cfg(test)]
 mod tests {
-    use super::rows_of_whole_vectors;
+    use super::{read_steps, rows_of_whole_vectors};
+    use crate::transform::{reshape, transpose};
+    use kiln_ffi::DataType;
+    use kiln_te::placeholder;
+    use kiln_tir::PrimExpr;
+
+    fn input(shape: &[i64]) -> kiln_te::Tensor {
+        let dims: Vec<PrimExpr> = shape
+            .iter()
+            .map(|&d| PrimExpr::const_int(DataType::int(32), d))
+            .collect();
+        placeholder(&dims, DataType::float(32), "x")
+    }
+
+    #[test]
+    fn read_steps_see_through_reshapes_and_transposes() {
+        // Attention's K: [128, 256] as [128, 4, 64], transposed to [4, 64, 128].
+        let x = input(&[128, 256]);
+        let r = reshape(&x, &[128, 4, 64], false).unwrap();
+        let t = transpose(&r, Some(&[1, 2, 0])).unwrap();
+        assert_eq!(read_steps(&t), Some(vec![64, 1, 256]));
+        // A copy reads along its rows; a broadcast-free 2-D transpose across them.
+        assert_eq!(read_steps(&r), Some(vec![256, 64, 1]));
+        let t2 = transpose(&input(&[5, 7]), None).unwrap();
+        assert_eq!(read_steps(&t2), Some(vec![1, 7]));
+    }
 
     #[test]
     fn short_rows_take_trailing_axes() {
