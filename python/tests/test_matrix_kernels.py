@@ -32,22 +32,23 @@ def model_of(nodes, inputs, consts):
     return model
 
 
-def run_twice(model, make_inputs, reference):
-    """Compiles `model`, runs it on two fresh input sets and checks each against
-    `reference(inputs)`."""
+def run_twice(model, make_inputs, reference, targets=("llvm",)):
+    """Compiles `model` for each of `targets`, runs it on two fresh input sets and checks each
+    against `reference(inputs)`."""
     shapes = {k: v.shape for k, v in make_inputs().items()}
-    lib = kiln.onnx.compile(model.SerializeToString(), shapes, target="llvm")
-    gm = GraphModule(lib["default"](kiln.cpu()))
-    for _ in range(2):
-        inputs = make_inputs()
-        for k, v in inputs.items():
-            gm.set_input(k, v)
-        gm.run()
-        want = reference(inputs)
-        got = gm.get_output(0).numpy()
-        assert got.shape == want.shape
-        scale = max(1.0, float(np.abs(want).max()))
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * scale)
+    for target in targets:
+        lib = kiln.onnx.compile(model.SerializeToString(), shapes, target=target)
+        gm = GraphModule(lib["default"](kiln.cpu()))
+        for _ in range(2):
+            inputs = make_inputs()
+            for k, v in inputs.items():
+                gm.set_input(k, v)
+            gm.run()
+            want = reference(inputs)
+            got = gm.get_output(0).numpy()
+            assert got.shape == want.shape
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * scale, err_msg=target)
 
 
 @pytest.mark.parametrize("a_shape,n", [
@@ -65,6 +66,24 @@ def test_matmul_by_a_constant_matrix(a_shape, n):
                      {"a": rand(*a_shape)}, {"b": b})
     run_twice(model, lambda: {"a": rand(*a_shape)},
               lambda x: (x["a"].astype(np.float64) @ b.astype(np.float64)))
+
+
+@pytest.mark.parametrize("a_shape,n", [
+    ((50, 1024), 64),       # one group of row tiles, a shorter last tile
+    ((200, 768), 64),       # two groups, the last one shorter
+    ((2, 30, 1536), 128),   # batch axes flattened into rows
+])
+def test_long_reductions_in_chunks(a_shape, n):
+    """Products whose column panel of B overflows L1 sum their reduction a chunk at a time
+    over a group of row tiles held in a local array; a bias and ReLU follow."""
+    b, c = rand(a_shape[-1], n), rand(n)
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["p"]),
+             helper.make_node("Add", ["p", "c"], ["x"]),
+             helper.make_node("Relu", ["x"], ["y"])]
+    model = model_of(nodes, {"a": rand(*a_shape)}, {"b": b, "c": c})
+    run_twice(model, lambda: {"a": rand(*a_shape)},
+              lambda x: np.maximum(x["a"].astype(np.float64) @ b.astype(np.float64) + c, 0),
+              targets=("llvm -mcpu=native", "llvm -mcpu=x86-64-v3"))
 
 
 @pytest.mark.parametrize("m,k,n", [(40, 120, 1001), (3, 64, 250)])

@@ -177,6 +177,24 @@ fn dense_row_blocks_leave_no_stub() {
 }
 
 #[test]
+fn long_reductions_chunk_to_half_of_l1() {
+    use x86::dense::{group_tiles, k_chunk};
+    // AVX2: blocks of 16 floats (64 bytes a row of the panel), a 32 KiB L1.
+    let cpu = kiln_tir::CpuDesc::custom(256, 16);
+    assert_eq!(cpu.caches.l1d, 32 * 1024);
+    assert_eq!(k_chunk(1024, 64, &cpu), Some(256));
+    assert_eq!(k_chunk(1536, 64, &cpu), Some(256));
+    assert_eq!(k_chunk(1000, 64, &cpu), Some(200));
+    // A panel that fits L1 is not chunked.
+    assert_eq!(k_chunk(512, 64, &cpu), None);
+    // AVX-512's blocks of 32 floats: chunks of 128.
+    assert_eq!(k_chunk(1024, 128, &cpu), Some(128));
+    // 6 x 16 accumulators (384 bytes): 21 tiles in a quarter of L1.
+    assert_eq!(group_tiles(384, &cpu), 21);
+    assert_eq!(group_tiles(1 << 20, &cpu), 1);
+}
+
+#[test]
 fn dense_packed_weights() {
     let seed = seed("dense_packed");
     // 13 x 97: a last tile short of both rows and columns (its guard `row && column`).
