@@ -81,13 +81,7 @@ pub(crate) fn effective_bodies(inner: &ScheduleInner) -> HashMap<usize, Vec<Prim
                         .op
                         .as_compute()
                         .expect("inlined stage computes");
-                    let map: HashMap<Var, PrimExpr> = pc
-                        .axis
-                        .iter()
-                        .zip(indices)
-                        .map(|(iv, i)| (iv.var().clone(), i.clone()))
-                        .collect();
-                    substitute(&out[&ps][t.value_index()], &map)
+                    pc.at_indices(&out[&ps][t.value_index()], indices)
                 })
             })
             .collect();

@@ -206,13 +206,7 @@ impl Lower<'_> {
                 let st = &self.inner.stages[s];
                 if st.attach == Attach::Inline {
                     if let (Some(c), Some(bodies)) = (st.op.as_compute(), self.bodies.get(&s)) {
-                        let map: HashMap<Var, PrimExpr> = c
-                            .axis
-                            .iter()
-                            .zip(indices)
-                            .map(|(iv, i)| (iv.var().clone(), i.clone()))
-                            .collect();
-                        return self.lower_loads(&substitute(&bodies[k], &map));
+                        return self.lower_loads(&c.at_indices(&bodies[k], indices));
                     }
                 }
             }

@@ -173,6 +173,21 @@ pub struct ComputeOpObj {
     pub body: NodeList<PrimExpr>,
 }
 
+impl ComputeOpObj {
+    /// `e` (one of this operation's bodies, or any expression over its axes) with each axis
+    /// variable replaced by the index of the same position in `indices`: the value this
+    /// operation reads as at those indices (what inlining it puts in its reader's place).
+    pub fn at_indices(&self, e: &PrimExpr, indices: &[PrimExpr]) -> PrimExpr {
+        let map: std::collections::HashMap<Var, PrimExpr> = self
+            .axis
+            .iter()
+            .zip(indices)
+            .map(|(iv, i)| (iv.var().clone(), i.clone()))
+            .collect();
+        kiln_tir::mutator::substitute(e, &map)
+    }
+}
+
 /// An operation handle. Equality and hashing are by identity.
 #[derive(Clone, ObjectRef)]
 #[object_ref(methods)]

@@ -232,14 +232,8 @@ fn substituted(e: &PrimExpr) -> PrimExpr {
         let (Some(pc), true) = (t.op().as_compute(), is_injective_op(t.op())) else {
             return x;
         };
-        let map: HashMap<Var, PrimExpr> = pc
-            .axis
-            .iter()
-            .zip(indices)
-            .map(|(iv, i)| (iv.var().clone(), i.clone()))
-            .collect();
         match pc.body.get(t.value_index()) {
-            Some(b) => substituted(&substitute(b, &map)),
+            Some(b) => substituted(&pc.at_indices(b, indices)),
             None => x,
         }
     })
