@@ -39,11 +39,20 @@ pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Te
     with_bias(prod, bias, m, n)
 }
 
-/// `prod` (`[m, n]`) plus `bias` (`[n]`) along the columns, when there is a bias: a broadcast
-/// stage named `dense_bias`.
+/// The `[m, n]` output of `prod` (`[m, n]`, or wider over padded columns): plus `bias` (`[n]`)
+/// along the columns when there is one (a broadcast stage named `dense_bias`), else `prod`
+/// itself, or a copy of its first `n` columns named `dense_columns`.
 fn with_bias(prod: Tensor, bias: Option<&Tensor>, m: i64, n: i64) -> Result<Tensor> {
     let Some(bias) = bias else {
-        return Ok(prod);
+        if prod.shape()[1].as_int() == Some(n) {
+            return Ok(prod);
+        }
+        return compute_tagged(
+            &consts(&[m, n]),
+            |i| prod.at_vars(i),
+            "dense_columns",
+            tag::INJECTIVE,
+        );
     };
     let bs = shape_nd(bias, 1, "dense")?;
     if bs[0] != n {
@@ -109,13 +118,5 @@ pub fn dense_packed(
         "dense",
         tag::DENSE,
     )?;
-    if bias.is_none() && n < nb * b {
-        return compute_tagged(
-            &consts(&[m, n]),
-            |i| prod.at_vars(i),
-            "dense_columns",
-            tag::INJECTIVE,
-        );
-    }
     with_bias(prod, bias, m, n)
 }

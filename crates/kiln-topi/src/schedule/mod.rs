@@ -237,16 +237,12 @@ pub fn same_shape(a: &Tensor, b: &Tensor) -> bool {
 /// Whether `product` has `out`'s shape but for more columns (its last axis): a product over
 /// padded columns that `out` reads the first of ([`crate::nn::dense_packed`]).
 pub fn covers(product: &Tensor, out: &Tensor) -> bool {
-    let (p, o) = (product.shape(), out.shape());
-    let c = |d: &kiln_tir::PrimExpr| d.as_int();
-    p.len() == o.len()
-        && p.iter()
-            .zip(o.iter())
-            .all(|(x, y)| c(x).is_some() && c(y).is_some())
-        && p.iter()
-            .zip(o.iter())
-            .rev()
-            .skip(1)
-            .all(|(x, y)| c(x) == c(y))
-        && p.last().zip(o.last()).is_some_and(|(x, y)| c(x) >= c(y))
+    let dims = |t: &Tensor| -> Option<Vec<i64>> { t.shape().iter().map(|d| d.as_int()).collect() };
+    match (dims(product), dims(out)) {
+        (Some(p), Some(o)) if p.len() == o.len() && !o.is_empty() => {
+            let n = o.len() - 1;
+            p[..n] == o[..n] && p[n] >= o[n]
+        }
+        _ => false,
+    }
 }

@@ -122,42 +122,40 @@ fn parallel_leading(st: &Stage, axes: &[IterVar], extents: &[Option<i64>]) -> Re
 /// detector head's [255, 1600] -> [1600, 85] ran 50% slower in tiles of 8 rows of `j`, LLVM
 /// vectorizing the 85 into gathers). Returns whether it scheduled `out`.
 fn transposed_tiles(st: &Stage, out: &Tensor, dims: &[Option<i64>], cpu: &CpuDesc) -> Result<bool> {
-    let n = dims.len();
+    let lanes = cpu.lanes(out.dtype());
     let Some(dims) = dims.iter().copied().collect::<Option<Vec<i64>>>() else {
         return Ok(false);
     };
+    let l = dims.len().saturating_sub(1);
+    if dims.len() < 2 || lanes < 2 || dims[l] % lanes != 0 {
+        return Ok(false);
+    }
     let Some(steps) = read_steps(out) else {
         return Ok(false);
     };
-    let l = n - 1;
-    if n < 2 || dims[l] < 2 || steps[l].abs() <= 1 {
+    if steps[l].abs() <= 1 {
         return Ok(false);
     }
     let Some(j) = (0..l).find(|&i| steps[i] == 1 && dims[i] > 1) else {
         return Ok(false);
     };
-    let lanes = cpu.lanes(out.dtype());
     let line = (cpu.cache_line_bytes() / out.dtype().bytes().max(1) as i64).max(1);
     let c = out.op().as_compute().expect("a compute output");
     let axis = |i: usize| c.axis[i].clone();
     let others: Vec<usize> = (0..l).filter(|&i| i != j).collect();
     let mut outer: Vec<IterVar> = others.iter().map(|&i| axis(i)).collect();
     let mut extents: Vec<Option<i64>> = others.iter().map(|&i| Some(dims[i])).collect();
-    let inner = if lanes > 1 && dims[l] % lanes == 0 {
-        let (lo, li) = st.split(&axis(l), lanes)?;
-        st.vectorize(&li)?;
-        if dims[j] > line && dims[j] % line == 0 {
-            let (jo, ji) = st.split(&axis(j), line)?;
-            outer.push(jo);
-            extents.push(Some(dims[j] / line));
-            vec![lo, ji, li]
-        } else {
-            outer.push(lo);
-            extents.push(Some(dims[l] / lanes));
-            vec![axis(j), li]
-        }
+    let (lo, li) = st.split(&axis(l), lanes)?;
+    st.vectorize(&li)?;
+    let inner = if dims[j] > line && dims[j] % line == 0 {
+        let (jo, ji) = st.split(&axis(j), line)?;
+        outer.push(jo);
+        extents.push(Some(dims[j] / line));
+        vec![lo, ji, li]
     } else {
-        return Ok(false);
+        outer.push(lo);
+        extents.push(Some(dims[l] / lanes));
+        vec![axis(j), li]
     };
     let order: Vec<IterVar> = outer.iter().chain(&inner).cloned().collect();
     st.reorder(&order)?;
@@ -182,15 +180,15 @@ fn read_steps(out: &Tensor) -> Option<Vec<i64>> {
     let vars: Vec<Var> = c.axis.iter().map(|iv| iv.var().clone()).collect();
     let mut steps: Option<Vec<i64>> = None;
     let (first, _) = loads.first()?;
+    let shape: Vec<i64> = first
+        .shape()
+        .iter()
+        .map(|d| d.as_int())
+        .collect::<Option<_>>()?;
     for (buffer, indices) in &loads {
         if !buffer.same_as(first) {
             return None;
         }
-        let shape: Vec<i64> = buffer
-            .shape()
-            .iter()
-            .map(|d| d.as_int())
-            .collect::<Option<_>>()?;
         let offset = |at: Option<usize>| -> Option<i64> {
             let map: HashMap<Var, PrimExpr> = vars
                 .iter()

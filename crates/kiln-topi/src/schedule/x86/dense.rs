@@ -49,8 +49,7 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     for p in &pack {
         let w = p.output(0);
         let st = s.stage(&w);
-        let bytes = (w.dtype().bits() as i64 + 7) / 8;
-        let run = pack_run(extent(&w, 0), extent(&w, 2) * bytes);
+        let run = pack_run(extent(&w, 0), extent(&w, 2) * w.dtype().bytes() as i64);
         let (bo, bi) = st.split(&w.axis(0), run)?;
         st.reorder(&[bo.clone(), w.axis(1), bi.clone(), w.axis(2)])?;
         st.parallel(&bo)?;
@@ -74,7 +73,7 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let vectors = (block + lanes - 1) / lanes;
     let (mr, tb) = matrix_tile(m, blocks, vectors, cpu);
     let k = reduce_extents(&op).first().copied().flatten().unwrap_or(0);
-    let bytes = (mt.dtype().bits() as i64 + 7) / 8;
+    let bytes = mt.dtype().bytes() as i64;
     // Tuning records may choose the rows (up to M) and the blocks (dividing them) instead.
     let key = op_key("dense", &op);
     let rows: Vec<i64> = (1..=m.clamp(1, 8)).collect();
