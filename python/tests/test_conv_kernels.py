@@ -6,7 +6,8 @@ layers in a row (blocks between them) with a residual. 1x1 layers: planes of who
 not (34 and 68 filters a group pad blocks of 16), with a bias, ReLU and a residual add fused.
 These shapes reach the spatial kernel's last tile (predicated vector code accumulating in a
 register tile) and the channel-blocked kernel, summed in passes over chunks of the input
-channels when a tile's weights exceed L1 (1024 channels). Each library runs twice on different inputs,
+channels when a tile's weights exceed L1 (1024 channels); a 1x1 layer between 3x3 layers, in
+channel blocks (over flattened positions with AVX2 code). Each library runs twice on different inputs,
 so an element the second run does not write still holds the first run's value and fails."""
 
 import numpy as np
@@ -156,6 +157,50 @@ def test_conv_3x3_matches_numpy(target, c, o, h, w, pads, chain):
         if chain:
             y2 = conv3x3_reference(y1, w2, b2, pads)
             want = y2 + y1[:, :, :y2.shape[2], :y2.shape[3]]
+        got = gm.get_output(0).numpy()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n,c,m,h,w", [
+    (1, 64, 32, 7, 7),    # 49 positions: register tiles across rows, a last tile of one
+    (2, 32, 48, 14, 14),  # a batch of two; 6 blocks of 8, 3 of 16
+    (1, 24, 40, 5, 9),    # an odd plane; 5 blocks of 8
+    (1, 32, 32, 1, 13),   # one row
+])
+def test_conv_1x1_between_blocked_layers_matches_numpy(target, n, c, m, h, w):
+    """3x3 (c -> m), 1x1 (m -> m), 3x3 (m -> c), bias and ReLU each, the input added before the
+    last ReLU: the 1x1 layer reads and writes channel blocks, where AVX2 code computes it over
+    flattened positions."""
+    shapes = [(m, c, 3, 3), (m, m, 1, 1), (c, m, 3, 3)]
+    ws = [(rng.standard_normal(s) / np.sqrt(s[1] * s[2] * s[3])).astype("float32") for s in shapes]
+    bs = [rng.standard_normal(s[0]).astype("float32") for s in shapes]
+    pad = dict(pads=[1, 1, 1, 1])
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], **pad),
+             helper.make_node("Relu", ["c0"], ["y0"]),
+             helper.make_node("Conv", ["y0", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["y1"]),
+             helper.make_node("Conv", ["y1", "w2", "b2"], ["c2"], **pad),
+             helper.make_node("Add", ["c2", "x"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    inits = [numpy_helper.from_array(v, f"{k}{i}")
+             for i, (wt, b) in enumerate(zip(ws, bs)) for k, v in (("w", wt), ("b", b))]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [n, c, h, w])],
+        [helper.make_empty_tensor_value_info("y")], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    lib = kiln.onnx.compile(model.SerializeToString(), {"x": (n, c, h, w)}, target=target)
+    gm = GraphModule(lib["default"](kiln.cpu()))
+    same = (1, 1, 1, 1)
+    for _ in range(2):
+        x = rng.standard_normal((n, c, h, w)).astype("float32")
+        gm.set_input("x", x)
+        gm.run()
+        y0 = np.maximum(conv3x3_reference(x, ws[0], bs[0], same), 0.0)
+        y1 = reference(y0, ws[1], bs[1], 1, None)
+        want = np.maximum(conv3x3_reference(y1, ws[2], bs[2], same) + x, 0.0)
         got = gm.get_output(0).numpy()
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -177,6 +177,20 @@ impl Interval {
     }
 }
 
+/// Whether `e` divides or takes a remainder anywhere (floor or truncating).
+fn has_division(e: &PrimExpr) -> bool {
+    let mut found = false;
+    post_order_visit_expr(e, |x| {
+        if let ExprKind::Binary(op, ..) = x.kind() {
+            found |= matches!(
+                op,
+                BinOp::FloorDiv | BinOp::FloorMod | BinOp::Div | BinOp::Mod
+            );
+        }
+    });
+    found
+}
+
 fn relaxed(e: &PrimExpr, relax: &HashMap<Var, Range>) -> bool {
     uses_var_where(e, |v| relax.contains_key(v))
 }
@@ -444,6 +458,7 @@ impl Bounds {
                 continue;
             }
             let values = pass_up_index(st, &self.dom);
+            let mut reads: Vec<Vec<PrimExpr>> = Vec::new();
             for body in cb {
                 let src = match Reduce::decode(body) {
                     Some(r) => r.source,
@@ -459,14 +474,28 @@ impl Bounds {
                     if op_stage.get(&t.op().key()) != Some(&s) && t.op().key() != op_key {
                         return;
                     }
-                    let iv: Vec<Interval> = indices
-                        .iter()
-                        .map(|i| eval_interval(&substitute(i, &values), &relax))
-                        .collect();
-                    acc = Some(match acc.take() {
-                        None => iv,
-                        Some(prev) => prev.into_iter().zip(iv).map(|(a, b)| union(a, b)).collect(),
-                    });
+                    reads.push(indices.to_vec());
+                });
+            }
+            for indices in reads {
+                // An index through fused loops (`floordiv(f, W)*W + floormod(f, W)`, a row and
+                // a column read back as one position) is the fused loop itself once simplified:
+                // its interval is then the positions the consumer's loops cover, not whole rows.
+                let iv: Vec<Interval> = indices
+                    .iter()
+                    .map(|i| {
+                        let e = substitute(i, &values);
+                        let e = if has_division(&e) {
+                            self.analyzer.simplify(&e)
+                        } else {
+                            e
+                        };
+                        eval_interval(&e, &relax)
+                    })
+                    .collect();
+                acc = Some(match acc.take() {
+                    None => iv,
+                    Some(prev) => prev.into_iter().zip(iv).map(|(a, b)| union(a, b)).collect(),
                 });
             }
         }

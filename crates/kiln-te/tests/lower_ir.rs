@@ -217,6 +217,33 @@ fn compute_at_allocates_the_bounded_region() {
     let _ = xo;
 }
 
+/// A producer over flattened positions (`B[p]`) read back by row and column (`C[y, x] =
+/// B[y*7 + x]`), computed at a tile of the consumer's fused rows and columns: the tile's
+/// positions are `floordiv(f, 7)*7 + floormod(f, 7)`, which simplifies to `f`, so the producer
+/// covers exactly the tile's 6 positions (not the whole rows the tile touches).
+#[test]
+fn compute_at_a_fused_tile_covers_its_positions() {
+    let a = placeholder(&[c(49)], f32t(), "A");
+    let b = compute(&[c(49)], |i| a.at_vars(i) + 1.0, "B");
+    let cc = compute(
+        &[c(7), c(7)],
+        |i| b.at(&[i[0].to_expr() * 7 + i[1].to_expr()]) * 2.0,
+        "C",
+    );
+    let s = create_schedule(&[cc.op().clone()]);
+    let sc = s.stage(&cc);
+    let f = sc.fuse(&cc.axis(0), &cc.axis(1)).unwrap();
+    let (fo, _fi) = sc.split(&f, 6).unwrap();
+    s.stage(&b).compute_at(&sc, &fo).unwrap();
+    let bounds = infer_bound(&s).unwrap();
+    let rb: Vec<String> = bounds
+        .iter()
+        .filter(|(iv, _)| iv == &b.axis(0))
+        .map(|(_, r)| r.to_string())
+        .collect();
+    assert_eq!(rb, ["range(i.j.fused.outer * 6, i.j.fused.outer * 6 + 6)"]);
+}
+
 #[test]
 fn compute_inline_substitutes_the_body() {
     let a = placeholder(&[c(8)], f32t(), "A");

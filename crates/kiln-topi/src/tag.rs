@@ -19,6 +19,8 @@ pub const CONV2D_NCHWC: &str = "conv2d_nchwc";
 /// One pass of a [`CONV2D_NCHWC`] summed over a chunk of its input channels
 /// (`[passes, N, O/b, OH, OW, b]`), which the blocked product adds up.
 pub const CONV2D_NCHWC_PARTIAL: &str = "conv2d_nchwc_partial";
+/// A 1x1 [`CONV2D_NCHWC`] over its flattened output positions (`[N, O/b, OH*OW, b]`).
+pub const CONV2D_NCHWC_FLAT: &str = "conv2d_nchwc_flat";
 /// [`CONV2D_NCHWC`] whose groups are padded to whole blocks (blocks do not line up with
 /// output channels).
 pub const CONV2D_NCHWC_GROUP_PADDED: &str = "conv2d_nchwc_group_padded";

@@ -49,6 +49,7 @@ fn check_case(c: &Case, seed: u64) {
         data_block: c.bi,
         out_blocked: c.out_blocked,
         channel_chunk: Some(c.chunk),
+        flat_positions: false,
     };
     let conv = check_conv_layouts(c.what, c.ds, c.ws, c.b, c.attrs, layouts, c.relu, seed);
     let passes = product_of(&conv)

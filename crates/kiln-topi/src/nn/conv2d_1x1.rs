@@ -24,7 +24,9 @@ pub const MIN_POSITIONS: i64 = 256;
 /// v1, resnet50, squeezenet and shufflenet (13x13, 7x7, 6x6 and 14x14 planes; squeezenet's
 /// 512 -> 1000 classifier 2.22 -> 1.68 ms), where the tile comparison below chose the spatial
 /// one; shufflenet's groups of 34 and 68 filters, padded to blocks of 16, ran 1.2-1.8x faster
-/// spatially. The comparison stays for narrower vectors, where it was measured (AVX2).
+/// spatially. The comparison stays for narrower vectors, where it was measured (AVX2). From
+/// this many lanes on, blocked 1x1 layers also keep their row-by-row register tiles rather
+/// than tiles over flattened positions ([`crate::schedule::x86::conv2d_flat::applies`]).
 pub const WIDE_LANES: i64 = 16;
 
 /// The most input channels per group for which [`conv2d_1x1`] is chosen for a grouped

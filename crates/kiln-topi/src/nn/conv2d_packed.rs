@@ -32,6 +32,11 @@ pub struct PackedLayouts {
     /// output rows. Taken when `k` divides the channels, is a whole number of data blocks and
     /// the convolution has one group; else the channels are summed in one pass.
     pub channel_chunk: Option<i64>,
+    /// Whether a 1x1 convolution over blocked data into a blocked output is computed over
+    /// its flattened output positions ([`tag::CONV2D_NCHWC_FLAT`], `[N, O/b, OH*OW, b]`),
+    /// so that a register tile may span several output rows. Taken for one group, no padding
+    /// and one pass (no `channel_chunk`), at any stride; else the rows stay apart.
+    pub flat_positions: bool,
 }
 
 /// The number of kernel blocks of `b` filters for `o` output channels in `groups` groups: each
@@ -155,6 +160,16 @@ pub fn conv2d_packed_in(
         tag::CONV2D_NCHWC
     };
     let shape = [out[0], ws[0], out[2], out[3], b];
+    let flat = layouts.flat_positions
+        && (kh, kw) == (1, 1)
+        && attrs.padding.is_zero()
+        && groups == 1
+        && chunk.is_none()
+        && layouts.data_block.is_some()
+        && layouts.out_blocked;
+    if flat {
+        return flat_positions(&shape, &product);
+    }
     let blocked = match chunk {
         None => compute_tagged(
             &consts(&shape),
@@ -206,6 +221,42 @@ pub fn conv2d_packed_in(
             blocked.at(&[i[0].to_expr(), ob, i[2].to_expr(), i[3].to_expr(), oi])
         },
         "conv2d_unpack",
+        tag::INJECTIVE,
+    )
+}
+
+/// The blocked product of a 1x1 convolution over its flattened output positions
+/// ([`PackedLayouts::flat_positions`]): `flat[n, ob, p, oi]` the product at row `p / OW` and
+/// column `p % OW` of `shape` (`[N, O/b, OH, OW, b]`), then the blocked output reading it back
+/// by row and column (an injective stage, which its readers inline).
+fn flat_positions(
+    shape: &[i64; 5],
+    product: &dyn Fn(
+        Option<PrimExpr>,
+        PrimExpr,
+        PrimExpr,
+        PrimExpr,
+        PrimExpr,
+        PrimExpr,
+    ) -> PrimExpr,
+) -> Result<Tensor> {
+    let ow = shape[3];
+    let positions = compute_tagged(
+        &consts(&[shape[0], shape[1], shape[2] * ow, shape[4]]),
+        |i| {
+            let [n, ob, p, oi] = [0, 1, 2, 3].map(|k| i[k].to_expr());
+            product(None, n, ob, floordiv(&p, ow), floormod(&p, ow), oi)
+        },
+        "conv2d_nchwc_flat",
+        tag::CONV2D_NCHWC_FLAT,
+    )?;
+    compute_tagged(
+        &consts(shape),
+        |i| {
+            let [n, ob, y, x, oi] = [0, 1, 2, 3, 4].map(|k| i[k].to_expr());
+            positions.at(&[n, ob, y * ow + x, oi])
+        },
+        "conv2d_nchwc",
         tag::INJECTIVE,
     )
 }

@@ -247,10 +247,25 @@ fn lower(i: &[TeTensor], attrs: &Attrs<'_>, cpu: &CpuDesc) -> Result<Vec<TeTenso
     if weight.ndim() == 5 {
         let data_layout = attrs.str("data_layout")?;
         let data_block = channel_block(&data_layout).flatten();
+        let out_blocked = out_block(attrs)?.is_some();
+        let flat = out_blocked
+            && data_block.is_some()
+            && nn::is_static(weight)
+            && x86::conv2d_flat::applies(
+                &nn::const_shape(weight, "nn.conv2d")?,
+                &a,
+                data.dtype(),
+                cpu,
+            );
         let layouts = nn::PackedLayouts {
             data_block,
-            out_blocked: out_block(attrs)?.is_some(),
-            channel_chunk: channel_chunk(data, weight, data_block, &a, cpu)?,
+            out_blocked,
+            channel_chunk: if flat {
+                None
+            } else {
+                channel_chunk(data, weight, data_block, &a, cpu)?
+            },
+            flat_positions: flat,
         };
         return one(nn::conv2d_packed_in(data, weight, &a, layouts));
     }

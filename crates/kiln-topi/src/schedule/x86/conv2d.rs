@@ -24,6 +24,9 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
     if find_tagged(out, &[tag::CONV2D_WINOGRAD]).is_some() {
         return crate::nn::conv2d_winograd::schedule_conv2d_winograd(s, out, cpu);
     }
+    if let Some(conv) = super::conv2d_flat::flat_product(out) {
+        return super::conv2d_flat::schedule_conv2d_nchwc_flat(s, out, &conv, cpu);
+    }
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {
         return schedule_conv2d_nchwc(s, out, &conv, cpu);
     }
@@ -360,7 +363,7 @@ fn product_tile(conv_t: &Tensor, product: &Operation, width: i64, cpu: &CpuDesc)
 /// accumulates its passes in place) right inside. A blocked output stores whole channel
 /// vectors (blocks and columns unrolled); an NCHW one rows of columns, vectors when `cols` is
 /// whole vectors. Returns the fused loop and the column-tile loop.
-fn output_tiles(
+pub(super) fn output_tiles(
     main: &kiln_te::Stage,
     out: &Tensor,
     b: i64,

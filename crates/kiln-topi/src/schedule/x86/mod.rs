@@ -5,6 +5,7 @@
 //! back to smaller or no vectors.
 
 pub mod conv2d;
+pub mod conv2d_flat;
 pub mod dense;
 pub mod norm;
 pub mod pool;
