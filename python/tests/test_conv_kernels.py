@@ -163,29 +163,33 @@ def test_conv_3x3_matches_numpy(target, c, o, h, w, pads, chain):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("n,c,m,h,w", [
-    (1, 64, 32, 7, 7),    # 49 positions: register tiles across rows, a last tile of one
-    (2, 32, 48, 14, 14),  # a batch of two; 6 blocks of 8, 3 of 16
-    (1, 24, 40, 5, 9),    # an odd plane; 5 blocks of 8
-    (1, 32, 32, 1, 13),   # one row
+@pytest.mark.parametrize("n,c,m,h,w,stride", [
+    (1, 64, 32, 7, 7, 1),    # 49 positions: register tiles across rows, a last tile of one
+    (2, 32, 48, 14, 14, 1),  # a batch of two; 6 blocks of 8, 3 of 16
+    (1, 24, 40, 5, 9, 1),    # an odd plane; 5 blocks of 8
+    (1, 32, 32, 1, 13, 1),   # one row
+    (1, 32, 48, 9, 11, 2),   # stride 2: the positions read copied together first
 ])
-def test_conv_1x1_between_blocked_layers_matches_numpy(target, n, c, m, h, w):
-    """3x3 (c -> m), 1x1 (m -> m), 3x3 (m -> c), bias and ReLU each, the input added before the
-    last ReLU: the 1x1 layer reads and writes channel blocks, where AVX2 code computes it over
-    flattened positions."""
+def test_conv_1x1_between_blocked_layers_matches_numpy(target, n, c, m, h, w, stride):
+    """3x3 (c -> m), 1x1 (m -> m, `stride`), 3x3 (m -> c), bias and ReLU each, the input (at
+    the stride) added before the last ReLU: the 1x1 layer reads and writes channel blocks,
+    where it is computed over flattened positions (with AVX2 code, or with a stride)."""
     shapes = [(m, c, 3, 3), (m, m, 1, 1), (c, m, 3, 3)]
     ws = [(rng.standard_normal(s) / np.sqrt(s[1] * s[2] * s[3])).astype("float32") for s in shapes]
     bs = [rng.standard_normal(s[0]).astype("float32") for s in shapes]
     pad = dict(pads=[1, 1, 1, 1])
     nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], **pad),
              helper.make_node("Relu", ["c0"], ["y0"]),
-             helper.make_node("Conv", ["y0", "w1", "b1"], ["c1"]),
+             helper.make_node("Conv", ["y0", "w1", "b1"], ["c1"], strides=[stride, stride]),
              helper.make_node("Relu", ["c1"], ["y1"]),
              helper.make_node("Conv", ["y1", "w2", "b2"], ["c2"], **pad),
-             helper.make_node("Add", ["c2", "x"], ["s"]),
+             helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["xs"]),
+             helper.make_node("Add", ["c2", "xs"], ["s"]),
              helper.make_node("Relu", ["s"], ["y"])]
     inits = [numpy_helper.from_array(v, f"{k}{i}")
              for i, (wt, b) in enumerate(zip(ws, bs)) for k, v in (("w", wt), ("b", b))]
+    inits += [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in
+              (("starts", [0, 0]), ("ends", [h, w]), ("axes", [2, 3]), ("steps", [stride] * 2))]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [n, c, h, w])],
         [helper.make_empty_tensor_value_info("y")], initializer=inits)
@@ -199,8 +203,8 @@ def test_conv_1x1_between_blocked_layers_matches_numpy(target, n, c, m, h, w):
         gm.set_input("x", x)
         gm.run()
         y0 = np.maximum(conv3x3_reference(x, ws[0], bs[0], same), 0.0)
-        y1 = reference(y0, ws[1], bs[1], 1, None)
-        want = np.maximum(conv3x3_reference(y1, ws[2], bs[2], same) + x, 0.0)
+        y1 = reference(y0[:, :, ::stride, ::stride], ws[1], bs[1], 1, None)
+        want = np.maximum(conv3x3_reference(y1, ws[2], bs[2], same) + x[:, :, ::stride, ::stride], 0.0)
         got = gm.get_output(0).numpy()
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -167,8 +167,8 @@ pub fn conv2d_packed_in(
         && chunk.is_none()
         && layouts.data_block.is_some()
         && layouts.out_blocked;
-    if flat {
-        return flat_positions(&shape, &product);
+    if let (true, Some(bi)) = (flat, layouts.data_block) {
+        return flat_positions(data, weight, &shape, bi, attrs.strides);
     }
     let blocked = match chunk {
         None => compute_tagged(
@@ -225,27 +225,58 @@ pub fn conv2d_packed_in(
     )
 }
 
+/// The name of the stage that copies a strided 1x1 convolution's input positions together
+/// ([`flat_positions`]), which schedules compute before the product.
+pub const SUBSAMPLE_STAGE: &str = "conv2d_subsample";
+
 /// The blocked product of a 1x1 convolution over its flattened output positions
-/// ([`PackedLayouts::flat_positions`]): `flat[n, ob, p, oi]` the product at row `p / OW` and
-/// column `p % OW` of `shape` (`[N, O/b, OH, OW, b]`), then the blocked output reading it back
-/// by row and column (an injective stage, which its readers inline).
+/// ([`PackedLayouts::flat_positions`]) of blocked `data` (`[N, C/bi, H, W, bi]`) and packed
+/// `weight` (`[O/b, C, 1, 1, b]`): `flat[n, ob, p, oi] = sum_c data[n, c / bi, p / OW * sh,
+/// p % OW * sw, c % bi] * weight[ob, c, 0, 0, oi]`, then the blocked output `shape` (`[N, O/b,
+/// OH, OW, b]`) reading it back by row and column (an injective stage, which its readers
+/// inline). With a stride, the positions it reads are first copied together
+/// ([`SUBSAMPLE_STAGE`], `[N, C/bi, OH, OW, bi]`): the product then reads a quarter of the
+/// data's lines at stride 2, once, instead of every line again for each tile of filters.
 fn flat_positions(
+    data: &Tensor,
+    weight: &Tensor,
     shape: &[i64; 5],
-    product: &dyn Fn(
-        Option<PrimExpr>,
-        PrimExpr,
-        PrimExpr,
-        PrimExpr,
-        PrimExpr,
-        PrimExpr,
-    ) -> PrimExpr,
+    bi: i64,
+    (sh, sw): (i64, i64),
 ) -> Result<Tensor> {
-    let ow = shape[3];
+    let (oh, ow) = (shape[2], shape[3]);
+    let channels = shape_nd(weight, 5, "conv2d (packed kernel)")?[1];
+    let input = if (sh, sw) == (1, 1) {
+        data.clone()
+    } else {
+        let d = data.clone();
+        compute_tagged(
+            &consts(&[shape[0], channels / bi, oh, ow, bi]),
+            |i| {
+                let [n, cb, y, x, ci] = [0, 1, 2, 3, 4].map(|k| i[k].to_expr());
+                d.at(&[n, cb, y * sh, x * sw, ci])
+            },
+            SUBSAMPLE_STAGE,
+            tag::INJECTIVE,
+        )?
+    };
+    let rco = reduce_axis_n(channels / bi, "rco");
+    let rci = reduce_axis_n(bi, "rci");
+    let zero = || PrimExpr::i32(0);
     let positions = compute_tagged(
-        &consts(&[shape[0], shape[1], shape[2] * ow, shape[4]]),
+        &consts(&[shape[0], shape[1], oh * ow, shape[4]]),
         |i| {
             let [n, ob, p, oi] = [0, 1, 2, 3].map(|k| i[k].to_expr());
-            product(None, n, ob, floordiv(&p, ow), floormod(&p, ow), oi)
+            let x = input.at(&[
+                n,
+                rco.expr(),
+                floordiv(&p, ow),
+                floormod(&p, ow),
+                rci.expr(),
+            ]);
+            let c = rco.expr() * bi + rci.expr();
+            let w = weight.at(&[ob, c, zero(), zero(), oi]);
+            sum(x * w, &[rco.clone(), rci.clone()])
         },
         "conv2d_nchwc_flat",
         tag::CONV2D_NCHWC_FLAT,

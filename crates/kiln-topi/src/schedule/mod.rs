@@ -74,7 +74,9 @@ pub fn inline_injective(s: &Schedule, out: &Tensor, keep: &[Operation]) -> Resul
 }
 
 /// Inlines the injective producers of `out` except `op`'s padding stage (an input named
-/// `pad_data`) and `keep`; the padding stage stays at root with its `(n, c)` loops fused and
+/// `pad_data`, or the copy of a strided 1x1 convolution's positions,
+/// [`crate::nn::conv2d_packed::SUBSAMPLE_STAGE`]) and `keep`; that stage stays at root with its
+/// `(n, c)` loops fused and
 /// parallel, so the reads of `op` need no bounds tests, and its innermost axis vector code on
 /// `cpu` (a block of channel-blocked data; rows in vectors of the CPU's lanes, the edges
 /// read with masked loads, a shorter last piece scalar).
@@ -85,10 +87,14 @@ pub fn inline_all_but_padding(
     keep: &[Operation],
     cpu: &CpuDesc,
 ) -> Result<()> {
+    let kept_stages = [
+        crate::nn::pad::PAD_STAGE,
+        crate::nn::conv2d_packed::SUBSAMPLE_STAGE,
+    ];
     let pad = op
         .input_tensors()
         .into_iter()
-        .find(|t| t.op().name() == crate::nn::pad::PAD_STAGE);
+        .find(|t| kept_stages.contains(&t.op().name()));
     let mut kept: Vec<_> = keep.to_vec();
     kept.extend(pad.iter().map(|p| p.op().clone()));
     inline_injective(s, out, &kept)?;

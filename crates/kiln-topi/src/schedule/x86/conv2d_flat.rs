@@ -18,22 +18,26 @@ use kiln_tir::{CpuDesc, DataType};
 
 /// Whether a channel-blocked convolution (packed weight `[O/b, C, KH, KW, b]`, blocked data
 /// and output, elements of `dtype`) is computed over flattened positions on `cpu`: a 1x1
-/// kernel, stride 1, no padding, one group, and fewer lanes of `dtype` than
-/// [`crate::nn::conv2d_1x1::WIDE_LANES`]. AVX2 code, AMD EPYC family 25 model 17, one layer
-/// with blocked data and output, timed in turns with the row-by-row kernel: resnet50's 1x1
-/// layers 5-16% faster (2048 -> 512 at 7x7 1.149 -> 0.968 ms, 512 -> 2048 at 7x7 1.141 ->
-/// 0.975, 1024 -> 256 at 14x14 0.972 -> 0.896, 64 -> 256 at 56x56 0.972 -> 0.924), and 0-12%
-/// with the caches flushed before each run. With AVX-512's 32 registers the row-by-row tiles
-/// already hold 16 to 24 accumulators: level (-8% to +6%). At stride 2 a tile's inputs are a
-/// cache line apart: 1024 -> 2048 at 14x14 8% faster, 256 -> 512 at 56x56 7% slower.
+/// kernel, no padding, one group, and either a stride (the product then reads its positions
+/// copied together) or fewer lanes of `dtype` than [`crate::nn::conv2d_1x1::WIDE_LANES`].
+///
+/// Measured on an AMD EPYC family 25 model 17, one layer with blocked data and output, timed in
+/// turns with the row-by-row kernel:
+/// - AVX2 code, stride 1: resnet50's 1x1 layers 5-16% faster (2048 -> 512 at 7x7 1.149 ->
+///   0.968 ms, 512 -> 2048 at 7x7 1.141 -> 0.975, 1024 -> 256 at 14x14 0.972 -> 0.896, 64 ->
+///   256 at 56x56 0.972 -> 0.924), 0-12% with the caches flushed before each run;
+/// - stride 2: 1024 -> 2048 at 14x14 3.02 -> 2.24 ms, 512 -> 1024 at 28x28 2.12 -> 1.89,
+///   256 -> 512 at 56x56 2.94 -> 2.53 (AVX2), 5% faster with AVX-512;
+/// - AVX-512, stride 1: the row-by-row tiles already hold 16 to 24 accumulators with 32
+///   registers: level (-8% to +6%).
 pub fn applies(weight: &[i64], a: &Conv2dAttrs, dtype: DataType, cpu: &CpuDesc) -> bool {
+    let narrow = cpu.lanes(dtype) < crate::nn::conv2d_1x1::WIDE_LANES;
     weight.len() == 5
         && weight[2] == 1
         && weight[3] == 1
-        && a.strides == (1, 1)
         && a.padding.is_zero()
         && a.groups == 1
-        && cpu.lanes(dtype) < crate::nn::conv2d_1x1::WIDE_LANES
+        && (narrow || a.strides != (1, 1))
 }
 
 /// The flat product under `out` (tag [`tag::CONV2D_NCHWC_FLAT`]), if any.
