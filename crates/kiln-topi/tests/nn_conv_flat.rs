@@ -169,6 +169,7 @@ fn flat_tiles_and_where_they_apply() {
     let g2 = Conv2dAttrs { groups: 2, ..one };
     assert!(!applies(&w, &g2, f32t, &avx2), "groups");
     assert!(!applies(&[64, 256, 3, 3, 8], &one, f32t, &avx2), "3x3");
+    assert!(!applies(&w, &s2, DataType::int(32), &avx2), "int32 sums");
 }
 
 /// A flat product whose epilogue unpacks it to NCHW (a fused layout transform after a

@@ -17,9 +17,10 @@ use kiln_te::{Operation, Schedule, Stage, Tensor};
 use kiln_tir::{CpuDesc, DataType};
 
 /// Whether a channel-blocked convolution (packed weight `[O/b, C, KH, KW, b]`, blocked data
-/// and output, elements of `dtype`) is computed over flattened positions on `cpu`: a 1x1
-/// kernel, no padding, one group, and either a stride (the product then reads its positions
-/// copied together) or fewer lanes of `dtype` than [`crate::nn::conv2d_1x1::WIDE_LANES`].
+/// and output, elements of `dtype`) is computed over flattened positions on `cpu`: float32
+/// (where it was measured), a 1x1 kernel, no padding, one group, and either a stride (the
+/// product then reads its positions copied together) or fewer lanes than
+/// [`crate::nn::conv2d_1x1::WIDE_LANES`].
 ///
 /// Measured on an AMD EPYC family 25 model 17, one layer with blocked data and output, timed in
 /// turns with the row-by-row kernel:
@@ -32,7 +33,8 @@ use kiln_tir::{CpuDesc, DataType};
 ///   registers: level (-8% to +6%).
 pub fn applies(weight: &[i64], a: &Conv2dAttrs, dtype: DataType, cpu: &CpuDesc) -> bool {
     let narrow = cpu.lanes(dtype) < crate::nn::conv2d_1x1::WIDE_LANES;
-    weight.len() == 5
+    dtype == DataType::float(32)
+        && weight.len() == 5
         && weight[2] == 1
         && weight[3] == 1
         && a.padding.is_zero()
