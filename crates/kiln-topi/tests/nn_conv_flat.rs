@@ -1,10 +1,11 @@
 //! 1x1 channel-blocked convolutions computed over flattened output positions
 //! (`PackedLayouts::flat_positions`), built for the host CPU (and AVX2 code where the host has
 //! AVX-512) and with the generic schedule, against naive loops on random inputs with
-//! NaN-poisoned outputs: strides 1 and 2, planes whose positions leave a shorter last register tile (7x7: 49
-//! positions, 5x9: 45), tiles spanning rows, a batch of two, a ReLU epilogue, block counts that
-//! take tiles of 1, 2 and 3 blocks, an epilogue unpacking the product to NCHW; the layouts that
-//! keep rows apart; and the tile and the choice of the flat product per CPU.
+//! NaN-poisoned outputs: strides 1 and 2, planes whose positions leave a shorter last register
+//! tile (7x7: 49 positions, 5x9: 45), tiles spanning rows, a batch of two, a ReLU epilogue,
+//! block counts that take tiles of 1, 2 and 3 blocks and a shorter last tile of blocks, an
+//! epilogue unpacking the product to NCHW; the layouts that keep rows apart; and the tile and
+//! the choice of the flat product per CPU.
 
 mod nn_common;
 
@@ -41,7 +42,7 @@ fn flat_1x1_convolutions_match_naive_loops() {
             ..base
         };
         // (what, NCHW data, OIHW weights, attributes, relu)
-        let cases: [Case; 6] = [
+        let cases: [Case; 7] = [
             (
                 "7x7, 49 positions: a last tile of one",
                 [1, 2 * b, 7, 7],
@@ -82,6 +83,13 @@ fn flat_1x1_convolutions_match_naive_loops() {
                 [1, b, 9, 7],
                 [2 * b, b, 1, 1],
                 s2,
+                true,
+            ),
+            (
+                "13 blocks: a last tile of one block",
+                [1, 2 * b, 5, 5],
+                [13 * b, 2 * b, 1, 1],
+                base,
                 true,
             ),
         ];
@@ -148,6 +156,9 @@ fn flat_tiles_and_where_they_apply() {
     assert_eq!(flat_tile(64, 49, 1, &avx2), (2, 6));
     assert_eq!(flat_tile(3, 49, 1, &avx2), (3, 4));
     assert_eq!(flat_tile(1, 49, 1, &avx2), (1, 12));
+    // 125 blocks (1000 classes): only one block divides; 3 x 4 with a last tile of 2.
+    assert_eq!(flat_tile(125, 169, 1, &avx2), (3, 4));
+    assert_eq!(flat_tile(5, 169, 1, &avx2), (1, 12));
     // Fewer positions than the tile holds: all of them.
     assert_eq!(flat_tile(2, 4, 1, &avx2), (2, 4));
     // AVX-512 (32 registers, 24 accumulators): 4 blocks x 6 positions.
