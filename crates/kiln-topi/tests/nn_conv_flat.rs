@@ -13,6 +13,7 @@ use kiln_codegen::target::Target;
 use kiln_te::Tensor;
 use kiln_tir::DataType;
 use kiln_topi::nn::{self, Conv2dAttrs, Padding2d};
+use kiln_topi::schedule::find_tagged;
 use kiln_topi::schedule::x86::conv2d_flat::{applies, flat_tile};
 use kiln_topi::tag;
 use nn_common::conv::check_conv_layouts;
@@ -22,14 +23,7 @@ type Case = (&'static str, [i64; 4], [i64; 4], Conv2dAttrs, bool);
 
 /// Whether the product under `out` (through the blocked read-back) is the flat one.
 fn is_flat(out: &Tensor) -> bool {
-    let mut todo = vec![out.clone()];
-    while let Some(t) = todo.pop() {
-        if t.op().tag() == tag::CONV2D_NCHWC_FLAT {
-            return true;
-        }
-        todo.extend(t.op().input_tensors());
-    }
-    false
+    find_tagged(out, &[tag::CONV2D_NCHWC_FLAT]).is_some()
 }
 
 #[test]

@@ -165,10 +165,9 @@ pub fn conv2d_packed_in(
         && attrs.padding.is_zero()
         && groups == 1
         && chunk.is_none()
-        && layouts.data_block.is_some()
         && layouts.out_blocked;
     if let (true, Some(bi)) = (flat, layouts.data_block) {
-        return flat_positions(data, weight, &shape, bi, attrs.strides);
+        return flat_positions(data, weight, &shape, (cpg, bi), attrs.strides);
     }
     let blocked = match chunk {
         None => compute_tagged(
@@ -230,8 +229,8 @@ pub fn conv2d_packed_in(
 pub const SUBSAMPLE_STAGE: &str = "conv2d_subsample";
 
 /// The blocked product of a 1x1 convolution over its flattened output positions
-/// ([`PackedLayouts::flat_positions`]) of blocked `data` (`[N, C/bi, H, W, bi]`) and packed
-/// `weight` (`[O/b, C, 1, 1, b]`): `flat[n, ob, p, oi] = sum_c data[n, c / bi, p / OW * sh,
+/// ([`PackedLayouts::flat_positions`]) of blocked `data` (`[N, C/bi, H, W, bi]`, `channels` C
+/// in blocks of `bi`) and packed `weight` (`[O/b, C, 1, 1, b]`): `flat[n, ob, p, oi] = sum_c data[n, c / bi, p / OW * sh,
 /// p % OW * sw, c % bi] * weight[ob, c, 0, 0, oi]`, then the blocked output `shape` (`[N, O/b,
 /// OH, OW, b]`) reading it back by row and column (an injective stage, which its readers
 /// inline). With a stride, the positions it reads are first copied together
@@ -241,11 +240,10 @@ fn flat_positions(
     data: &Tensor,
     weight: &Tensor,
     shape: &[i64; 5],
-    bi: i64,
+    (channels, bi): (i64, i64),
     (sh, sw): (i64, i64),
 ) -> Result<Tensor> {
     let (oh, ow) = (shape[2], shape[3]);
-    let channels = shape_nd(weight, 5, "conv2d (packed kernel)")?[1];
     let input = if (sh, sw) == (1, 1) {
         data.clone()
     } else {

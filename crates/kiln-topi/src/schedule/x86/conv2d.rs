@@ -24,7 +24,7 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
     if find_tagged(out, &[tag::CONV2D_WINOGRAD]).is_some() {
         return crate::nn::conv2d_winograd::schedule_conv2d_winograd(s, out, cpu);
     }
-    if let Some(conv) = super::conv2d_flat::flat_product(out) {
+    if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC_FLAT]) {
         return super::conv2d_flat::schedule_conv2d_nchwc_flat(s, out, &conv, cpu);
     }
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {

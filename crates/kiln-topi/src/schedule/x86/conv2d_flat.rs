@@ -1,8 +1,8 @@
 //! x86 schedule of 1x1 channel-blocked convolutions over flattened output positions
-//! ([`crate::nn::PackedLayouts::flat_positions`], tag [`tag::CONV2D_NCHWC_FLAT`]): a matrix
-//! product of the positions (rows, a broadcast input value each per channel) and the packed
-//! weights (columns, a vector of `b` filters per block), whose register tiles span output rows
-//! as the matrix kernel's do ([`super::dense`]).
+//! ([`crate::nn::PackedLayouts::flat_positions`], tag [`crate::tag::CONV2D_NCHWC_FLAT`]): a
+//! matrix product of the positions (rows, a broadcast input value each per channel) and the
+//! packed weights (columns, a vector of `b` filters per block), whose register tiles span
+//! output rows as the matrix kernel's do ([`super::dense`]).
 //!
 //! A register tile of the row-by-row kernel ([`super::conv2d::register_tile`]) is cut from one
 //! output row: with AVX2's 16 registers, 4 blocks x 2 columns or, on 7-wide rows, 1 block x 7
@@ -10,8 +10,7 @@
 //! tile is 2 blocks x 6 positions (12 accumulators, 0.67 loads a multiply-add) on any plane.
 
 use crate::nn::conv2d::Conv2dAttrs;
-use crate::schedule::{extent, find_tagged, fuse_all, generic, inline_all_but_padding};
-use crate::tag;
+use crate::schedule::{extent, fuse_all, generic, inline_all_but_padding};
 use kiln_ffi::Result;
 use kiln_te::{Operation, Schedule, Stage, Tensor};
 use kiln_tir::{CpuDesc, DataType};
@@ -42,14 +41,9 @@ pub fn applies(weight: &[i64], a: &Conv2dAttrs, dtype: DataType, cpu: &CpuDesc) 
         && (narrow || a.strides != (1, 1))
 }
 
-/// The flat product under `out` (tag [`tag::CONV2D_NCHWC_FLAT`]), if any.
-pub fn flat_product(out: &Tensor) -> Option<Operation> {
-    find_tagged(out, &[tag::CONV2D_NCHWC_FLAT])
-}
-
 /// Schedules the blocked output `out` (`[N, O/b, OH, OW, b]`: the flat product `conv`
 /// `[N, O/b, OH*OW, b]` read back by row and column, with its fused epilogue) as the matrix
-/// kernel schedules a product (an NCHW output: [`schedule_unpacked`]):
+/// kernel schedules a product (an NCHW output: `schedule_unpacked`):
 ///
 /// - the output's rows and columns fused into one loop of positions, split into tiles of `mr`
 ///   positions (the last may be shorter), its channel blocks into tiles of `tb` ([`flat_tile`]);
@@ -75,42 +69,34 @@ pub fn schedule_conv2d_nchwc_flat(
     };
     let (blocks, b) = (extent(&ft, 1), extent(&ft, 3));
     let lanes = cpu.lanes(ft.dtype());
-    let (tb, mr) = flat_tile(blocks, extent(&ft, 2), (b + lanes - 1) / lanes, cpu);
+    let vectors = (b + lanes - 1) / lanes;
     if out.ndim() == 4 && same_plane(blocks * b) {
-        return schedule_unpacked(s, out, conv, cpu);
+        return schedule_unpacked(s, out, conv, vectors, cpu);
     }
     if !(out.ndim() == 5 && same_plane(blocks) && extent(out, 4) == b) {
         return generic::schedule_generic(s, out, cpu);
     }
+    let (tb, mr) = flat_tile(blocks, extent(&ft, 2), vectors, cpu);
     inline_all_but_padding(s, out, conv, &[], cpu)?;
     let main = s.stage(out);
     let p = main.fuse(&out.axis(2), &out.axis(3))?;
     let (po, pi) = main.split(&p, mr)?;
     let (oo, om) = main.split(&out.axis(1), tb)?;
-    if blocks % tb == 0 {
-        let order = [
-            out.axis(0),
-            oo.clone(),
-            po.clone(),
-            om.clone(),
-            pi.clone(),
-            out.axis(4),
-        ];
-        main.reorder(&order)?;
-        let fused = fuse_all(&main, &[out.axis(0), oo])?.expect("two loops");
+    // A shorter last tile of blocks keeps its guard linear in the outermost (parallel) loop,
+    // which LoopPartition then peels, the other tiles staying unguarded; else `n` and the
+    // channel tiles are fused.
+    let whole = blocks % tb == 0;
+    let outer = if whole {
+        [out.axis(0), oo.clone()]
+    } else {
+        [oo.clone(), out.axis(0)]
+    };
+    let inner = [po.clone(), om.clone(), pi.clone(), out.axis(4)];
+    main.reorder(&[outer.as_slice(), &inner].concat())?;
+    if whole {
+        let fused = fuse_all(&main, &outer)?.expect("two loops");
         main.parallel(&fused)?;
     } else {
-        // A shorter last tile of blocks: its guard stays linear in the outermost (parallel)
-        // loop, which LoopPartition then peels, the other tiles staying unguarded.
-        let order = [
-            oo.clone(),
-            out.axis(0),
-            po.clone(),
-            om.clone(),
-            pi.clone(),
-            out.axis(4),
-        ];
-        main.reorder(&order)?;
         main.parallel(&oo)?;
     }
     main.unroll(&om)?;
@@ -131,11 +117,15 @@ pub fn schedule_conv2d_nchwc_flat(
 /// are the row-by-row kernel's ([`super::conv2d::register_tile`], stored as
 /// [`super::conv2d::output_tiles`] stores them): `tb` blocks x `cols` positions of one row,
 /// each a box of the flat product, computed at the output's column tile.
-fn schedule_unpacked(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDesc) -> Result<()> {
+fn schedule_unpacked(
+    s: &Schedule,
+    out: &Tensor,
+    conv: &Operation,
+    vectors: i64,
+    cpu: &CpuDesc,
+) -> Result<()> {
     let ft = conv.output(0);
     let (blocks, b) = (extent(&ft, 1), extent(&ft, 3));
-    let lanes = cpu.lanes(ft.dtype());
-    let vectors = (b + lanes - 1) / lanes;
     let tile = super::conv2d::register_tile(extent(out, 3), blocks, vectors, (1, 1), cpu);
     inline_all_but_padding(s, out, conv, &[], cpu)?;
     let main = s.stage(out);
@@ -147,7 +137,7 @@ fn schedule_unpacked(s: &Schedule, out: &Tensor, conv: &Operation, cpu: &CpuDesc
 }
 
 /// The product's stage `[n, blocks, positions, b]` (its reduction over the channels: data
-/// blocks, the channels of a block, then the unit taps) in registers: the reduction outermost,
+/// blocks, then the channels of a block) in registers: the reduction outermost,
 /// the channels of a block split by 4 and the inner 4 unrolled when there are at least 8, then
 /// positions and blocks (both unrolled) and the block's `b` channels (vectorized).
 fn register_tile(cs: &Stage, b: i64) -> Result<()> {
@@ -161,10 +151,9 @@ fn register_tile(cs: &Stage, b: i64) -> Result<()> {
     let mut order = vec![n.clone()];
     let mut unroll = None;
     match red.as_slice() {
-        [rco, rci, taps @ ..] if b >= 8 && b % 4 == 0 => {
+        [rco, rci] if b >= 8 && b % 4 == 0 => {
             let (ko, ki) = cs.split(rci, 4)?;
             order.extend([rco.clone(), ko, ki.clone()]);
-            order.extend(taps.iter().cloned());
             unroll = Some(ki);
         }
         _ => order.extend(red),
