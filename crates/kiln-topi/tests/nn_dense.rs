@@ -176,6 +176,56 @@ fn dense_row_blocks_leave_no_stub() {
     assert!(!split_rows(1, 1) && split_rows(2, 1));
 }
 
+/// A block of rows fills an eighth of the last-level cache with its rows of A, or half the L2
+/// cache on a CPU without L3.
+#[test]
+fn row_blocks_fill_an_eighth_of_the_last_level_cache() {
+    use x86::dense::row_block;
+    let mut cpu = kiln_tir::CpuDesc::custom(256, 16);
+    cpu.caches.l3 = 32 << 20;
+    cpu.caches.l2 = 1 << 20;
+    // 6 rows of 1024 floats: 170 tiles in 4 MiB, so a 1024^3 product is one block.
+    assert_eq!(row_block(6 * 1024 * 4, &cpu), 170);
+    assert!(!x86::dense::split_rows(171, 170));
+    cpu.caches.l3 = 0;
+    assert_eq!(row_block(6 * 1024 * 4, &cpu), 21);
+    assert_eq!(row_block(1 << 30, &cpu), 1);
+}
+
+/// A product split into several blocks of rows (a CPU description with a small last-level
+/// cache), its last block and last row tile short, against naive loops.
+#[test]
+fn dense_in_several_row_blocks() {
+    let seed = seed("dense_row_blocks");
+    let (m, n, k) = (61i64, 48i64, 40i64);
+    let b = 16;
+    let data = input(&[m, k], "data");
+    let packed = input(&[n / b, k, b], "weight_packed");
+    let bias = input(&[n], "bias");
+    let out = nn::dense_packed(&data, &packed, Some(n), Some(&bias)).unwrap();
+    let vals = random_inputs(&[data.clone(), packed.clone(), bias.clone()], seed);
+    let (mu, nu, ku, bu) = (m as usize, n as usize, k as usize, b as usize);
+    let mut want = vec![0f32; mu * nu];
+    for i in 0..mu {
+        for j in 0..nu {
+            let mut acc = vals[2][j];
+            for r in 0..ku {
+                acc += vals[0][i * ku + r] * vals[1][((j / bu) * ku + r) * bu + j % bu];
+            }
+            want[i * nu + j] = acc;
+        }
+    }
+    for (target, mut cpu) in targets() {
+        // Two row tiles' rows of A in an eighth of the cache.
+        let (mr, _) = x86::dense::matrix_tile(m, n / b, b / cpu.f32_lanes(), &cpu);
+        cpu.caches.l3 = (8 * 2 * mr * k * 4) as u64;
+        assert_eq!(x86::dense::row_block(mr * k * 4, &cpu), 2);
+        let inputs = [data.clone(), packed.clone(), bias.clone()];
+        let got = run_on(&out, &inputs, &vals, x86::schedule_dense, &target, &cpu);
+        assert_close(&got, &want, 1e-4, &format!("row blocks ({target})"), seed);
+    }
+}
+
 #[test]
 fn long_reductions_chunk_to_half_of_l1() {
     use x86::dense::{group_tiles, k_chunk};
