@@ -5,7 +5,10 @@
 //! user (so a group has one output, its root):
 //! - an elementwise/broadcast group fuses into an injective, broadcast, elementwise or
 //!   reduction consumer (`relu -> sum`, `add -> reshape`);
-//! - an injective group fuses into an injective (or lighter) consumer;
+//! - an injective group fuses into an injective (or lighter) consumer, and into a convolution
+//!   that pads its input: the padding stage, a copy of the input at root, reads through it
+//!   (a channel shuffle's reshape, transpose and reshape before a depthwise layer are not
+//!   written out on their own);
 //! - an out-elementwise-fusable group (conv2d, dense, pooling) takes its elementwise epilogue:
 //!   a consumer of pattern <= broadcast whose output has the producer's shape (TVM's
 //!   "broadcast edge that is elementwise"), one such anchor per group;
@@ -168,6 +171,13 @@ fn unblocks(e: &Expr) -> Result<bool> {
         && crate::op::nn::channel_block(&e.attrs().str("src_layout")?).is_some_and(|b| b.is_some()))
 }
 
+/// Whether `e` is a 2-D convolution that pads its input: its padding stage copies the input
+/// anyway, so an injective producer (a channel shuffle's reshape, transpose, reshape) can be
+/// read through in that copy instead of being written out on its own.
+fn padded_conv(e: &Expr) -> Result<bool> {
+    Ok(e.op_name() == Some("nn.conv2d") && e.attrs().ints("padding")?.iter().any(|&p| p > 0))
+}
+
 /// Whether `e` is a softmax along its input's last axis, of static shape: it takes in the
 /// matrix product before it (attention scores), whose rows its schedule computes a block at a
 /// time just before their statistics, while they are in L1 (the scores never go to memory).
@@ -264,7 +274,8 @@ pub fn fuse_function(f: &Function, fuse: bool) -> Result<Function> {
                         cp <= OpPattern::Injective || cp == OpPattern::CommReduce
                     }
                     (1, OpPattern::Injective) => {
-                        cp <= OpPattern::Injective && g.pattern[gc] <= OpPattern::Injective
+                        (cp <= OpPattern::Injective && g.pattern[gc] <= OpPattern::Injective)
+                            || padded_conv(c)?
                     }
                     _ => false,
                 };
