@@ -66,8 +66,25 @@ pub struct CpuDesc {
     pub vector_registers: u32,
     /// Whether the CPU has fused multiply-add.
     pub fma: bool,
+    /// The width in bits of the multiply-add units: a wider vector issues as several halves
+    /// (AMD Zen 4 runs AVX-512 as two 256-bit halves), so it does no more multiply-adds a cycle
+    /// than vectors of this width. The vector width unless the CPU is known to split it
+    /// ([`fma_datapath_bits`]).
+    pub fma_bits: u32,
     /// Cache sizes.
     pub caches: CacheSizes,
+}
+
+/// The width of the named CPU's multiply-add units where it is narrower than its widest
+/// vectors: AMD Zen 1 splits AVX's 256-bit vectors in two, Zen 2 to Zen 4 have 256-bit units
+/// (Zen 4 runs AVX-512 on them), Zen 5 512-bit ones. `None` for CPUs taken to run their
+/// widest vectors whole.
+pub fn fma_datapath_bits(cpu: &str) -> Option<u32> {
+    match cpu {
+        "znver1" => Some(128),
+        "znver2" | "znver3" | "znver4" => Some(256),
+        _ => None,
+    }
 }
 
 impl CpuDesc {
@@ -107,6 +124,7 @@ impl CpuDesc {
             16
         };
         let fma = has("fma") || has("avx512f") || aarch64;
+        let fma_bits = fma_datapath_bits(cpu).map_or(vector_bits, |b| b.min(vector_bits));
         CpuDesc {
             triple: triple.to_string(),
             cpu: cpu.to_string(),
@@ -115,6 +133,7 @@ impl CpuDesc {
             vector_bits,
             vector_registers,
             fma,
+            fma_bits,
         }
     }
 
@@ -128,6 +147,7 @@ impl CpuDesc {
             vector_bits,
             vector_registers,
             fma: false,
+            fma_bits: vector_bits,
             caches: CacheSizes::of_cpu("generic"),
         }
     }

@@ -412,8 +412,11 @@ impl Blocking {
 pub fn convert_blocked_layout() -> Pass {
     function_pass("ConvertBlockedLayout", 3, |f, ctx| {
         let f = infer_function(&f)?;
+        let chosen = f.attrs().get(super::alter_op_layout::CHANNEL_BLOCK_ATTR);
         let mut st = Blocking {
-            b: ctx.cpu.f32_lanes(),
+            b: chosen
+                .and_then(|v| v.try_as::<i64>().ok())
+                .unwrap_or_else(|| ctx.cpu.f32_lanes()),
             blocked: HashMap::new(),
             blocked_tuples: HashMap::new(),
             to_nchw: HashMap::new(),

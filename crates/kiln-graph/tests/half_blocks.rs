@@ -1,0 +1,131 @@
+//! Channel blocks of half a vector where the CPU's multiply-add units are half a vector wide
+//! (`CpuDesc::fma_bits`) and whole vectors would pad the filters: a residual pair of 3x3
+//! convolutions of 3 half blocks of channels, laid out and built for the host's vectors with
+//! half-width multiply-add units, against naive loops (output NaN-poisoned first).
+
+mod common;
+use common::random;
+
+use kiln_codegen::target::Target;
+use kiln_ffi::Device;
+use kiln_graph::build::{build_for, optimize_with};
+use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
+use kiln_graph::op::mk;
+use kiln_graph::transform::PassContext;
+use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
+use kiln_runtime::tensor::Tensor;
+
+// Links the registrations of kiln-graph.
+const _: fn() -> *const () = kiln_graph::link_globals;
+
+const TARGET: &str = "llvm -mcpu=native";
+const H: usize = 9;
+const W: usize = 11;
+
+/// x -> conv 3x3 (pad 1) -> relu -> conv 3x3 (pad 1) -> + relu output: `c` channels.
+fn network(c: usize, w1: &[f32], w2: &[f32]) -> IRModule {
+    let pad = ("padding", AttrValue::Ints(vec![1, 1, 1, 1]));
+    let x = Var::new("data", Type::f32(&[1, c as i64, H as i64, W as i64]));
+    let ws = [c as i64, c as i64, 3, 3];
+    let a = mk(
+        "nn.conv2d",
+        vec![x.expr(), Expr::const_f32(w1, &ws)],
+        std::slice::from_ref(&pad),
+    );
+    let r = mk("nn.relu", vec![a], &[]);
+    let b = mk(
+        "nn.conv2d",
+        vec![r.clone(), Expr::const_f32(w2, &ws)],
+        &[pad],
+    );
+    let out = mk("add", vec![b, r], &[]);
+    IRModule::from_main(Function::new(vec![x], out))
+}
+
+/// A 3x3 convolution with padding 1 of `c` channels to `c`.
+fn conv(x: &[f32], w: &[f32], c: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; c * H * W];
+    for o in 0..c {
+        for y in 0..H {
+            for xx in 0..W {
+                let mut acc = 0.0f64;
+                for i in 0..c {
+                    for ky in 0..3 {
+                        for kx in 0..3 {
+                            let (iy, ix) = (y as i64 + ky - 1, xx as i64 + kx - 1);
+                            if iy < 0 || ix < 0 || iy >= H as i64 || ix >= W as i64 {
+                                continue;
+                            }
+                            acc += f64::from(x[(i * H + iy as usize) * W + ix as usize])
+                                * f64::from(w[((o * c + i) * 3 + ky as usize) * 3 + kx as usize]);
+                        }
+                    }
+                }
+                out[(o * H + y) * W + xx] = acc as f32;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn half_vector_blocks_where_multiply_adds_are_half_a_vector_wide() {
+    let host = Target::parse(TARGET).unwrap().cpu_desc();
+    let lanes = host.f32_lanes();
+    assert!(lanes >= 8, "x86-64 hosts with AVX or better: {host}");
+    // Three half blocks: whole vectors would pad a third of the filters.
+    let c = 3 * lanes as usize / 2;
+    let (w1, w2) = (random(c * c * 9, 51), random(c * c * 9, 52));
+    let mut whole = host.clone();
+    whole.fma_bits = whole.vector_bits;
+    let mut half = host.clone();
+    half.fma_bits = half.vector_bits / 2;
+    for (cpu, block) in [(&whole, lanes), (&half, lanes / 2)] {
+        let ctx = PassContext::with_opt_level(3).with_cpu(cpu.clone());
+        let (m, _) = optimize_with(&network(c, &w1, &w2), Vec::new(), &ctx).unwrap();
+        let text = m.to_string();
+        assert!(text.contains(&format!("OIHW{block}o")), "{block}: {text}");
+        if block < lanes {
+            assert!(text.contains(&format!("NCHW{block}c")), "{text}");
+        }
+    }
+
+    let ctx = PassContext::with_opt_level(3).with_cpu(half.clone());
+    let factory = build_for(&network(c, &w1, &w2), TARGET, &half, Vec::new(), &ctx).unwrap();
+    let dir = std::env::temp_dir().join(format!("kiln_half_blocks_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("deploy.so");
+    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    let exec: Module = load_module(&so)
+        .unwrap()
+        .function("default")
+        .unwrap()
+        .invoke((Device::cpu(0),))
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let x = random(c * H * W, 53);
+    let shape = [1, c as i64, H as i64, W as i64];
+    let xt = Tensor::from_slice(&x, &shape).unwrap();
+    exec.function("set_input")
+        .unwrap()
+        .invoke::<()>(("data", xt))
+        .unwrap();
+    let out = Tensor::from_slice(&vec![f32::NAN; c * H * W], &shape).unwrap();
+    exec.function("set_output_zero_copy")
+        .unwrap()
+        .invoke::<()>((0i64, out.clone()))
+        .unwrap();
+    exec.function("run").unwrap().invoke::<()>(()).unwrap();
+    let r: Vec<f32> = conv(&x, &w1, c).into_iter().map(|v| v.max(0.0)).collect();
+    let want: Vec<f32> = conv(&r, &w2, c)
+        .iter()
+        .zip(&r)
+        .map(|(a, b)| a + b)
+        .collect();
+    kiln_testing::assert_allclose(
+        &out.to_vec::<f32>().unwrap(),
+        &want,
+        kiln_testing::Tolerance::Scaled(1e-4),
+        "residual 3x3 pair in half blocks",
+    );
+}
