@@ -527,3 +527,48 @@ fn depth_to_space_modes_and_channel_blocks() {
     let odd = ph(&[1, 6, 2, 2], f32t(), "X");
     assert!(tf::depth_to_space(&odd, 2, tf::DepthToSpaceMode::Dcr, false).is_err());
 }
+
+/// Rows of 20 columns on a CPU of 16 lanes, taken along the rows' axis by an index tensor (the
+/// first pass of a linear Resize): each row keeps its own vectors (of 4 lanes) instead of a
+/// vector over fused rows, which would load every lane's index and data on its own. Checked
+/// against a naive gather, and the lowered code for vector loads of the indices.
+#[test]
+fn take_of_rows_by_an_index_tensor_keeps_the_rows_apart() {
+    use kiln_tir::visitor::{post_order_visit, IrRef};
+    let seed = seed("take_rows");
+    let mut rng = Rng::new(seed);
+    let (s, n) = ([1i64, 3, 10, 20], 16i64);
+    let x = ph(&s, f32t(), "X");
+    let ind = ph(&[n], DataType::int(64), "I");
+    let y = tf::take(&x, &ind, 2).unwrap();
+    let cpu = kiln_tir::CpuDesc::custom(512, 32);
+    let sch = tf::create_injective_schedule(std::slice::from_ref(&y), &cpu).unwrap();
+    let args = [x.clone(), ind.clone(), y.clone()];
+    let lowered = kiln_codegen::driver::lower(&sch, &args, "take_rows", true).unwrap();
+    let f = lowered.lookup("take_rows").unwrap();
+    let (mut index_vectors, mut widest) = (0, 1);
+    post_order_visit(f.body(), |node| {
+        if let IrRef::Expr(e) = node {
+            widest = widest.max(e.dtype().lanes());
+            if let kiln_tir::ExprKind::BufferLoad { buffer, .. } = e.kind() {
+                if buffer.name() == "I" && e.dtype().lanes() > 1 {
+                    index_vectors += 1;
+                }
+            }
+        }
+    });
+    assert_eq!(index_vectors, 0, "vector loads of the indices:\n{f}");
+    assert_eq!(widest, 4, "rows of 20 in vectors of 4:\n{f}");
+    let xv = rng.f32s(numel(&s));
+    let iv = rng.ints(n as usize, 0, s[2]);
+    let ins = vec![
+        rt_f32(&xv, &s),
+        kiln_runtime::tensor::Tensor::from_slice(&iv, &[n]).unwrap(),
+    ];
+    let out = [1i64, 3, n, 20];
+    let got = run_with(&sch, &[x, ind], &[y], ins, "take_rows").remove(0);
+    let want = gather_ref(&xv, &out, |o| {
+        ravel(&[o[0], o[1], iv[o[2] as usize], o[3]], &s)
+    });
+    assert_close(&got, &want, 0.0, "take of rows", seed);
+}
