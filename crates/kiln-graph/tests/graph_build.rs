@@ -3,7 +3,7 @@
 //! poisoned with NaN before the run, and results checked against naive Rust loops.
 
 mod common;
-use common::{build_and_load, random, TARGET};
+use common::{build_and_load, conv2d_ref, random, TARGET};
 
 use kiln_ffi::{Device, Function as FfiFunction};
 
@@ -55,42 +55,6 @@ fn run(
 }
 
 // ---- naive references ----
-
-#[allow(clippy::too_many_arguments)]
-fn conv2d_ref(
-    x: &[f32],
-    c: usize,
-    h: usize,
-    w: usize,
-    wt: &[f32],
-    o: usize,
-    k: usize,
-    pad: usize,
-) -> Vec<f32> {
-    let mut out = vec![0.0; o * h * w];
-    for oc in 0..o {
-        for y in 0..h {
-            for xx in 0..w {
-                let mut acc = 0.0;
-                for ic in 0..c {
-                    for ky in 0..k {
-                        for kx in 0..k {
-                            let iy = y as i64 + ky as i64 - pad as i64;
-                            let ix = xx as i64 + kx as i64 - pad as i64;
-                            if iy < 0 || ix < 0 || iy >= h as i64 || ix >= w as i64 {
-                                continue;
-                            }
-                            acc += x[(ic * h + iy as usize) * w + ix as usize]
-                                * wt[((oc * c + ic) * k + ky) * k + kx];
-                        }
-                    }
-                }
-                out[(oc * h + y) * w + xx] = acc;
-            }
-        }
-    }
-    out
-}
 
 fn maxpool2_ref(x: &[f32], c: usize, h: usize, w: usize) -> Vec<f32> {
     let (oh, ow) = (h / 2, w / 2);

@@ -4,7 +4,7 @@
 //! half-width multiply-add units, against naive loops (output NaN-poisoned first).
 
 mod common;
-use common::random;
+use common::{conv2d_ref, random};
 
 use kiln_codegen::target::Target;
 use kiln_ffi::Device;
@@ -40,32 +40,6 @@ fn network(c: usize, w1: &[f32], w2: &[f32]) -> IRModule {
     );
     let out = mk("add", vec![b, r], &[]);
     IRModule::from_main(Function::new(vec![x], out))
-}
-
-/// A 3x3 convolution with padding 1 of `c` channels to `c`.
-fn conv(x: &[f32], w: &[f32], c: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; c * H * W];
-    for o in 0..c {
-        for y in 0..H {
-            for xx in 0..W {
-                let mut acc = 0.0f64;
-                for i in 0..c {
-                    for ky in 0..3 {
-                        for kx in 0..3 {
-                            let (iy, ix) = (y as i64 + ky - 1, xx as i64 + kx - 1);
-                            if iy < 0 || ix < 0 || iy >= H as i64 || ix >= W as i64 {
-                                continue;
-                            }
-                            acc += f64::from(x[(i * H + iy as usize) * W + ix as usize])
-                                * f64::from(w[((o * c + i) * 3 + ky as usize) * 3 + kx as usize]);
-                        }
-                    }
-                }
-                out[(o * H + y) * W + xx] = acc as f32;
-            }
-        }
-    }
-    out
 }
 
 #[test]
@@ -116,8 +90,11 @@ fn half_vector_blocks_where_multiply_adds_are_half_a_vector_wide() {
         .invoke::<()>((0i64, out.clone()))
         .unwrap();
     exec.function("run").unwrap().invoke::<()>(()).unwrap();
-    let r: Vec<f32> = conv(&x, &w1, c).into_iter().map(|v| v.max(0.0)).collect();
-    let want: Vec<f32> = conv(&r, &w2, c)
+    let r: Vec<f32> = conv2d_ref(&x, c, H, W, &w1, c, 3, 1)
+        .into_iter()
+        .map(|v| v.max(0.0))
+        .collect();
+    let want: Vec<f32> = conv2d_ref(&r, c, H, W, &w2, c, 3, 1)
         .iter()
         .zip(&r)
         .map(|(a, b)| a + b)

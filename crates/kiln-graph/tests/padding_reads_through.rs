@@ -4,7 +4,7 @@
 //! naive loops.
 
 mod common;
-use common::{build_and_load, random};
+use common::{build_and_load, conv2d_ref, random};
 
 // Links the registrations of kiln-graph (the `graph.build` global).
 const _: fn() -> *const () = kiln_graph::link_globals;
@@ -40,7 +40,7 @@ fn shuffle_then_conv(x: &Var, shape: [i64; 4], g: i64, w: Expr, b: Expr, groups:
     mk("nn.bias_add", vec![conv, b], &[])
 }
 
-/// The reference: relu, the shuffle, then the grouped 3x3 convolution (padding 1) plus bias.
+/// The reference: relu, the shuffle, then each group's 3x3 convolution (padding 1).
 fn reference(
     xd: &[f32],
     [c, h, w]: [usize; 3],
@@ -49,33 +49,24 @@ fn reference(
     o: usize,
     groups: usize,
 ) -> Vec<f32> {
-    let cpg = c / g;
+    let (cpg, plane) = (c / g, h * w);
     // Shuffled channel `j * g + i` is input channel `i * cpg + j`.
-    let src = |ch: usize| (ch % g) * cpg + ch / g;
-    let x = |ch: usize, y: i64, xx: i64| -> f32 {
-        if y < 0 || xx < 0 || y >= h as i64 || xx >= w as i64 {
-            return 0.0;
+    let mut shuffled = vec![0.0f32; c * plane];
+    for ch in 0..c {
+        let src = (ch % g) * cpg + ch / g;
+        for (d, s) in shuffled[ch * plane..(ch + 1) * plane]
+            .iter_mut()
+            .zip(&xd[src * plane..(src + 1) * plane])
+        {
+            *d = s.max(0.0);
         }
-        xd[(src(ch) * h + y as usize) * w + xx as usize].max(0.0)
-    };
+    }
     let (icg, ocg) = (c / groups, o / groups);
-    let mut out = vec![0.0f32; o * h * w];
-    for oc in 0..o {
-        let grp = oc / ocg;
-        for y in 0..h {
-            for xx in 0..w {
-                let mut acc = 0.0;
-                for ic in 0..icg {
-                    for ky in 0..3 {
-                        for kx in 0..3 {
-                            let v = x(grp * icg + ic, y as i64 + ky - 1, xx as i64 + kx - 1);
-                            acc += v * wd[((oc * icg + ic) * 3 + ky as usize) * 3 + kx as usize];
-                        }
-                    }
-                }
-                out[(oc * h + y) * w + xx] = acc;
-            }
-        }
+    let mut out = Vec::with_capacity(o * plane);
+    for grp in 0..groups {
+        let x = &shuffled[grp * icg * plane..(grp + 1) * icg * plane];
+        let wt = &wd[grp * ocg * icg * 9..(grp + 1) * ocg * icg * 9];
+        out.extend(conv2d_ref(x, icg, h, w, wt, ocg, 3, 1));
     }
     out
 }

@@ -29,3 +29,41 @@ pub fn build_and_load(module: &IRModule, params: Vec<(String, Tensor)>, tag: &st
 }
 
 pub use kiln_testing::random;
+
+/// A naive 2-D convolution of one image that keeps its size: `x` `[c, h, w]` by `wt`
+/// `[o, c, k, k]`, stride 1, `pad` zeros on every side (`k = 2 pad + 1`), output `[o, h, w]`.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_ref(
+    x: &[f32],
+    c: usize,
+    h: usize,
+    w: usize,
+    wt: &[f32],
+    o: usize,
+    k: usize,
+    pad: usize,
+) -> Vec<f32> {
+    let mut out = vec![0.0; o * h * w];
+    for oc in 0..o {
+        for y in 0..h {
+            for xx in 0..w {
+                let mut acc = 0.0;
+                for ic in 0..c {
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let iy = y as i64 + ky as i64 - pad as i64;
+                            let ix = xx as i64 + kx as i64 - pad as i64;
+                            if iy < 0 || ix < 0 || iy >= h as i64 || ix >= w as i64 {
+                                continue;
+                            }
+                            acc += x[(ic * h + iy as usize) * w + ix as usize]
+                                * wt[((oc * c + ic) * k + ky) * k + kx];
+                        }
+                    }
+                }
+                out[(oc * h + y) * w + xx] = acc;
+            }
+        }
+    }
+    out
+}
