@@ -3,9 +3,9 @@
 //! poisoned with NaN before the run, and results checked against naive Rust loops.
 
 mod common;
-use common::{build_and_load, conv2d_ref, random, TARGET};
+use common::{build_and_load, conv2d_ref, random, run, TARGET};
 
-use kiln_ffi::{Device, Function as FfiFunction};
+use kiln_ffi::Device;
 
 // Links the registrations of kiln-graph (the `graph.build` global).
 const _: fn() -> *const () = kiln_graph::link_globals;
@@ -22,36 +22,6 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
 
 fn ints(v: &[i64]) -> AttrValue {
     AttrValue::Ints(v.to_vec())
-}
-
-fn f(exec: &Module, name: &str) -> FfiFunction {
-    exec.function(name).unwrap()
-}
-
-/// Sets `inputs`, poisons the outputs (zero-copy NaN tensors of `out_shapes`), runs, and
-/// returns the outputs.
-fn run(
-    exec: &Module,
-    inputs: &[(&str, Vec<f32>, Vec<i64>)],
-    out_shapes: &[&[i64]],
-) -> Vec<Vec<f32>> {
-    for (name, data, shape) in inputs {
-        let t = Tensor::from_slice(data, shape).unwrap();
-        f(exec, "set_input").invoke::<()>((*name, t)).unwrap();
-    }
-    let mut outs = Vec::new();
-    for (i, s) in out_shapes.iter().enumerate() {
-        let n: i64 = s.iter().product();
-        let t = Tensor::from_slice(&vec![f32::NAN; n as usize], s).unwrap();
-        f(exec, "set_output_zero_copy")
-            .invoke::<()>((i as i64, t.clone()))
-            .unwrap();
-        outs.push(t);
-    }
-    f(exec, "run").invoke::<()>(()).unwrap();
-    let num: i64 = f(exec, "get_num_outputs").invoke(()).unwrap();
-    assert_eq!(num as usize, out_shapes.len());
-    outs.iter().map(|t| t.to_vec::<f32>().unwrap()).collect()
 }
 
 // ---- naive references ----

@@ -4,16 +4,13 @@
 //! half-width multiply-add units, against naive loops (output NaN-poisoned first).
 
 mod common;
-use common::{conv2d_ref, random};
+use common::{conv2d_ref, load_executor, random, run};
 
 use kiln_codegen::target::Target;
-use kiln_ffi::Device;
 use kiln_graph::build::{build_for, optimize_with};
 use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
 use kiln_graph::op::mk;
 use kiln_graph::transform::PassContext;
-use kiln_runtime::module::{export_library, load_module, ExportOptions, Module};
-use kiln_runtime::tensor::Tensor;
 
 // Links the registrations of kiln-graph.
 const _: fn() -> *const () = kiln_graph::link_globals;
@@ -66,30 +63,10 @@ fn half_vector_blocks_where_multiply_adds_are_half_a_vector_wide() {
 
     let ctx = PassContext::with_opt_level(3).with_cpu(half.clone());
     let factory = build_for(&network(c, &w1, &w2), TARGET, &half, Vec::new(), &ctx).unwrap();
-    let dir = std::env::temp_dir().join(format!("kiln_half_blocks_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("deploy.so");
-    export_library(&factory, &so, &ExportOptions::default()).unwrap();
-    let exec: Module = load_module(&so)
-        .unwrap()
-        .function("default")
-        .unwrap()
-        .invoke((Device::cpu(0),))
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let exec = load_executor(&factory, "half_blocks");
     let x = random(c * H * W, 53);
-    let shape = [1, c as i64, H as i64, W as i64];
-    let xt = Tensor::from_slice(&x, &shape).unwrap();
-    exec.function("set_input")
-        .unwrap()
-        .invoke::<()>(("data", xt))
-        .unwrap();
-    let out = Tensor::from_slice(&vec![f32::NAN; c * H * W], &shape).unwrap();
-    exec.function("set_output_zero_copy")
-        .unwrap()
-        .invoke::<()>((0i64, out.clone()))
-        .unwrap();
-    exec.function("run").unwrap().invoke::<()>(()).unwrap();
+    let shape = vec![1, c as i64, H as i64, W as i64];
+    let got = run(&exec, &[("data", x.clone(), shape.clone())], &[&shape]).remove(0);
     let r: Vec<f32> = conv2d_ref(&x, c, H, W, &w1, c, 3, 1)
         .into_iter()
         .map(|v| v.max(0.0))
@@ -100,7 +77,7 @@ fn half_vector_blocks_where_multiply_adds_are_half_a_vector_wide() {
         .map(|(a, b)| a + b)
         .collect();
     kiln_testing::assert_allclose(
-        &out.to_vec::<f32>().unwrap(),
+        &got,
         &want,
         kiln_testing::Tolerance::Scaled(1e-4),
         "residual 3x3 pair in half blocks",

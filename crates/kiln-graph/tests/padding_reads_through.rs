@@ -4,14 +4,13 @@
 //! naive loops.
 
 mod common;
-use common::{build_and_load, conv2d_ref, random};
+use common::{build_and_load, conv2d_ref, random, run};
 
 // Links the registrations of kiln-graph (the `graph.build` global).
 const _: fn() -> *const () = kiln_graph::link_globals;
 use kiln_graph::build::{graph_codegen, optimize};
 use kiln_graph::ir::{AttrValue, Expr, Function, IRModule, Type, Var};
 use kiln_graph::op::mk;
-use kiln_runtime::tensor::Tensor;
 
 fn ints(v: &[i64]) -> AttrValue {
     AttrValue::Ints(v.to_vec())
@@ -105,24 +104,14 @@ fn a_channel_shuffle_is_read_through_by_the_padding_of_the_convolution_after_it(
         );
 
         let exec = build_and_load(&module, vec![], &format!("shuffle_conv{case}"));
-        let xt = Tensor::from_slice(&xd, &shape).unwrap();
-        exec.function("set_input")
-            .unwrap()
-            .invoke::<()>(("x", xt))
-            .unwrap();
         let oshape = [1, o as i64, h as i64, w as i64];
-        let ot = Tensor::from_slice(&vec![f32::NAN; o * h * w], &oshape).unwrap();
-        exec.function("set_output_zero_copy")
-            .unwrap()
-            .invoke::<()>((0i64, ot.clone()))
-            .unwrap();
-        exec.function("run").unwrap().invoke::<()>(()).unwrap();
+        let got = run(&exec, &[("x", xd.clone(), shape.to_vec())], &[&oshape]).remove(0);
         let mut want = reference(&xd, [c, h, w], g, &wd, o, groups);
         for (i, v) in want.iter_mut().enumerate() {
             *v += bd[i / (h * w)];
         }
         kiln_testing::assert_allclose(
-            &ot.to_vec::<f32>().unwrap(),
+            &got,
             &want,
             kiln_testing::Tolerance::Scaled(1e-4),
             &format!("shuffle -> 3x3 convolution of {groups} groups"),

@@ -13,11 +13,17 @@ pub const TARGET: &str = "llvm -mcpu=native";
 /// Builds `module`, exports the factory to one `.so`, loads it and makes an executor.
 pub fn build_and_load(module: &IRModule, params: Vec<(String, Tensor)>, tag: &str) -> Module {
     let factory = build(module, TARGET, params).unwrap();
+    load_executor(&factory, tag)
+}
+
+/// Exports the graph executor factory `factory` to one `.so`, loads it and makes an executor
+/// on the CPU.
+pub fn load_executor(factory: &Module, tag: &str) -> Module {
     assert_eq!(factory.kind(), "GraphExecutorFactory");
     let dir = std::env::temp_dir().join(format!("kiln_graph_build_{tag}_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let so = dir.join("deploy.so");
-    export_library(&factory, &so, &ExportOptions::default()).unwrap();
+    export_library(factory, &so, &ExportOptions::default()).unwrap();
     let loaded = load_module(&so).unwrap();
     // The loaded code stays mapped; the file is no longer needed.
     let _ = std::fs::remove_dir_all(&dir);
@@ -26,6 +32,33 @@ pub fn build_and_load(module: &IRModule, params: Vec<(String, Tensor)>, tag: &st
         .unwrap()
         .invoke((Device::cpu(0),))
         .unwrap()
+}
+
+/// Sets `inputs`, poisons the outputs (zero-copy NaN tensors of `out_shapes`), runs, and
+/// returns the outputs.
+pub fn run(
+    exec: &Module,
+    inputs: &[(&str, Vec<f32>, Vec<i64>)],
+    out_shapes: &[&[i64]],
+) -> Vec<Vec<f32>> {
+    let f = |name: &str| exec.function(name).unwrap();
+    for (name, data, shape) in inputs {
+        let t = Tensor::from_slice(data, shape).unwrap();
+        f("set_input").invoke::<()>((*name, t)).unwrap();
+    }
+    let mut outs = Vec::new();
+    for (i, s) in out_shapes.iter().enumerate() {
+        let n: i64 = s.iter().product();
+        let t = Tensor::from_slice(&vec![f32::NAN; n as usize], s).unwrap();
+        f("set_output_zero_copy")
+            .invoke::<()>((i as i64, t.clone()))
+            .unwrap();
+        outs.push(t);
+    }
+    f("run").invoke::<()>(()).unwrap();
+    let num: i64 = f("get_num_outputs").invoke(()).unwrap();
+    assert_eq!(num as usize, out_shapes.len());
+    outs.iter().map(|t| t.to_vec::<f32>().unwrap()).collect()
 }
 
 pub use kiln_testing::random;

@@ -5,7 +5,7 @@ use kiln_ffi::Result;
 use kiln_te::{create_schedule, IterVar, Schedule, Stage, Tensor};
 use kiln_tir::arith::simplify;
 use kiln_tir::mutator::{substitute, transform_expr};
-use kiln_tir::visitor::post_order_visit_expr;
+use kiln_tir::visitor::{post_order_visit_expr, uses_var_where};
 use kiln_tir::{CpuDesc, ExprKind, PrimExpr, Var};
 use std::collections::HashMap;
 
@@ -302,23 +302,14 @@ fn indexed_by_data(out: &Tensor, axes: &[IterVar]) -> bool {
                     indices: nested, ..
                 } = inner.kind()
                 {
-                    found |= nested.iter().any(|n| uses_any(n, &vars));
+                    found |= nested
+                        .iter()
+                        .any(|n| uses_var_where(n, |v| vars.contains(v)));
                 }
             });
         }
     });
     found
-}
-
-/// Whether `e` reads any of `vars`.
-fn uses_any(e: &PrimExpr, vars: &[Var]) -> bool {
-    let mut hit = false;
-    post_order_visit_expr(e, |x| {
-        if let ExprKind::Var(v) = x.kind() {
-            hit |= vars.contains(&v);
-        }
-    });
-    hit
 }
 
 /// A schedule for `outs` (all injective) with [`schedule_injective`] applied to each output.

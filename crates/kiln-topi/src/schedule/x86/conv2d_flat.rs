@@ -183,8 +183,7 @@ fn register_tile(cs: &Stage, b: i64) -> Result<()> {
 /// 2.07 -> 1.66 ms in tiles of 3 blocks x 4 positions (AVX2, AMD EPYC family 25 model 17).
 pub fn flat_tile(blocks: i64, positions: i64, vectors: i64, cpu: &CpuDesc) -> (i64, i64) {
     let v = vectors.max(1);
-    let regs = cpu.vector_registers as i64;
-    let fits = |r: i64, t: i64| r * t * v <= cpu.accumulators() && r * t * v + t * v < regs;
+    let fits = |r: i64, t: i64| super::dense::tile_fits(r, t, v, cpu);
     let best = |partial: bool| {
         (1..=4.min(blocks.max(1)))
             .filter(|t| blocks % t == 0 || (partial && blocks >= 4 * t))

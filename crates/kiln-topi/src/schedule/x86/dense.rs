@@ -242,8 +242,7 @@ pub fn group_tiles(tile_bytes: i64, cpu: &CpuDesc) -> i64 {
 /// `blocks`) so that enough independent accumulators keep the multiply-adds in flight.
 pub fn matrix_tile(m: i64, blocks: i64, vectors: i64, cpu: &CpuDesc) -> (i64, i64) {
     let v = vectors.max(1);
-    let regs = cpu.vector_registers as i64;
-    let fits = |r: i64, t: i64| r * t * v <= cpu.accumulators() && r * t * v + t * v < regs;
+    let fits = |r: i64, t: i64| tile_fits(r, t, v, cpu);
     let rows = (1..=m.clamp(1, 8)).rev().find(|&r| fits(r, 1)).unwrap_or(1);
     if rows * v >= cpu.accumulators_wide() {
         return (rows, 1);
@@ -253,6 +252,16 @@ pub fn matrix_tile(m: i64, blocks: i64, vectors: i64, cpu: &CpuDesc) -> (i64, i6
         .find(|&t| blocks % t == 0 && fits(rows, t))
         .unwrap_or(1);
     (rows, tb)
+}
+
+/// Whether a register tile of `rows` rows (or positions) x `blocks` blocks of `vectors`
+/// vectors keeps its accumulators within [`CpuDesc::accumulators`] and leaves a register for
+/// each block's operand vector and one for the broadcast row value: the rule of the matrix
+/// kernel's tiles ([`matrix_tile`]) and of the flat 1x1 convolution's
+/// ([`super::conv2d_flat::flat_tile`]).
+pub fn tile_fits(rows: i64, blocks: i64, vectors: i64, cpu: &CpuDesc) -> bool {
+    let acc = rows * blocks * vectors;
+    acc <= cpu.accumulators() && acc + blocks * vectors < cpu.vector_registers as i64
 }
 
 /// How many of `blocks` column blocks (of `block_bytes` per row) a run-time packing copies
