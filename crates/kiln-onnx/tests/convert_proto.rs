@@ -266,3 +266,60 @@ fn a_missing_shape_input_is_named() {
         "{msg}"
     );
 }
+
+#[test]
+fn one_dimensional_convolutions_and_pools_run_along_a_row() {
+    // A 1-D Conv (stride 2, padded), MaxPool and ConvTranspose over [1, 4, 20]: each a 2-D op
+    // over one row [N, C, 1, L], so that the length is the width the schedules vectorize.
+    use proto_common::{int_attr, ints_attr};
+    let conv = proto_common::node(
+        "Conv",
+        "conv",
+        &["x", "w"],
+        &["c"],
+        vec![
+            ints_attr("kernel_shape", &[3]),
+            ints_attr("strides", &[2]),
+            ints_attr("pads", &[1, 1]),
+        ],
+    );
+    let pool = proto_common::node(
+        "MaxPool",
+        "pool",
+        &["c"],
+        &["p"],
+        vec![ints_attr("kernel_shape", &[2]), ints_attr("strides", &[2])],
+    );
+    let up = proto_common::node(
+        "ConvTranspose",
+        "up",
+        &["p", "wt"],
+        &["y"],
+        vec![
+            ints_attr("kernel_shape", &[4]),
+            ints_attr("strides", &[2]),
+            ints_attr("pads", &[1, 1]),
+            int_attr("group", 1),
+        ],
+    );
+    let m = model(
+        vec![conv, pool, up],
+        vec![floats("w", vec![6, 4, 3]), floats("wt", vec![6, 2, 4])],
+        &["1", "4", "20"],
+    );
+    let (module, _) = from_onnx(&m, &Default::default()).unwrap();
+    assert_eq!(
+        module.main().unwrap().body().ty().unwrap().shape(),
+        [1, 2, 10]
+    );
+    let text = module.to_string();
+    for want in [
+        "newshape=[1, 4, 1, 20]",
+        "newshape=[6, 4, 1, 3]",
+        "strides=[1, 2], padding=[0, 1, 0, 1]",
+        "pool_size=[1, 2]",
+        "newshape=[6, 2, 1, 4]",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+}

@@ -3,7 +3,8 @@
 //! Col2Im, the transposed convolution that sums image patches back into place.
 //!
 //! Kiln's graph has 2-D convolutions; the other ranks reduce to them. A 1-D convolution is a
-//! 2-D one over a trailing unit axis. An N-D convolution (N >= 3) is an (N-1)-D one whose
+//! 2-D one of a single row (a unit axis before the spatial one), so that its length is the
+//! width the schedules vectorize and tile. An N-D convolution (N >= 3) is an (N-1)-D one whose
 //! input channels are the depth windows stacked beside the channels: for each output depth,
 //! the `KD` input depths under the kernel become `KD * C` channels (per group), and the
 //! weight's depth axis joins its input-channel axis the same way. A transposed N-D convolution
@@ -115,17 +116,19 @@ fn pad_axis(x: Expr, axis: usize, before: i64, after: i64) -> CResult<Expr> {
     call("nn.pad", vec![x], &[("pad_width", w.into())])
 }
 
-/// `x` with a unit axis appended (the 2-D view of a 1-D operand).
-pub(super) fn unit_last(x: Expr) -> CResult<Expr> {
+/// `x` `[N, C, L]` as one row `[N, C, 1, L]` (the 2-D view of a 1-D operand: its length the
+/// width, which the 2-D schedules vectorize; as a column, `[N, C, L, 1]`, every vector of a
+/// 1-D convolution held one element).
+pub(super) fn unit_row(x: Expr) -> CResult<Expr> {
     let mut s = shape_of(&x)?;
-    s.push(1);
+    s.insert(2, 1);
     reshape(x, s)
 }
 
-/// `x` without its last (unit) axis.
-pub(super) fn drop_last(x: Expr) -> CResult<Expr> {
+/// `x` `[N, C, 1, L]` without its unit row axis.
+pub(super) fn drop_row(x: Expr) -> CResult<Expr> {
     let mut s = shape_of(&x)?;
-    s.pop();
+    s.remove(2);
     reshape(x, s)
 }
 
@@ -153,12 +156,12 @@ impl Geometry {
         }
     }
 
-    /// The geometry with a unit trailing spatial axis (1-D as 2-D).
+    /// The geometry with a unit leading spatial axis (1-D as one row of 2-D, [`unit_row`]).
     fn widened(&self) -> Geometry {
         Geometry {
-            strides: vec![self.strides[0], 1],
-            dilations: vec![self.dilations[0], 1],
-            pads: vec![self.pads[0], 0, self.pads[1], 0],
+            strides: vec![1, self.strides[0]],
+            dilations: vec![1, self.dilations[0]],
+            pads: vec![0, self.pads[0], 0, self.pads[1]],
             groups: self.groups,
         }
     }
@@ -170,8 +173,8 @@ fn conv_nd(x: Expr, w: Expr, g: &Geometry) -> CResult<Expr> {
     let ws = shape_of(&w)?;
     match xs.len() {
         3 => {
-            let y = conv_nd(unit_last(x)?, unit_last(w)?, &g.widened())?;
-            drop_last(y)
+            let y = conv_nd(unit_row(x)?, unit_row(w)?, &g.widened())?;
+            drop_row(y)
         }
         4 => call(
             "nn.conv2d",
@@ -315,7 +318,7 @@ impl TransposedGeometry {
     fn widened(&self) -> TransposedGeometry {
         TransposedGeometry {
             conv: self.conv.widened(),
-            output_padding: vec![self.output_padding[0], 0],
+            output_padding: vec![0, self.output_padding[0]],
         }
     }
 }
@@ -422,8 +425,8 @@ fn conv_transpose_nd(x: Expr, w: Expr, g: &TransposedGeometry) -> CResult<Expr> 
     let xs = shape_of(&x)?;
     match xs.len() {
         3 => {
-            let y = conv_transpose_nd(unit_last(x)?, unit_last(w)?, &g.widened())?;
-            drop_last(y)
+            let y = conv_transpose_nd(unit_row(x)?, unit_row(w)?, &g.widened())?;
+            drop_row(y)
         }
         4 => call(
             "nn.conv2d_transpose",

@@ -4,7 +4,7 @@
 //! name.
 //!
 //! Kiln's graph pools over two axes; the other ranks reduce to that. A 1-D pooling is a 2-D
-//! one over a trailing unit axis. Pooling windows are boxes, so an N-D pooling (N >= 3) is
+//! one of a single row. Pooling windows are boxes, so an N-D pooling (N >= 3) is
 //! separable: pool the last two axes (the leading ones folded into the channels), then pool
 //! the remaining leading axes with the pooled trailing extents folded into one axis of unit
 //! kernel. A maximum of maxima is the maximum; for averages the divisor of a box (the number of
@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use kiln_graph::ir::Expr;
 
-use super::conv::{drop_last, pads, slice_axis, spatial_attrs, unit_last};
+use super::conv::{drop_row, pads, slice_axis, spatial_attrs, unit_row};
 use super::{call, constant, dtype_of, reshape, scalar, shape_of, CResult, ConvertFn, Ctx, Msg};
 
 /// MaxUnpool: zeros of the unpooled shape (`output_shape` when given, else
@@ -116,16 +116,25 @@ impl Window {
         pads.push(0);
         pads.extend_from_slice(&self.pads[k..]);
         pads.push(0);
-        let push = |v: &[i64]| {
-            let mut v = v.to_vec();
-            v.push(1);
-            v
-        };
+        let unit = |v: &[i64]| [v, &[1]].concat();
         Window {
-            kernel: push(&self.kernel),
-            strides: push(&self.strides),
-            dilations: push(&self.dilations),
+            kernel: unit(&self.kernel),
+            strides: unit(&self.strides),
+            dilations: unit(&self.dilations),
             pads,
+            ceil_mode: self.ceil_mode,
+        }
+    }
+
+    /// The window of a 1-D pooling over its input viewed as one row ([`unit_row`]): a
+    /// leading axis of kernel 1.
+    fn as_row(&self) -> Window {
+        let unit = |v: &[i64]| [&[1], v].concat();
+        Window {
+            kernel: unit(&self.kernel),
+            strides: unit(&self.strides),
+            dilations: unit(&self.dilations),
+            pads: vec![0, self.pads[0], 0, self.pads[1]],
             ceil_mode: self.ceil_mode,
         }
     }
@@ -142,8 +151,8 @@ fn pool_nd(
     let k = xs.len() - 2;
     match k {
         1 => {
-            let y = pool_nd(unit_last(x)?, op, &w.with_unit_axis(), extra)?;
-            drop_last(y)
+            let y = pool_nd(unit_row(x)?, op, &w.as_row(), extra)?;
+            drop_row(y)
         }
         2 => {
             let mut attrs = vec![

@@ -92,3 +92,13 @@ pub fn int_attr(name: &str, v: i64) -> AttributeProto {
         ..Default::default()
     }
 }
+
+/// An `INTS` attribute.
+pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
