@@ -70,6 +70,19 @@ CONV_TRANSPOSES = [
     ((2, 4, 3, 3, 2), 2, (2, 3, 3), dict(group=2, strides=[3, 2, 1], dilations=[2, 1, 2],
                                          output_padding=[1, 1, 0])),
     ((1, 2, 2, 3, 3), 2, (3, 3, 3), dict(strides=[2, 2, 2], output_shape=[6, 7, 8])),
+    # 2-D, in output phases (sub-pixel convolutions), 16 channels so that they compute in
+    # channel blocks: one convolution of 2x2 taps per phase (4x4, stride 2, cropped by the
+    # pads); separate phases of 2x2, 2x1, 1x2 and 1x1 taps (3x3, stride 2, output padding);
+    # a kernel shorter than its stride (phases without taps); rectangular strides and kernels
+    # with asymmetric pads; a kernel equal to its stride; dilation (the input dilated instead).
+    ((1, 16, 6, 7), 16, (4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 16, 5, 6), 16, (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
+    ((1, 8, 4, 5), 16, (1, 1), dict(strides=[2, 2])),
+    ((1, 16, 5, 4), 8, (3, 5), dict(strides=[2, 3], pads=[0, 2, 1, 1], output_padding=[1, 2])),
+    ((1, 16, 3, 5), 16, (3, 3), dict(strides=[3, 3])),
+    ((1, 16, 5, 5), 16, (3, 3), dict(strides=[2, 2], dilations=[2, 2], pads=[1, 0, 0, 1])),
+    # 1-D along one row: phases of 3 and 2 taps, in channel blocks.
+    ((1, 16, 9), 16, (5,), dict(strides=[2], pads=[2, 1], output_padding=[1])),
 ]
 
 

@@ -482,50 +482,62 @@ fn tile_repeats() {
 fn depth_to_space_modes_and_channel_blocks() {
     let seed = seed("depth_to_space");
     let mut rng = Rng::new(seed);
-    // DCR reads channel (i*s + j)*C + c for output channel c at pixel offset (i, j); CRD
-    // reads c*s*s + i*s + j.
-    let channel = |mode: tf::DepthToSpaceMode, c: i64, i: i64, j: i64, s: i64, per: i64| match mode
-    {
-        tf::DepthToSpaceMode::Dcr => (i * s + j) * per + c,
-        tf::DepthToSpaceMode::Crd => c * s * s + i * s + j,
-    };
-    for (mode, s, per) in [
-        (tf::DepthToSpaceMode::Dcr, 2, 3),
-        (tf::DepthToSpaceMode::Crd, 2, 3),
-        (tf::DepthToSpaceMode::Dcr, 3, 2),
+    // DCR reads channel (i*sw + j)*C + c for output channel c at pixel offset (i, j) of an
+    // sh x sw block; CRD reads c*sh*sw + i*sw + j.
+    let channel =
+        |mode: tf::DepthToSpaceMode, c: i64, i: i64, j: i64, (sh, sw): (i64, i64), per: i64| {
+            match mode {
+                tf::DepthToSpaceMode::Dcr => (i * sw + j) * per + c,
+                tf::DepthToSpaceMode::Crd => c * sh * sw + i * sw + j,
+            }
+        };
+    for (mode, (sh, sw), per) in [
+        (tf::DepthToSpaceMode::Dcr, (2, 2), 3),
+        (tf::DepthToSpaceMode::Crd, (2, 2), 3),
+        (tf::DepthToSpaceMode::Dcr, (3, 3), 2),
+        (tf::DepthToSpaceMode::Dcr, (1, 3), 2),
+        (tf::DepthToSpaceMode::Crd, (2, 3), 2),
     ] {
-        let shape = [2i64, per * s * s, 3, 5];
+        let shape = [2i64, per * sh * sw, 3, 5];
         let x = ph(&shape, f32t(), "X");
         let xv = rng.f32s(numel(&shape));
-        let y = tf::depth_to_space(&x, s, mode, false).unwrap();
-        let out = [2i64, per, 3 * s, 5 * s];
+        let y = tf::depth_to_space(&x, (sh, sw), mode, false).unwrap();
+        let out = [2i64, per, 3 * sh, 5 * sw];
         assert_eq!(shape_of(&y), out);
         let got = run1(&x, &y, &xv, "depth_to_space");
         let want = gather_ref(&xv, &out, |o| {
-            let k = channel(mode, o[1], o[2] % s, o[3] % s, s, per);
-            ravel(&[o[0], k, o[2] / s, o[3] / s], &shape)
+            let k = channel(mode, o[1], o[2] % sh, o[3] % sw, (sh, sw), per);
+            ravel(&[o[0], k, o[2] / sh, o[3] / sw], &shape)
         });
-        assert_close(&got, &want, 0.0, &format!("{mode:?} s={s}"), seed);
+        assert_close(&got, &want, 0.0, &format!("{mode:?} {sh}x{sw}"), seed);
     }
-    // Channel blocks of 8 (DCR): 2 output blocks, 2x2 pixel offsets, so 8 input blocks.
-    let (b, s, per) = (8i64, 2i64, 16i64);
-    let shape = [1i64, per * s * s / b, 4, 3, b];
+    // Channel blocks of 8 (DCR): 2 output blocks, 2x3 pixel offsets, so 12 input blocks.
+    let (b, (sh, sw), per) = (8i64, (2i64, 3i64), 16i64);
+    let shape = [1i64, per * sh * sw / b, 4, 3, b];
     let x = ph(&shape, f32t(), "X");
     let xv = rng.f32s(numel(&shape));
-    let y = tf::depth_to_space(&x, s, tf::DepthToSpaceMode::Dcr, true).unwrap();
-    let out = [1i64, per / b, 4 * s, 3 * s, b];
+    let y = tf::depth_to_space(&x, (sh, sw), tf::DepthToSpaceMode::Dcr, true).unwrap();
+    let out = [1i64, per / b, 4 * sh, 3 * sw, b];
     assert_eq!(shape_of(&y), out);
     let got = run1(&x, &y, &xv, "depth_to_space_blocks");
     let want = gather_ref(&xv, &out, |o| {
         let c = o[1] * b + o[4];
-        let k = channel(tf::DepthToSpaceMode::Dcr, c, o[2] % s, o[3] % s, s, per);
-        ravel(&[o[0], k / b, o[2] / s, o[3] / s, k % b], &shape)
+        let k = channel(
+            tf::DepthToSpaceMode::Dcr,
+            c,
+            o[2] % sh,
+            o[3] % sw,
+            (sh, sw),
+            per,
+        );
+        ravel(&[o[0], k / b, o[2] / sh, o[3] / sw, k % b], &shape)
     });
     assert_close(&got, &want, 0.0, "depth_to_space in blocks", seed);
-    // CRD would split blocks, and channels must divide into s*s.
-    assert!(tf::depth_to_space(&x, s, tf::DepthToSpaceMode::Crd, true).is_err());
+    // CRD would split blocks, and channels must divide into sh*sw.
+    assert!(tf::depth_to_space(&x, (sh, sw), tf::DepthToSpaceMode::Crd, true).is_err());
     let odd = ph(&[1, 6, 2, 2], f32t(), "X");
-    assert!(tf::depth_to_space(&odd, 2, tf::DepthToSpaceMode::Dcr, false).is_err());
+    assert!(tf::depth_to_space(&odd, (2, 2), tf::DepthToSpaceMode::Dcr, false).is_err());
+    assert!(tf::depth_to_space(&odd, (1, 0), tf::DepthToSpaceMode::Dcr, false).is_err());
 }
 
 /// Rows of 20 columns on a CPU of 16 lanes, taken along the rows' axis by an index tensor (the

@@ -12,13 +12,12 @@
 //! matrix kernel's column tile ([`column_block`]), and `nn.matmul` by a constant 2-D matrix
 //! becomes `nn.dense` on such a packed constant (its data flattened to 2-D and the result
 //! reshaped back when it has batch axes). `nn.conv2d_transpose` with a constant kernel and one
-//! group becomes the direct `nn.conv2d` it equals (input dilated and padded, kernel flipped;
-//! a square kernel equal to the stride: a 1x1 convolution whose channels `nn.depth_to_space`
-//! moves into pixels),
-//! which the pass's second round packs. Integer matrix products and convolutions by constant
+//! group becomes direct `nn.conv2d`s ([`super::alter_conv_transpose`]: one per output phase,
+//! interleaved by `nn.depth_to_space`), which the pass's second round packs. Integer matrix products and convolutions by constant
 //! 8-bit weights become `nn.dense_dot4` where the CPU has a four-byte dot product
 //! ([`super::alter_integer_matmul`]).
 
+use super::alter_conv_transpose::alter_conv_transpose;
 use super::alter_integer_matmul::{alter_integer_conv, alter_integer_matmul};
 use super::infer_type::infer_function;
 use super::{function_pass, Pass};
@@ -213,140 +212,6 @@ fn alter_matmul(orig: &Expr, e: &Expr, lanes: i64) -> Result<Option<Expr>> {
         "reshape",
         vec![dense],
         &[("newshape", attr(shape))],
-    )))
-}
-
-/// The values of a constant IOHW kernel `w` (`[C, O, KH, KW]`) moved to `shape`, element `(c,
-/// o, y, x)` to the flat index `dst(c, o, y, x)`.
-fn remap_kernel(
-    w: &Tensor,
-    shape: &[i64],
-    dst: impl Fn(i64, i64, i64, i64) -> i64,
-) -> Result<Tensor> {
-    let s = w.shape();
-    let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
-    let vals = eval::values(w)?;
-    let mut out = vec![0.0; vals.len()];
-    for ci in 0..c {
-        for oi in 0..o {
-            for y in 0..kh {
-                for x in 0..kw {
-                    let src = ((ci * o + oi) * kh + y) * kw + x;
-                    out[dst(ci, oi, y, x) as usize] = vals[src as usize];
-                }
-            }
-        }
-    }
-    eval::make(&out, &Type::tensor(shape, w.dtype()))
-}
-
-/// A constant IOHW float32 kernel `[C, O, KH, KW]` as the OIHW kernel of the equivalent
-/// direct convolution: channels swapped and both spatial axes reversed.
-fn flip_kernel(w: &Tensor) -> Result<Tensor> {
-    let s = w.shape();
-    let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
-    remap_kernel(w, &[o, c, kh, kw], |ci, oi, y, x| {
-        ((oi * c + ci) * kh + (kh - 1 - y)) * kw + (kw - 1 - x)
-    })
-}
-
-/// A transposed convolution whose kernel equals its stride (`s x s`, no padding or dilation:
-/// the upsampling kind) on `x`: every output pixel gets exactly one tap, so it is a 1x1
-/// convolution to `s*s*O` channels whose channels `nn.depth_to_space` (mode DCR) moves into
-/// `s x s` pixels, with no multiply-adds on zeros. The constant kernel `w` (`[C, O, s, s]`)
-/// becomes `[s*s*O, C, 1, 1]`, row `(i*s + j)*O + o` holding `w[.., o, i, j]`: each pixel
-/// offset's `O` channels are adjacent, so in channel blocks the shuffle moves whole blocks
-/// (the kernel a constant already, so that `ConvertBlockedLayout` can pack it).
-fn pixel_shuffle_conv(x: Expr, w: &Tensor) -> Result<Expr> {
-    let shape = w.shape();
-    let (c, o, s) = (shape[0], shape[1], shape[2]);
-    let kernel = remap_kernel(w, &[s * s * o, c, 1, 1], |ci, oi, i, j| {
-        ((i * s + j) * o + oi) * c + ci
-    })?;
-    let y = mk("nn.conv2d", vec![x, Expr::constant(kernel)], &[]);
-    Ok(mk(
-        "nn.depth_to_space",
-        vec![y],
-        &[("block_size", attr(s)), ("mode", attr("DCR"))],
-    ))
-}
-
-/// `nn.conv2d_transpose` with a constant float32 kernel and one group: the direct convolution
-/// it equals, so that it gets the packed kernels and fused epilogues of `nn.conv2d`. The input
-/// is dilated by the strides (`reshape` to `[N, C, H, 1, W, 1]`, zero `nn.pad` to `[.., s, ..,
-/// s]`, `reshape` to `[N, C, H*s, W*s]`), padded by `d*(K-1) - pad` before and `d*(K-1) - pad +
-/// output_padding - (s-1)` after (negative values crop), and convolved at stride 1 with the
-/// kernel flipped ([`flip_kernel`]). It multiplies the zeros too (`s*s` times the work of a
-/// phase-split kernel) but runs at the packed kernel's speed.
-fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
-    use crate::op::nn::{attr_padding, attr_pair};
-    let a = e.attrs();
-    let Some(w) = e.args()[1].as_constant() else {
-        return Ok(None);
-    };
-    let d_ty = orig.args()[0].ty()?;
-    let d = d_ty.shape();
-    let ws = w.shape();
-    if a.int("groups")? != 1
-        || d.len() != 4
-        || ws.len() != 4
-        || w.dtype() != kiln_ffi::DataType::float(32)
-        || d_ty.dtype() != w.dtype()
-    {
-        return Ok(None);
-    }
-    let (sh, sw) = attr_pair(&a, "strides")?;
-    let (dh, dw) = attr_pair(&a, "dilation")?;
-    let (oph, opw) = attr_pair(&a, "output_padding")?;
-    let p = attr_padding(&a)?;
-    let (n, c, h, wd) = (d[0], d[1], d[2], d[3]);
-    if (ws[2], ws[3]) == (sh, sh)
-        && sw == sh
-        && (dh, dw, oph, opw) == (1, 1, 0, 0)
-        && [p.top, p.left, p.bottom, p.right] == [0; 4]
-    {
-        return pixel_shuffle_conv(e.args()[0].clone(), w).map(Some);
-    }
-    let mut x = e.args()[0].clone();
-    if sh > 1 || sw > 1 {
-        x = mk(
-            "reshape",
-            vec![x],
-            &[("newshape", attr(vec![n, c, h, 1, wd, 1]))],
-        );
-        x = mk(
-            "nn.pad",
-            vec![x],
-            &[(
-                "pad_width",
-                attr(vec![0, 0, 0, 0, 0, 0, 0, sh - 1, 0, 0, 0, sw - 1]),
-            )],
-        );
-        x = mk(
-            "reshape",
-            vec![x],
-            &[("newshape", attr(vec![n, c, h * sh, wd * sw]))],
-        );
-    }
-    let (eh, ew) = (dh * (ws[2] - 1), dw * (ws[3] - 1));
-    let pads = vec![
-        0,
-        0,
-        0,
-        0,
-        eh - p.top,
-        eh - p.bottom + oph - (sh - 1),
-        ew - p.left,
-        ew - p.right + opw - (sw - 1),
-    ];
-    if pads.iter().any(|&v| v != 0) {
-        x = mk("nn.pad", vec![x], &[("pad_width", attr(pads))]);
-    }
-    let kernel = Expr::constant(flip_kernel(w)?);
-    Ok(Some(mk(
-        "nn.conv2d",
-        vec![x, kernel],
-        &[("dilation", attr(vec![dh, dw]))],
     )))
 }
 
@@ -680,92 +545,6 @@ mod tests {
                     (true, true) => vals[(j * k + r) as usize],
                 };
                 assert_eq!(*v, want as f64, "element {i}");
-            }
-        }
-    }
-
-    #[test]
-    fn transposed_convolution_becomes_a_packed_direct_one() {
-        let x = Var::new("x", Type::f32(&[1, 4, 5, 6]));
-        let vals: Vec<f32> = (0..4 * 16 * 3 * 3).map(|v| v as f32).collect();
-        let w = Expr::const_f32(&vals, &[4, 16, 3, 3]);
-        let ct = mk(
-            "nn.conv2d_transpose",
-            vec![x.expr(), w],
-            &[
-                ("strides", attr(vec![2, 2])),
-                ("padding", attr(vec![1, 1, 1, 1])),
-                ("output_padding", attr(vec![1, 1])),
-            ],
-        );
-        let m = IRModule::from_main(Function::new(vec![x], ct));
-        let want = m.main().unwrap().body().ty().ok();
-        let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(8));
-        let m = alter_op_layout().run(m, &ctx).unwrap();
-        let body = m.main().unwrap().body().clone();
-        assert_eq!(body.op_name(), Some("nn.conv2d"));
-        assert_eq!(body.attrs().str("kernel_layout").unwrap(), "OIHW8o");
-        // (5-1)*2 - 2 + 3 + 1 = 10 rows, 12 columns: the transposed convolution's shape.
-        assert_eq!(body.ty().unwrap(), Type::f32(&[1, 16, 10, 12]));
-        if let Some(t) = want {
-            assert_eq!(body.ty().unwrap(), t);
-        }
-        assert_eq!(body.args()[0].op_name(), Some("nn.pad"));
-        // The kernel: channels swapped, taps reversed (before packing: flip_kernel).
-        let flipped = flip_kernel(
-            &eval::make(
-                &vals.iter().map(|&v| v as f64).collect::<Vec<_>>(),
-                &Type::f32(&[4, 16, 3, 3]),
-            )
-            .unwrap(),
-        )
-        .unwrap();
-        let got = eval::values(&flipped).unwrap();
-        for (o, c, y, xx) in [(0i64, 0i64, 0i64, 0i64), (3, 2, 1, 2), (15, 3, 2, 0)] {
-            let src = ((c * 16 + o) * 3 + (2 - y)) * 3 + (2 - xx);
-            assert_eq!(
-                got[(((o * 4 + c) * 3 + y) * 3 + xx) as usize],
-                vals[src as usize] as f64
-            );
-        }
-    }
-
-    #[test]
-    fn upsampling_transposed_convolution_becomes_a_shuffled_1x1_one() {
-        let x = Var::new("x", Type::f32(&[1, 3, 4, 5]));
-        let vals: Vec<f32> = (0..3 * 2 * 2 * 2).map(|v| v as f32).collect();
-        let w = Expr::const_f32(&vals, &[3, 2, 2, 2]);
-        let ct = mk(
-            "nn.conv2d_transpose",
-            vec![x.expr(), w],
-            &[("strides", attr(vec![2, 2]))],
-        );
-        let m = IRModule::from_main(Function::new(vec![x], ct));
-        let ctx = PassContext::with_opt_level(3).with_cpu(cpu_with_lanes(8));
-        let m = alter_op_layout().run(m, &ctx).unwrap();
-        let m = fold_constant().run(m, &ctx).unwrap();
-        let body = m.main().unwrap().body().clone();
-        assert_eq!(body.op_name(), Some("nn.depth_to_space"));
-        assert_eq!(body.attrs().str("mode").unwrap(), "DCR");
-        assert_eq!(body.ty().unwrap(), Type::f32(&[1, 2, 8, 10]));
-        let conv = &body.args()[0];
-        assert_eq!(conv.op_name(), Some("nn.conv2d"));
-        // Output channel (py*2 + px)*2 + o of the 1x1 kernel (DCR order: each pixel offset's
-        // channels adjacent) reads w[c, o, py, px].
-        let k = conv.args()[1].as_constant().expect("constant kernel");
-        let got = eval::values(k).unwrap();
-        assert_eq!(k.shape(), &[8, 3, 1, 1]);
-        for (py, px, o) in
-            (0..2i64).flat_map(|y| (0..2).flat_map(move |x| (0..2).map(move |o| (y, x, o))))
-        {
-            let r = (py * 2 + px) * 2 + o;
-            for c in 0..3i64 {
-                let want = vals[(c * 8 + o * 4 + py * 2 + px) as usize];
-                assert_eq!(
-                    got[(r * 3 + c) as usize],
-                    want as f64,
-                    "row {r}, channel {c}"
-                );
             }
         }
     }

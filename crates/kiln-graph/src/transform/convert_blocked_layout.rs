@@ -20,7 +20,8 @@
 //!   of whole blocks gives blocks;
 //! - `nn.max_pool2d`, `nn.avg_pool2d`, the global poolings and `image.resize2d` work on
 //!   blocks, and so does `take` of rows or columns by a vector of indices (the taps of a
-//!   linear Resize), and `nn.depth_to_space` in mode DCR (whole blocks move into pixels);
+//!   linear Resize), `nn.depth_to_space` in mode DCR (whole blocks move into pixels) and a
+//!   `strided_slice` of rows and columns;
 //! - any other operator, a tuple and the function's result get NCHW back through
 //!   `layout_transform`, which `FuseOps` fuses into the convolution that produces the blocks
 //!   (so a convolution followed by an NCHW consumer costs what it did before).
@@ -357,6 +358,29 @@ impl Blocking {
                     return Ok(None);
                 }
                 let attrs = with_attr(&call.attrs, "axis", AttrValue::Int(axis as i64));
+                return Ok(Some(Expr::call_raw(
+                    call.op.clone(),
+                    e.args().to_vec(),
+                    attrs,
+                )));
+            }
+            "strided_slice" => {
+                // A crop of rows and columns (a transposed convolution's padding): the same
+                // axes of the blocks.
+                let axes: Option<Vec<i64>> = orig.attrs().opt_ints("axes")?.and_then(|axes| {
+                    axes.iter()
+                        .map(|&a| {
+                            normalize_axis(a, 4)
+                                .ok()
+                                .filter(|&a| a >= 2)
+                                .map(|a| a as i64)
+                        })
+                        .collect()
+                });
+                let Some(axes) = axes else {
+                    return Ok(None);
+                };
+                let attrs = with_attr(&call.attrs, "axes", AttrValue::Ints(axes));
                 return Ok(Some(Expr::call_raw(
                     call.op.clone(),
                     e.args().to_vec(),

@@ -22,6 +22,7 @@
 //! Passes that change the graph leave new nodes untyped; they run `InferType` on their result
 //! so every pass hands on a typed module.
 
+pub mod alter_conv_transpose;
 pub mod alter_integer_matmul;
 pub mod alter_op_layout;
 pub mod bind_params;

@@ -1,7 +1,8 @@
-//! `nn.depth_to_space(data)`: channels moved into `block_size x block_size` pixel blocks
-//! (ONNX `DepthToSpace`; TVM's op of that name), `mode` `DCR` (input channel `(i * s + j) * C +
-//! c`) or `CRD` (`c * s * s + i * s + j`), on NCHW data or, in `DCR`, on channel blocks
-//! (`layout` `NCHW<b>c`, from `ConvertBlockedLayout`).
+//! `nn.depth_to_space(data)`: channels moved into pixel blocks of `block_size` (one extent,
+//! square blocks as ONNX `DepthToSpace` and TVM's op of that name have, or `[rows, columns]`:
+//! the interleave of a transposed convolution's phases), `mode` `DCR` (input channel `(i * sw
+//! + j) * C + c`) or `CRD` (`c * sh * sw + i * sw + j`), on NCHW data or, in `DCR`, on channel
+//! blocks (`layout` `NCHW<b>c`, from `ConvertBlockedLayout`).
 
 use crate::ir::attrs::Attrs;
 use crate::ir::Type;
@@ -24,14 +25,14 @@ fn mode(a: &Attrs<'_>) -> std::result::Result<DepthToSpaceMode, String> {
 fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let (s, d, block) = crate::op::nn::nchw_arg(ctx, 0, "layout")?;
     let m = mode(&ctx.attrs).map_err(|e| ctx.err(e))?;
-    let b = ctx.attrs.int("block_size")?;
-    if b < 1 || s[1] % (b * b) != 0 {
+    let (bh, bw) = crate::op::nn::attr_pair(&ctx.attrs, "block_size")?;
+    if bh < 1 || bw < 1 || s[1] % (bh * bw) != 0 {
         return Err(ctx.err(format!(
-            "{} channels do not split into attribute `block_size` = {b} squared",
+            "{} channels do not split into pixel blocks of attribute `block_size` = {bh} x {bw}",
             s[1]
         )));
     }
-    let c = s[1] / (b * b);
+    let c = s[1] / (bh * bw);
     if let Some(lanes) = block {
         if m != DepthToSpaceMode::Dcr || c % lanes != 0 {
             return Err(ctx.err(format!(
@@ -40,7 +41,7 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
         }
     }
     Ok(Type::tensor(
-        &crate::op::nn::in_blocks([s[0], c, s[2] * b, s[3] * b], block),
+        &crate::op::nn::in_blocks([s[0], c, s[2] * bh, s[3] * bw], block),
         d,
     ))
 }
@@ -51,7 +52,7 @@ fn lower(i: &[TeTensor], a: &Attrs<'_>, _: &CpuDesc) -> Result<Vec<TeTensor>> {
     let data = input("nn.depth_to_space", i, 0)?;
     one(tf::depth_to_space(
         data,
-        a.int("block_size")?,
+        crate::op::nn::attr_pair(a, "block_size")?,
         m,
         data.ndim() == 5,
     ))
@@ -62,7 +63,7 @@ pub(crate) fn defs(v: &mut Vec<OpDef>) {
     v.push(
         OpDef::new("nn.depth_to_space", &["data"], OpPattern::Injective, rel)
             .attrs(vec![
-                AttrSpec::new("block_size", AttrKind::Int, 1i64),
+                AttrSpec::new("block_size", AttrKind::Ints, vec![1i64]),
                 AttrSpec::new("mode", AttrKind::Str, "DCR"),
                 AttrSpec::new("layout", AttrKind::Str, "NCHW"),
             ])
