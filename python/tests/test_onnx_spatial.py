@@ -81,6 +81,11 @@ CONV_TRANSPOSES = [
     ((1, 16, 5, 4), 8, (3, 5), dict(strides=[2, 3], pads=[0, 2, 1, 1], output_padding=[1, 2])),
     ((1, 16, 3, 5), 16, (3, 3), dict(strides=[3, 3])),
     ((1, 16, 5, 5), 16, (3, 3), dict(strides=[2, 2], dilations=[2, 2], pads=[1, 0, 0, 1])),
+    # Grouped: a phase convolution of 4 groups each; depthwise (the bilinear upsampling of a
+    # segmentation head).
+    ((1, 16, 5, 6), 4, (3, 3), dict(group=4, strides=[2, 2], pads=[1, 1, 1, 1],
+                                    output_padding=[1, 1])),
+    ((1, 16, 6, 5), 1, (4, 4), dict(group=16, strides=[2, 2], pads=[1, 1, 1, 1])),
     # 1-D along one row: phases of 3 and 2 taps, in channel blocks.
     ((1, 16, 9), 16, (5,), dict(strides=[2], pads=[2, 1], output_padding=[1])),
 ]

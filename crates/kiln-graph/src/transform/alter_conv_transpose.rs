@@ -1,15 +1,17 @@
 //! AlterOpLayout's rule for transposed convolutions: `nn.conv2d_transpose` with a constant
-//! float32 kernel and one group becomes direct `nn.conv2d`s, which get the packed kernels,
+//! float32 kernel becomes direct `nn.conv2d`s (of as many groups), which get the packed kernels,
 //! register tiles and fused epilogues of every other convolution.
 //!
 //! Without dilation it splits into its output phases (the sub-pixel convolution): output row
 //! `Y = q*s + r` of the full (uncropped) output sums `x[q - j] * w[r + j*s]` over the taps `j`
-//! of phase `r`, a direct convolution with a kernel of `J = ceil(K/s)` taps. All `sh x sw`
-//! phases are one convolution to `sh*sw*O` channels (channel `(i*sw + j)*O + o` holding phase
-//! `(i, j)` of output channel `o`, so that in channel blocks each phase's channels are whole
-//! blocks), `nn.depth_to_space` (DCR) interleaves them into pixels and a `strided_slice` crops
-//! the padding. No multiply-add meets an inserted zero: a kernel that equals its stride (the
-//! upsampling kind) is one 1x1 convolution, a 4x4 kernel of stride 2 four 2x2 ones.
+//! of phase `r`, a direct convolution with a kernel of `ceil((K - r)/s)` taps. The `sh x sw`
+//! phases give `sh*sw*O` channels (channel `(i*sw + j)*O + o` holding phase `(i, j)` of output
+//! channel `o`, so that in channel blocks each phase's channels are whole blocks): one
+//! convolution of `ceil(K/s)` taps when the phases' taps are even (a 4x4 kernel of stride 2),
+//! else one convolution per phase joined along the channels (a 3x3 kernel of stride 2, and any
+//! grouped one). `nn.depth_to_space` (DCR) interleaves them into pixels and a `strided_slice`
+//! crops the padding. No multiply-add meets an inserted zero: a kernel that equals its stride
+//! (the upsampling kind) is one 1x1 convolution.
 //!
 //! With dilation the phases do not split evenly; the input is dilated by the strides (zeros
 //! between its pixels), padded, and convolved at stride 1 by the flipped kernel, which
@@ -22,7 +24,8 @@ use kiln_ffi::Result;
 use kiln_runtime::tensor::Tensor;
 
 /// `nn.conv2d_transpose` `e` (with `orig` its typed original) as direct convolutions, when its
-/// kernel is a float32 constant and it has one group (see the module docs); `None` otherwise.
+/// kernel is a float32 constant (see the module docs); `None` otherwise, and for a grouped one
+/// with dilation or with a phase that has no tap.
 pub fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     let a = e.attrs();
     let Some(w) = e.args()[1].as_constant() else {
@@ -31,15 +34,18 @@ pub fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     let d_ty = orig.args()[0].ty()?;
     let d = d_ty.shape();
     let ws = w.shape();
-    if a.int("groups")? != 1
+    let groups = a.int("groups")?;
+    if groups < 1
         || d.len() != 4
         || ws.len() != 4
         || w.dtype() != kiln_ffi::DataType::float(32)
         || d_ty.dtype() != w.dtype()
+        || ws[0] % groups != 0
     {
         return Ok(None);
     }
     let g = Geometry {
+        groups,
         strides: attr_pair(&a, "strides")?,
         dilation: attr_pair(&a, "dilation")?,
         output_padding: attr_pair(&a, "output_padding")?,
@@ -51,14 +57,17 @@ pub fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     };
     let x = e.args()[0].clone();
     if g.dilation == (1, 1) {
-        phases(x, w, &g).map(Some)
-    } else {
+        phases(x, w, &g)
+    } else if groups == 1 {
         dilated_input(x, w, &g, d[0], d[1]).map(Some)
+    } else {
+        Ok(None)
     }
 }
 
 /// The geometry of a transposed convolution.
 struct Geometry {
+    groups: i64,
     strides: (i64, i64),
     dilation: (i64, i64),
     output_padding: (i64, i64),
@@ -113,20 +122,27 @@ impl AxisSplit {
 }
 
 /// Whether the phases compute as separate convolutions of their own taps rather than one of
-/// `most` taps on every axis: when that leaves out a quarter of the multiply-adds (a 3x3
-/// kernel of stride 2: phases of 2x2, 2x1, 1x2 and 1x1 taps, 9 of 16) and every phase has a
-/// tap.
-fn separate_phases(rows: &AxisSplit, cols: &AxisSplit) -> bool {
+/// `most` taps on every axis: when every phase has a tap and that leaves out a quarter of the
+/// multiply-adds (a 3x3 kernel of stride 2: phases of 2x2, 2x1, 1x2 and 1x1 taps, 9 of 16) or
+/// there are groups (one grouped convolution would order its output channels by group, not by
+/// phase). `None`: a grouped one with a phase that has no tap.
+fn separate_phases(rows: &AxisSplit, cols: &AxisSplit, groups: i64) -> Option<bool> {
     let padded = rows.stride * cols.stride * rows.most() * cols.most();
     let own = rows.kernel * cols.kernel; // the phases' taps sum to the kernel's
     let every = rows.taps.iter().chain(&cols.taps).all(|&t| t > 0);
-    every && 4 * own <= 3 * padded
+    match (every, groups) {
+        (false, 1) => Some(false),
+        (false, _) => None,
+        (true, 1) => Some(4 * own <= 3 * padded),
+        (true, _) => Some(true),
+    }
 }
 
-/// The phase split (module docs) of a transposed convolution without dilation.
-fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Expr> {
+/// The phase split (module docs) of a transposed convolution without dilation, if it has one
+/// ([`separate_phases`]).
+fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Option<Expr>> {
     let s = w.shape();
-    let c = s[0];
+    let cpg = s[0] / g.groups;
     let (sh, sw) = g.strides;
     let rows = AxisSplit::new(g.input.0, s[2], sh, g.output_padding.0);
     let cols = AxisSplit::new(g.input.1, s[3], sw, g.output_padding.1);
@@ -135,23 +151,29 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Expr> {
     let conv = |x: Expr, kernel: Vec<f64>, (jh, jw): (i64, i64)| -> Result<Expr> {
         let kernel = eval::make(
             &kernel,
-            &Type::tensor(&[kernel.len() as i64 / (c * jh * jw), c, jh, jw], w.dtype()),
+            &Type::tensor(
+                &[kernel.len() as i64 / (cpg * jh * jw), cpg, jh, jw],
+                w.dtype(),
+            ),
         )?;
         let padding = vec![jh - 1, jw - 1, rows.after, cols.after];
         Ok(mk(
             "nn.conv2d",
             vec![x, Expr::constant(kernel)],
-            &[("padding", attr(padding))],
+            &[("padding", attr(padding)), ("groups", attr(g.groups))],
         ))
     };
-    let y = if separate_phases(&rows, &cols) {
+    let Some(separate) = separate_phases(&rows, &cols, g.groups) else {
+        return Ok(None);
+    };
+    let y = if separate {
         let parts = phase_list
             .iter()
             .map(|&(i, j)| {
                 let taps = (rows.taps[i as usize], cols.taps[j as usize]);
                 conv(
                     x.clone(),
-                    phase_kernel(&vals, s, &rows, &cols, (i, j), taps),
+                    phase_kernel(&vals, s, g.groups, &rows, &cols, (i, j), taps),
                     taps,
                 )
             })
@@ -161,7 +183,7 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Expr> {
         let taps = (rows.most(), cols.most());
         let kernel: Vec<f64> = phase_list
             .iter()
-            .flat_map(|&p| phase_kernel(&vals, s, &rows, &cols, p, taps))
+            .flat_map(|&p| phase_kernel(&vals, s, g.groups, &rows, &cols, p, taps))
             .collect();
         conv(x, kernel, taps)?
     };
@@ -173,9 +195,9 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Expr> {
     let [top, left, bottom, right] = g.pads;
     let (end_h, end_w) = (rows.full - bottom, cols.full - right);
     if top == 0 && left == 0 && end_h == rows.positions * sh && end_w == cols.positions * sw {
-        return Ok(y);
+        return Ok(Some(y));
     }
-    Ok(mk(
+    Ok(Some(mk(
         "strided_slice",
         vec![y],
         &[
@@ -183,28 +205,32 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Expr> {
             ("end", attr(vec![end_h, end_w])),
             ("axes", attr(vec![2i64, 3])),
         ],
-    ))
+    )))
 }
 
-/// The OIHW kernel `[O, C, taps.0, taps.1]` of phase `(i, j)` of the IOHW kernel `vals` of
-/// shape `s`, zero where a tap falls past the kernel.
+/// The OIHW kernel `[O, C/groups, taps.0, taps.1]` of phase `(i, j)` of the IOHW kernel
+/// `vals` of shape `s` (`[C, O/groups, KH, KW]`), zero where a tap falls past the kernel.
 fn phase_kernel(
     vals: &[f64],
     s: &[i64],
+    groups: i64,
     rows: &AxisSplit,
     cols: &AxisSplit,
     (i, j): (i64, i64),
     (jh, jw): (i64, i64),
 ) -> Vec<f64> {
-    let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
-    let mut kernel = vec![0.0; (o * c * jh * jw) as usize];
+    let (opg, kh, kw) = (s[1], s[2], s[3]);
+    let cpg = s[0] / groups;
+    let mut kernel = vec![0.0; (groups * opg * cpg * jh * jw) as usize];
     for (dst, v) in kernel.iter_mut().enumerate() {
         let dst = dst as i64;
         let (tw, rest) = (dst % jw, dst / jw);
         let (th, rest) = (rest % jh, rest / jh);
-        let (ci, oi) = (rest % c, rest / c);
+        let (ci, oi) = (rest % cpg, rest / cpg);
+        // Input channel `ci` of output channel `oi`'s group.
+        let ci = oi / opg * cpg + ci;
         if let (Some(y), Some(xx)) = (rows.kernel_index(i, th, jh), cols.kernel_index(j, tw, jw)) {
-            *v = vals[(((ci * o + oi) * kh + y) * kw + xx) as usize];
+            *v = vals[(((ci * opg + oi % opg) * kh + y) * kw + xx) as usize];
         }
     }
     kernel
@@ -391,6 +417,38 @@ mod tests {
                 got[(((o * 4 + c) * 3 + y) * 3 + x) as usize],
                 vals[src as usize] as f64
             );
+        }
+    }
+
+    #[test]
+    fn grouped_phases_are_grouped_convolutions() {
+        // 2 groups of 2 input and 3 output channels, 2x2 kernel of stride 2: four 1x1
+        // convolutions of 2 groups, output channel o of group o / 3 reading its group's inputs.
+        let x = Var::new("x", Type::f32(&[1, 4, 3, 3]));
+        let vals: Vec<f32> = (0..4 * 3 * 2 * 2).map(|v| v as f32).collect();
+        let w = Expr::const_f32(&vals, &[4, 3, 2, 2]);
+        let ct = mk(
+            "nn.conv2d_transpose",
+            vec![x.expr(), w],
+            &[("strides", attr(vec![2i64, 2])), ("groups", attr(2i64))],
+        );
+        let f = infer_function(&Function::new(vec![x], ct)).unwrap();
+        let body = alter_conv_transpose(f.body(), f.body())
+            .unwrap()
+            .expect("altered");
+        let joined = &body.args()[0];
+        assert_eq!(joined.op_name(), Some("concatenate"));
+        for (phase, conv) in joined.args().iter().enumerate() {
+            assert_eq!(conv.attrs().int("groups").unwrap(), 2);
+            let (shape, got) = kernel_of(conv);
+            assert_eq!(shape, [6, 2, 1, 1]);
+            let (i, j) = (phase as i64 / 2, phase as i64 % 2);
+            for o in 0..6i64 {
+                for c in 0..2i64 {
+                    let src = (((o / 3 * 2 + c) * 3 + o % 3) * 2 + i) * 2 + j;
+                    assert_eq!(got[(o * 2 + c) as usize], vals[src as usize] as f64);
+                }
+            }
         }
     }
 
