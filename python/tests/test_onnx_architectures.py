@@ -2,7 +2,9 @@
 them, compiled by Kiln and compared with onnxruntime on fresh random inputs and weights, outputs
 poisoned first: a YOLO-style detector (SiLU convolutions, nearest Resize by `sizes`, a
 concatenated feature pyramid, a reshaped and transposed head), a DBNet-style text detector
-(BatchNorm, ConvTranspose upsampling, bilinear Resize by `scales`, residual adds), and a 1-D
+(BatchNorm, ConvTranspose upsampling, bilinear Resize by `scales`, residual adds), a
+MobileNetV2/EfficientNet-style network (inverted residuals: 1x1 expansion, depthwise 3x3 and 5x5
+convolutions at strides 1 and 2 in channel blocks, ReLU6 as Clip, residual adds), a 1-D
 convolutional file classifier (Conv1d, MaxPool1d, GlobalMaxPool over one axis, Gemm), and an
 int8 weight-only MiniLM-style encoder layer (int8 weights dequantized by Cast and Mul, a GatherND
 attention mask, IsNaN guards, LayerNormalization)."""
@@ -78,6 +80,26 @@ def test_dbnet_style_text_detector():
     y = net.op("Sigmoid", [t2])
     model = net.model([("x", [1, 3, 48, 80])], y, 4)
     compare(model, np.random.default_rng().standard_normal((1, 3, 48, 80)).astype("float32"))
+
+
+def test_mobilenet_v2_style_inverted_residuals():
+    net = Net(seed=np.random.SeedSequence().entropy)
+
+    def cbr(x, ci, co, k=1, stride=1, group=1, act=True):
+        y = net.bn(net.conv(x, ci, co, k, stride=stride, bias=False, group=group), co)
+        return net.op("Clip", [y, net.const(0.0, "float32"), net.const(6.0, "float32")]) \
+            if act else y
+
+    x = cbr("x", 3, 16, 3, stride=2)                                   # 32x32
+    for ci, co, k, s in [(16, 32, 3, 2), (32, 32, 3, 1), (32, 32, 5, 1), (32, 48, 5, 2)]:
+        h = cbr(x, ci, 6 * ci)                                          # 1x1 expansion
+        h = cbr(h, 6 * ci, 6 * ci, k, stride=s, group=6 * ci)            # depthwise
+        h = cbr(h, 6 * ci, co, act=False)                               # 1x1 projection
+        x = net.op("Add", [x, h]) if ci == co and s == 1 else h
+    g = net.op("Flatten", [net.op("GlobalAveragePool", [x])], axis=1)
+    y = net.op("Gemm", [g, net.weight((10, 48)), net.weight((10,), 0.1)], transB=1)
+    model = net.model([("x", [1, 3, 64, 64])], y, 2)
+    compare(model, np.random.default_rng().standard_normal((1, 3, 64, 64)).astype("float32"))
 
 
 def test_1d_convolutional_file_classifier():

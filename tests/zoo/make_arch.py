@@ -16,6 +16,9 @@ NAME (default: all):
   pooling of the height, and a 6625-class classifier with Softmax over 80 time steps.
 - `bert`: a BERT/MiniLM-style encoder: token ids [1, 128] through a 1000-row embedding, two
   post-norm layers of hidden 384, 6 heads, FFN 1536 with erf GELU.
+- `mobilenet`: a MobileNetV2 (width 1.0) on 1x3x224x224: inverted residual blocks (1x1
+  expansion, 3x3 depthwise at stride 1 or 2, 1x1 projection, residual adds), Conv-BN with
+  ReLU6 as Clip(0, 6), global average pooling and a 1000-class Gemm.
 
 Writes OUTDIR/NAME.onnx, OUTDIR/NAME.input.npy and OUTDIR/NAME.expected_0.npy (onnxruntime at
 one thread), the layout of make_zoo.py, for bench/models.
@@ -31,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from onnx_net import Net  # noqa: E402
 
 SEED = 20261125
-NAMES = ["yolo", "dbnet", "svtr", "bert"]
+NAMES = ["yolo", "dbnet", "svtr", "bert", "mobilenet"]
 
 
 def c2f(net, x, c, n=1):
@@ -138,7 +141,28 @@ def bert():
     return net.model([("x", [1, seq])], h, 3, name="bert", dtype=TensorProto.INT64)
 
 
-BUILDERS = {"yolo": yolo, "dbnet": dbnet, "svtr": svtr, "bert": bert}
+def mobilenet():
+    net = Net(SEED)
+
+    def cbr(x, ci, co, k=1, stride=1, group=1, act=True):
+        y = net.bn(net.conv(x, ci, co, k, stride=stride, bias=False, group=group), co)
+        return net.op("Clip", [y, net.const(0.0, "float32"), net.const(6.0, "float32")]) if act else y
+
+    x, c = cbr("x", 3, 32, 3, stride=2), 32                       # 112
+    for t, co, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                        (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            h = x if t == 1 else cbr(x, c, c * t, 1)
+            h = cbr(h, c * t, c * t, 3, stride=s if i == 0 else 1, group=c * t)
+            h = cbr(h, c * t, co, 1, act=False)
+            x, c = (net.op("Add", [x, h]) if i > 0 else h), co
+    x = cbr(x, 320, 1280, 1)                                      # 7x7
+    x = net.op("Flatten", [net.op("GlobalAveragePool", [x])], axis=1)
+    y = net.op("Gemm", [x, net.weight((1000, 1280)), net.weight((1000,), 0.1)], transB=1)
+    return net.model([("x", [1, 3, 224, 224])], y, 2, name="mobilenet")
+
+
+BUILDERS = {"yolo": yolo, "dbnet": dbnet, "svtr": svtr, "bert": bert, "mobilenet": mobilenet}
 
 
 def main():

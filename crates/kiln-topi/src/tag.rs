@@ -30,6 +30,9 @@ pub const CONV2D_WINOGRAD: &str = "conv2d_winograd";
 pub const CONV2D_1X1_SPATIAL: &str = "conv2d_1x1_spatial";
 /// Depthwise 2-D convolution, NCHW.
 pub const DEPTHWISE_CONV2D_NCHW: &str = "depthwise_conv2d_nchw";
+/// Depthwise 2-D convolution in channel blocks (`[N, C/b, OH, OW, b]`, a vector of `b`
+/// channels meeting a vector of their `b` filters' taps).
+pub const DEPTHWISE_CONV2D_NCHWC: &str = "depthwise_conv2d_nchwc";
 /// Transposed 2-D convolution, NCHW.
 pub const CONV2D_TRANSPOSE_NCHW: &str = "conv2d_transpose_nchw";
 /// `x · Wᵀ`.

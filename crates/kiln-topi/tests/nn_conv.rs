@@ -490,6 +490,72 @@ fn conv2d_in_channel_blocks() {
 }
 
 #[test]
+fn depthwise_in_channel_blocks() {
+    // Every tap a vector of b channels by their filters' vector, the padding checked in place
+    // (no padded copy): kernels 3, 5 and 7, strides 1 and 2, dilation, asymmetric padding,
+    // rows narrower and wider than a register tile, a ReLU epilogue.
+    let seed = seed("depthwise_blocked");
+    let dw = |s: i64, d: i64, p: [i64; 4], groups: i64| Conv2dAttrs {
+        strides: (s, s),
+        dilation: (d, d),
+        padding: Padding2d::from_array(p),
+        groups,
+        ..Conv2dAttrs::default()
+    };
+    for (i, b) in [8i64, 16].into_iter().enumerate() {
+        let c = 2 * b;
+        let cases = [
+            ("3x3", [1, c, 9, 13], 3, dw(1, 1, [1, 1, 1, 1], c), true),
+            ("3x3/2", [1, c, 12, 23], 3, dw(2, 1, [1, 1, 1, 1], c), false),
+            ("5x5", [2, c, 7, 6], 5, dw(1, 1, [2, 2, 2, 2], c), false),
+            (
+                "7x7/2 dilated",
+                [1, c, 15, 17],
+                7,
+                dw(2, 2, [3, 2, 4, 5], c),
+                true,
+            ),
+            (
+                "3x3 unpadded",
+                [1, c, 5, 30],
+                3,
+                dw(1, 1, [0, 0, 0, 0], c),
+                false,
+            ),
+        ];
+        for (k, (what, ds, kk, a, relu)) in cases.into_iter().enumerate() {
+            let layouts = nn::PackedLayouts {
+                data_block: Some(b),
+                out_blocked: true,
+                ..Default::default()
+            };
+            let conv = check_conv_layouts(
+                &format!("depthwise {what}, blocks of {b}"),
+                ds,
+                [c, 1, kk, kk],
+                b,
+                a,
+                layouts,
+                relu,
+                seed + 10 * i as u64 + k as u64,
+            );
+            assert_eq!(conv.op().tag(), kiln_topi::tag::DEPTHWISE_CONV2D_NCHWC);
+        }
+    }
+    // The blocked depthwise product reads and writes blocks only.
+    let bad = nn::conv2d_packed_in(
+        &input(&[1, 16, 6, 6], "d"),
+        &input(&[2, 1, 3, 3, 8], "w"),
+        &Conv2dAttrs {
+            groups: 16,
+            ..Conv2dAttrs::default()
+        },
+        nn::PackedLayouts::default(),
+    );
+    assert!(bad.is_err(), "NCHW data for a blocked depthwise kernel");
+}
+
+#[test]
 fn conv2d_1x1_over_flattened_rows() {
     let seed = seed("conv2d_1x1");
     let base = Conv2dAttrs::default();

@@ -9,7 +9,8 @@
 //!   channel head) reads blocked data and writes NCHW; a 1x1 convolution kept `OIHW` (the
 //!   flattened-row kernel, for NCHW rows) whose data arrives blocked gets its kernel packed too
 //!   when its output channels are whole blocks or fewer than one block (a head, writing NCHW),
-//!   and NCHW data otherwise;
+//!   and NCHW data otherwise; a depthwise convolution whose data arrives blocked computes in
+//!   blocks too (its kernel packed, a block's lanes `b` channels' filters);
 //! - a Winograd convolution (`kernel_layout` `WINOGRAD_F2x2_3x3`) reads and writes blocks,
 //!   its data transformed to blocks where it comes NCHW;
 //! - elementwise and broadcast operators (`add`, `relu`, `clip`, ...) with a blocked operand
@@ -247,6 +248,26 @@ impl Blocking {
             let new = Expr::call_raw(call.op.clone(), vec![blocks, e.args()[1].clone()], attrs);
             return Ok(Some(self.mark(new)));
         }
+        if kernel == "OIHW" && data_blocked && whole && self.depthwise(orig)? {
+            // A depthwise convolution whose data arrives in blocks computes in them: its kernel
+            // packed `[C/b, 1, KH, KW, b]`, a block's lanes the filters of b channels.
+            let weight = mk(
+                "layout_transform",
+                vec![e.args()[1].clone()],
+                &[
+                    ("src_layout", attr("OIHW")),
+                    ("dst_layout", AttrValue::Str(packed.clone())),
+                ],
+            );
+            let layout = AttrValue::Str(self.nchw_layout());
+            let call = e.as_call().expect("a call");
+            let attrs = with_attr(&call.attrs, "kernel_layout", AttrValue::Str(packed));
+            let attrs = with_attr(&attrs, "channels", AttrValue::Int(out[1]));
+            let attrs = with_attr(&attrs, "data_layout", layout.clone());
+            let attrs = with_attr(&attrs, "out_layout", layout);
+            let new = Expr::call_raw(call.op.clone(), vec![data.clone(), weight], attrs);
+            return Ok(Some(self.mark(new)));
+        }
         if !plain || !(whole || data_blocked) {
             return Ok(None);
         }
@@ -285,6 +306,23 @@ impl Blocking {
         let call = e.as_call().expect("a call");
         let new = Expr::call_raw(call.op.clone(), vec![data.clone(), weight], attrs);
         Ok(Some(if whole { self.mark(new) } else { new }))
+    }
+
+    /// Whether `orig` is a float32 NCHW depthwise convolution (one input and one output
+    /// channel per group).
+    fn depthwise(&self, orig: &Expr) -> Result<bool> {
+        let a = orig.attrs();
+        let (Some(d), Some(w)) = (shape4(&orig.args()[0]), shape4(&orig.args()[1])) else {
+            return Ok(false);
+        };
+        let groups = a.int("groups")?;
+        Ok(groups == d[1]
+            && groups == w[0]
+            && w[1] == 1
+            && a.str("data_layout")? == "NCHW"
+            && a.str("out_layout")?.is_empty()
+            && a.str("out_dtype")?.is_empty()
+            && is_f32(orig))
     }
 
     /// Whether the operands of `e` (`orig` before the rewrite) that carry channels (4-D, more

@@ -89,7 +89,11 @@ pub fn check_conv_layouts(
     };
     let data = input(&dshape, "data");
     let weight = input(&ws, "weight");
-    let blocks = nn::conv2d_packed::packed_blocks(ws[0], a.groups, b);
+    // A depthwise kernel in channel blocks holds b channels' filters a block (packed as one
+    // group); other grouped kernels pad each group to whole blocks.
+    let depthwise = a.groups == ds[1] && a.groups == ws[0] && ws[1] == 1 && ws[0] % b == 0;
+    let pack_groups = if depthwise { 1 } else { a.groups };
+    let blocks = nn::conv2d_packed::packed_blocks(ws[0], pack_groups, b);
     let packed = input(&[blocks, ws[1], ws[2], ws[3], b], "weight_packed");
     let a = Conv2dAttrs {
         channels: Some(ws[0]),
@@ -121,7 +125,7 @@ pub fn check_conv_layouts(
         Some(bi) => to_blocks(&vals[0], ds, bi),
         None => vals[0].clone(),
     };
-    let pvals = vec![dvals, pack_oihw(&vals[1], ws, a.groups, b)];
+    let pvals = vec![dvals, pack_oihw(&vals[1], ws, pack_groups, b)];
     check(
         what,
         &out,

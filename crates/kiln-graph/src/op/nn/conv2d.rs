@@ -2,7 +2,8 @@
 //! groups == channels), strides, padding (top, left, bottom, right), dilation. With a packed
 //! `OIHW{b}o` kernel (AlterOpLayout) the data may be in channel blocks (`data_layout`
 //! `NCHW{bi}c`) and the output stay in the kernel's (`out_layout` `NCHW{b}c`), as
-//! ConvertBlockedLayout arranges.
+//! ConvertBlockedLayout arranges; so may a depthwise convolution's, its `OIHW{b}o` kernel
+//! `[C/b, 1, KH, KW, b]` holding `b` channels' filters a block.
 
 use super::{attr_padding, attr_pair};
 use super::{channel_block, in_blocks, nchw_arg, padding4, pair};
@@ -105,7 +106,8 @@ fn oihw_weight_shape(ctx: &RelCtx<'_>) -> Result<Vec<i64>> {
             }
             let o = ctx.attrs.opt_int("channels")?.unwrap_or(w[0] * b);
             let groups = ctx.attrs.int("groups")?.max(1);
-            if o % groups != 0 || packed_blocks(o, groups, b) != w[0] {
+            let depthwise = nn::conv2d_packed::is_blocked_depthwise(o, groups, w);
+            if o % groups != 0 || (packed_blocks(o, groups, b) != w[0] && !depthwise) {
                 return Err(ctx.err(format!(
                     "attribute `channels`={o} in {groups} groups does not fit a packed weight of {} blocks of {b}",
                     w[0]
@@ -130,10 +132,13 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     } else {
         kernel_block(&layout).flatten()
     };
-    if data_block.is_some() && (kernel_block.is_none() || ctx.attrs.int("groups")? != 1) {
-        return Err(
-            ctx.err("blocked data (`data_layout` NCHW<b>c) needs a packed kernel and one group")
-        );
+    let groups = ctx.attrs.int("groups")?;
+    let depthwise = groups == d[1] && groups == w[0] && w[1] == 1;
+    if data_block.is_some() && (kernel_block.is_none() || (groups != 1 && !depthwise)) {
+        return Err(ctx.err(
+            "blocked data (`data_layout` NCHW<b>c) needs a packed kernel and one group (or one \
+             per channel)",
+        ));
     }
     if let Some(b) = out_block {
         if kernel_block != Some(b) || w[0] % b != 0 {
@@ -149,7 +154,6 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
     let strides = pair(ctx, "strides", 1)?;
     let dil = pair(ctx, "dilation", 1)?;
     let pad = padding4(ctx)?;
-    let groups = ctx.attrs.int("groups")?;
     if groups < 1 {
         return Err(ctx.err(format!("attribute `groups` must be >= 1, got {groups}")));
     }

@@ -27,7 +27,7 @@ pub fn schedule_conv2d_nchw(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC_FLAT]) {
         return super::conv2d_flat::schedule_conv2d_nchwc_flat(s, out, &conv, cpu);
     }
-    if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC]) {
+    if let Some(conv) = find_tagged(out, &[tag::CONV2D_NCHWC, tag::DEPTHWISE_CONV2D_NCHWC]) {
         return schedule_conv2d_nchwc(s, out, &conv, cpu);
     }
     if let Some(conv) = find_tagged(out, &[tag::CONV2D_1X1_SPATIAL]) {
@@ -282,8 +282,9 @@ fn kernel_taps(conv: &Operation, width: i64) -> (i64, i64) {
     (kw, stride)
 }
 
-/// Schedules a convolution with a packed kernel ([`crate::nn::conv2d_packed`]): the padding
-/// stage at root (parallel over `(n, c)`); the output (NCHW: the unpack stage and fused
+/// Schedules a convolution with a packed kernel ([`crate::nn::conv2d_packed`], a depthwise one
+/// in channel blocks included): the padding stage, if any, at root (parallel over `(n, c)`);
+/// the output (NCHW: the unpack stage and fused
 /// epilogue; or the blocked product itself, with its epilogue, stored a block vector at a time)
 /// in tiles of `b`-channel blocks x columns ([`register_tile`]), `n`, channel
 /// tiles and rows fused and parallel, the columns one vector loop when they are whole vectors
