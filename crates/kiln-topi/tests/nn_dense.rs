@@ -114,6 +114,11 @@ fn batch_matmul_shapes() {
         (3, 3, 4, 16, 8, false),
         (2, 1, 5, 7, 3, true),
         (1, 4, 8, 32, 6, false),
+        // Columns no vector divides: whole vectors and a shorter last tile (a vision
+        // transformer's 197 tokens).
+        (2, 2, 9, 37, 12, false),
+        (1, 1, 5, 21, 8, true),
+        (2, 2, 7, 197, 16, false),
     ];
     for (case, (ba, bb, m, n, k, tb)) in cases.into_iter().enumerate() {
         let a = input(&[ba, m, k], "A");

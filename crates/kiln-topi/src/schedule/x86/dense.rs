@@ -62,8 +62,11 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
     let (m, n) = (extent(&mt, nd - 2), extent(&mt, nd - 1));
     let block = match &packed {
         Some(w) => extent(w, 2),
-        // Two vectors of columns when they divide N.
+        // Two vectors of columns when they divide N; for columns that no vector divides
+        // (a vision transformer's 197 tokens), whole vectors with a shorter last tile.
         None if n % (2 * lanes) == 0 => 2 * lanes,
+        None if vector_factor(n, lanes) < lanes && n > 2 * lanes => 2 * lanes,
+        None if vector_factor(n, lanes) < lanes && n > lanes => lanes,
         None => vector_factor(n, lanes),
     };
     let blocks = match &packed {
