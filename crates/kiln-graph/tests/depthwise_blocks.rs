@@ -100,4 +100,43 @@ fn depthwise_convolutions_compute_in_channel_blocks() {
         kiln_testing::Tolerance::Scaled(1e-4),
         "3x3 then depthwise 3x3 in blocks",
     );
+
+    // The depthwise convolution of a sum (a residual add before it, as in ConvNeXt blocks):
+    // the add fuses into the convolution's padding.
+    let m = network_of_sum(c, &w1, &wd);
+    let factory = build_for(&m, TARGET, &host, Vec::new(), &ctx).unwrap();
+    let exec = load_executor(&factory, "depthwise_of_sum");
+    let got = run(&exec, &[("data", x.clone(), shape.clone())], &[&shape]).remove(0);
+    let doubled: Vec<f32> = r.iter().map(|v| 2.0 * v).collect();
+    let want: Vec<f32> = depthwise_ref(&doubled, c, &wd)
+        .iter()
+        .zip(&r)
+        .map(|(a, b)| a + b)
+        .collect();
+    kiln_testing::assert_allclose(
+        &got,
+        &want,
+        kiln_testing::Tolerance::Scaled(1e-4),
+        "depthwise 3x3 of a sum in blocks",
+    );
+}
+
+/// [`network`] with the depthwise convolution reading `r + r` instead of `r`.
+fn network_of_sum(c: usize, w1: &[f32], wd: &[f32]) -> IRModule {
+    let pad = ("padding", AttrValue::Ints(vec![1, 1, 1, 1]));
+    let x = Var::new("data", Type::f32(&[1, c as i64, H as i64, W as i64]));
+    let c = c as i64;
+    let a = mk(
+        "nn.conv2d",
+        vec![x.expr(), Expr::const_f32(w1, &[c, c, 3, 3])],
+        std::slice::from_ref(&pad),
+    );
+    let r = mk("nn.relu", vec![a], &[]);
+    let s = mk("add", vec![r.clone(), r.clone()], &[]);
+    let d = mk(
+        "nn.conv2d",
+        vec![s, Expr::const_f32(wd, &[c, 1, 3, 3])],
+        &[pad, ("groups", AttrValue::Int(c))],
+    );
+    IRModule::from_main(Function::new(vec![x], mk("add", vec![d, r], &[])))
 }

@@ -542,6 +542,30 @@ fn depthwise_in_channel_blocks() {
             assert_eq!(conv.op().tag(), kiln_topi::tag::DEPTHWISE_CONV2D_NCHWC);
         }
     }
+    // Data in memory is read in place (the padding checked at each tap); data computed by a
+    // fused operator is computed once into a padded stage, not again at every tap.
+    let w = input(&[2, 1, 3, 3, 8], "w");
+    let a = Conv2dAttrs {
+        padding: Padding2d::same(1),
+        groups: 16,
+        ..Conv2dAttrs::default()
+    };
+    let layouts = nn::PackedLayouts {
+        data_block: Some(8),
+        out_blocked: true,
+        ..Default::default()
+    };
+    let x = input(&[1, 2, 6, 7, 8], "x");
+    let relu = kiln_te::compute(x.shape(), |i| kiln_tir::max(x.at_vars(i), 0.0), "relu");
+    let padded_stage = |data: &Tensor| {
+        let conv = nn::conv2d_packed_in(data, &w, &a, layouts).unwrap();
+        conv.op()
+            .input_tensors()
+            .iter()
+            .any(|t| t.op().name() == kiln_topi::nn::pad::PAD_STAGE)
+    };
+    assert!(!padded_stage(&x), "data in memory is read in place");
+    assert!(padded_stage(&relu), "computed data is padded once");
     // The blocked depthwise product reads and writes blocks only.
     let bad = nn::conv2d_packed_in(
         &input(&[1, 16, 6, 6], "d"),

@@ -266,12 +266,20 @@ fn depthwise_nchwc(
         ));
     }
     let out = conv2d_out_shape(nchw, &[ws[0] * b, 1, ws[2], ws[3]], attrs)?;
-    // The padding is not a stage of its own: its bounds checks inline into the taps, which
-    // read the data in place (a tap's check is per column, the same for a block's lanes). A
-    // padded copy of the input cost as much again as the product: MobileNetV2's stride-2
-    // 96-channel layer at 112x112, 0.52 -> 0.24 ms (AVX-512 code, AMD EPYC family 25 model
-    // 17), the stride-1 layers 20-60% faster.
-    let padded = pad_nchw(data, attrs.padding, 0.0, "depthwise_pad")?;
+    // Data in memory: the padding is not a stage of its own, its bounds checks inline into the
+    // taps, which read the data in place (a tap's check is per column, the same for a block's
+    // lanes). A padded copy of the input cost as much again as the product: MobileNetV2's
+    // stride-2 96-channel layer at 112x112, 0.52 -> 0.24 ms (AVX-512 code, AMD EPYC family 25
+    // model 17), the stride-1 layers 20-60% faster. Data computed by fused operators (a
+    // channel shuffle, a residual add, a layout change) is computed once into the padded
+    // stage instead of again at every tap.
+    let in_memory = matches!(data.op().kind(), kiln_te::OpKind::Placeholder(_));
+    let stage = if in_memory {
+        "depthwise_pad"
+    } else {
+        super::pad::PAD_STAGE
+    };
+    let padded = pad_nchw(data, attrs.padding, 0.0, stage)?;
     let (sh, sw) = attrs.strides;
     let (dh, dw) = attrs.dilation;
     let ry = reduce_axis_n(ws[2], "ry");
