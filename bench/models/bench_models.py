@@ -6,8 +6,8 @@
 Models: model-zoo graphs with seeded random weights (tests/zoo/make_zoo.py), the transformer
 encoder layer (tests/zoo/make_transformer.py) and networks of the architectures users deploy
 (tests/zoo/make_arch.py: a YOLO-style detector, a DBNet-style text detector, an SVTR-style
-recognizer with a 6625-class classifier, a BERT-style encoder, a MobileNetV2); default all of
-them. For each:
+recognizer with a 6625-class classifier, a BERT-style encoder, a MobileNetV2, a ViT-Tiny-style
+classifier of 197 tokens); default all of them. For each:
 
 - Kiln: `target/release/kiln compile` (wall time of the command = compile time), then in this
   process (KILN_LIBRARY_PATH=target/release, KILN_NUM_THREADS=1): `kiln.load_module`,
@@ -47,7 +47,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZOO = ["resnet50", "squeezenet", "shufflenet", "inception_v1"]
 TRANSFORMERS = ["transformer_2d", "transformer"]
-ARCH = ["yolo", "dbnet", "svtr", "bert", "mobilenet"]
+ARCH = ["yolo", "dbnet", "svtr", "bert", "mobilenet", "vit"]
 DEFAULT = ZOO + TRANSFORMERS + ARCH
 
 

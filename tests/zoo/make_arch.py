@@ -16,6 +16,10 @@ NAME (default: all):
   pooling of the height, and a 6625-class classifier with Softmax over 80 time steps.
 - `bert`: a BERT/MiniLM-style encoder: token ids [1, 128] through a 1000-row embedding, two
   post-norm layers of hidden 384, 6 heads, FFN 1536 with erf GELU.
+- `vit`: a ViT-Tiny-style image classifier on 1x3x224x224: a 16x16 stride-16 patch
+  convolution to 196 tokens of 192 features, a class token (197 tokens, a count no vector
+  divides), position embeddings, four pre-norm layers of 3 heads and MLP 768 with erf GELU, the
+  class token's LayerNormalization and a 1000-class Gemm.
 - `mobilenet`: a MobileNetV2 (width 1.0) on 1x3x224x224: inverted residual blocks (1x1
   expansion, 3x3 depthwise at stride 1 or 2, 1x1 projection, residual adds), Conv-BN with
   ReLU6 as Clip(0, 6), global average pooling and a 1000-class Gemm.
@@ -34,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from onnx_net import Net  # noqa: E402
 
 SEED = 20261125
-NAMES = ["yolo", "dbnet", "svtr", "bert", "mobilenet"]
+NAMES = ["yolo", "dbnet", "svtr", "bert", "mobilenet", "vit"]
 
 
 def c2f(net, x, c, n=1):
@@ -162,7 +166,25 @@ def mobilenet():
     return net.model([("x", [1, 3, 224, 224])], y, 2, name="mobilenet")
 
 
-BUILDERS = {"yolo": yolo, "dbnet": dbnet, "svtr": svtr, "bert": bert, "mobilenet": mobilenet}
+def vit():
+    net = Net(SEED)
+    c, tokens, heads = 192, 197, 3
+    p = net.conv("x", 3, c, 16, stride=16, pad=0)                # [1, 192, 14, 14]
+    t = net.op("Transpose", [net.op("Reshape", [p, net.const([1, c, 196], "int64")])],
+               perm=[0, 2, 1])                                   # [1, 196, 192]
+    t = net.op("Concat", [net.weight((1, 1, c), 1.0), t], axis=1)
+    t = net.op("Add", [t, net.weight((1, tokens, c), 0.1)])
+    for _ in range(4):
+        t = net.op("Add", [t, attention(net, net.layer_norm(t, c), tokens, c, heads)])
+        h = net.gelu(net.linear(net.layer_norm(t, c), c, 4 * c))
+        t = net.op("Add", [t, net.linear(h, 4 * c, c)])
+    cls = net.op("Gather", [net.layer_norm(t, c), net.const(0, "int64")], axis=1)  # [1, 192]
+    y = net.op("Gemm", [cls, net.weight((1000, c)), net.weight((1000,), 0.1)], transB=1)
+    return net.model([("x", [1, 3, 224, 224])], y, 2, name="vit")
+
+
+BUILDERS = {"yolo": yolo, "dbnet": dbnet, "svtr": svtr, "bert": bert, "mobilenet": mobilenet,
+            "vit": vit}
 
 
 def main():
