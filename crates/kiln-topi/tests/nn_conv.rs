@@ -150,6 +150,21 @@ fn conv2d_groups_and_depthwise() {
             seed + 4 + k as u64,
         );
     }
+    // Rows of whole vectors or of one vector at most accumulate several rows a tile (14 rows
+    // of 16 columns; 12 rows of 14, a 7x7 kernel).
+    for (k, (h, w, kk)) in [(14i64, 16i64, 3i64), (12, 14, 7)].into_iter().enumerate() {
+        check_conv(
+            &format!("depthwise {kk}x{kk}, {h} rows of {w}"),
+            [1, 4, h, w],
+            [4, 1, kk, kk],
+            Conv2dAttrs {
+                groups: 4,
+                padding: Padding2d::same(kk / 2),
+                ..base
+            },
+            seed + 6 + k as u64,
+        );
+    }
     check_conv(
         "depthwise multiplier 2, dilation 2",
         [2, 3, 10, 16],
