@@ -25,7 +25,7 @@ use kiln_runtime::tensor::Tensor;
 
 /// `nn.conv2d_transpose` `e` (with `orig` its typed original) as direct convolutions, when its
 /// kernel is a float32 constant (see the module docs); `None` otherwise, and for a grouped one
-/// with dilation or with a phase that has no tap.
+/// with dilation.
 pub fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     let a = e.attrs();
     let Some(w) = e.args()[1].as_constant() else {
@@ -57,7 +57,7 @@ pub fn alter_conv_transpose(orig: &Expr, e: &Expr) -> Result<Option<Expr>> {
     };
     let x = e.args()[0].clone();
     if g.dilation == (1, 1) {
-        phases(x, w, &g)
+        phases(x, w, &g).map(Some)
     } else if groups == 1 {
         dilated_input(x, w, &g, d[0], d[1]).map(Some)
     } else {
@@ -123,24 +123,18 @@ impl AxisSplit {
 
 /// Whether the phases compute as separate convolutions of their own taps rather than one of
 /// `most` taps on every axis: when every phase has a tap and that leaves out a quarter of the
-/// multiply-adds (a 3x3 kernel of stride 2: phases of 2x2, 2x1, 1x2 and 1x1 taps, 9 of 16) or
-/// there are groups (one grouped convolution would order its output channels by group, not by
-/// phase). `None`: a grouped one with a phase that has no tap.
-fn separate_phases(rows: &AxisSplit, cols: &AxisSplit, groups: i64) -> Option<bool> {
+/// multiply-adds (a 3x3 kernel of stride 2: phases of 2x2, 2x1, 1x2 and 1x1 taps, 9 of 16), and
+/// always with groups (one grouped convolution would order its output channels by group, not
+/// by phase; a phase past a kernel shorter than the stride then gets one zero tap).
+fn separate_phases(rows: &AxisSplit, cols: &AxisSplit, groups: i64) -> bool {
     let padded = rows.stride * cols.stride * rows.most() * cols.most();
     let own = rows.kernel * cols.kernel; // the phases' taps sum to the kernel's
     let every = rows.taps.iter().chain(&cols.taps).all(|&t| t > 0);
-    match (every, groups) {
-        (false, 1) => Some(false),
-        (false, _) => None,
-        (true, 1) => Some(4 * own <= 3 * padded),
-        (true, _) => Some(true),
-    }
+    groups > 1 || (every && 4 * own <= 3 * padded)
 }
 
-/// The phase split (module docs) of a transposed convolution without dilation, if it has one
-/// ([`separate_phases`]).
-fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Option<Expr>> {
+/// The phase split (module docs) of a transposed convolution without dilation.
+fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Expr> {
     let s = w.shape();
     let cpg = s[0] / g.groups;
     let (sh, sw) = g.strides;
@@ -163,14 +157,11 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Option<Expr>> {
             &[("padding", attr(padding)), ("groups", attr(g.groups))],
         ))
     };
-    let Some(separate) = separate_phases(&rows, &cols, g.groups) else {
-        return Ok(None);
-    };
-    let y = if separate {
+    let y = if separate_phases(&rows, &cols, g.groups) {
         let parts = phase_list
             .iter()
             .map(|&(i, j)| {
-                let taps = (rows.taps[i as usize], cols.taps[j as usize]);
+                let taps = (rows.taps[i as usize].max(1), cols.taps[j as usize].max(1));
                 conv(
                     x.clone(),
                     phase_kernel(&vals, s, g.groups, &rows, &cols, (i, j), taps),
@@ -195,9 +186,9 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Option<Expr>> {
     let [top, left, bottom, right] = g.pads;
     let (end_h, end_w) = (rows.full - bottom, cols.full - right);
     if top == 0 && left == 0 && end_h == rows.positions * sh && end_w == cols.positions * sw {
-        return Ok(Some(y));
+        return Ok(y);
     }
-    Ok(Some(mk(
+    Ok(mk(
         "strided_slice",
         vec![y],
         &[
@@ -205,7 +196,7 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Option<Expr>> {
             ("end", attr(vec![end_h, end_w])),
             ("axes", attr(vec![2i64, 3])),
         ],
-    )))
+    ))
 }
 
 /// The OIHW kernel `[O, C/groups, taps.0, taps.1]` of phase `(i, j)` of the IOHW kernel
