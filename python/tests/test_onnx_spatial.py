@@ -86,6 +86,8 @@ CONV_TRANSPOSES = [
     ((1, 16, 5, 6), 4, (3, 3), dict(group=4, strides=[2, 2], pads=[1, 1, 1, 1],
                                     output_padding=[1, 1])),
     ((1, 16, 6, 5), 1, (4, 4), dict(group=16, strides=[2, 2], pads=[1, 1, 1, 1])),
+    # Stride 1: one phase, the flipped kernel.
+    ((1, 16, 5, 6), 16, (3, 3), dict(pads=[1, 0, 1, 2])),
     # Grouped, kernels shorter than the stride: phases past the kernel get a zero tap.
     ((1, 16, 4, 5), 8, (1, 1), dict(group=2, strides=[2, 2])),
     ((1, 16, 3, 4), 1, (3, 3), dict(group=16, strides=[4, 4], pads=[1, 0, 1, 2])),

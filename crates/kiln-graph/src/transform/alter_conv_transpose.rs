@@ -178,11 +178,15 @@ fn phases(x: Expr, w: &Tensor, g: &Geometry) -> Result<Expr> {
             .collect();
         conv(x, kernel, taps)?
     };
-    let y = mk(
-        "nn.depth_to_space",
-        vec![y],
-        &[("block_size", attr(vec![sh, sw])), ("mode", attr("DCR"))],
-    );
+    let y = if (sh, sw) == (1, 1) {
+        y // one phase: nothing to interleave
+    } else {
+        mk(
+            "nn.depth_to_space",
+            vec![y],
+            &[("block_size", attr(vec![sh, sw])), ("mode", attr("DCR"))],
+        )
+    };
     let [top, left, bottom, right] = g.pads;
     let (end_h, end_w) = (rows.full - bottom, cols.full - right);
     if top == 0 && left == 0 && end_h == rows.positions * sh && end_w == cols.positions * sw {
