@@ -235,7 +235,7 @@ fn phase_kernel(
 /// the strides (`reshape` to `[N, C, H, 1, W, 1]`, zero `nn.pad` to `[.., s, .., s]`,
 /// `reshape` to `[N, C, H*s, W*s]`), padded by `d*(K-1) - pad` before and `d*(K-1) - pad +
 /// output_padding - (s-1)` after (negative values crop), and convolved at stride 1 with the
-/// kernel flipped ([`flip_kernel`]).
+/// kernel flipped.
 fn dilated_input(x: Expr, w: &Tensor, g: &Geometry, n: i64, c: i64) -> Result<Expr> {
     let ws = w.shape();
     let (sh, sw) = g.strides;
@@ -278,29 +278,18 @@ fn dilated_input(x: Expr, w: &Tensor, g: &Geometry, n: i64, c: i64) -> Result<Ex
     if pads.iter().any(|&v| v != 0) {
         x = mk("nn.pad", vec![x], &[("pad_width", attr(pads))]);
     }
-    let kernel = Expr::constant(flip_kernel(w)?);
+    // The kernel flipped (channels swapped, both spatial axes reversed): the one phase of a
+    // stride-1 split.
+    let (kh, kw) = (ws[2], ws[3]);
+    let one = |k| AxisSplit::new(1, k, 1, 0);
+    let vals = eval::values(w)?;
+    let flipped = phase_kernel(&vals, ws, 1, &one(kh), &one(kw), (0, 0), (kh, kw));
+    let kernel = eval::make(&flipped, &Type::tensor(&[ws[1], ws[0], kh, kw], w.dtype()))?;
     Ok(mk(
         "nn.conv2d",
-        vec![x, kernel],
+        vec![x, Expr::constant(kernel)],
         &[("dilation", attr(vec![dh, dw]))],
     ))
-}
-
-/// A constant IOHW float32 kernel `[C, O, KH, KW]` as the OIHW kernel of the equivalent
-/// direct convolution: channels swapped and both spatial axes reversed.
-fn flip_kernel(w: &Tensor) -> Result<Tensor> {
-    let s = w.shape();
-    let (c, o, kh, kw) = (s[0], s[1], s[2], s[3]);
-    let vals = eval::values(w)?;
-    let mut out = vec![0.0; vals.len()];
-    for (src, v) in vals.iter().enumerate() {
-        let src = src as i64;
-        let (x, rest) = (src % kw, src / kw);
-        let (y, rest) = (rest % kh, rest / kh);
-        let (oi, ci) = (rest % o, rest / o);
-        out[(((oi * c + ci) * kh + (kh - 1 - y)) * kw + (kw - 1 - x)) as usize] = *v;
-    }
-    eval::make(&out, &Type::tensor(&[o, c, kh, kw], w.dtype()))
 }
 
 #[cfg(test)]

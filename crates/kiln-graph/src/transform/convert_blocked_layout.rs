@@ -63,6 +63,15 @@ fn is_f32(e: &Expr) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the 4-D convolution `orig` of `groups` groups is depthwise
+/// ([`crate::op::nn::conv2d::is_depthwise`]).
+fn depthwise(orig: &Expr, groups: i64) -> bool {
+    match (shape4(&orig.args()[0]), shape4(&orig.args()[1])) {
+        (Some(d), Some(w)) => crate::op::nn::conv2d::is_depthwise(groups, d[1], &w),
+        _ => false,
+    }
+}
+
 impl Blocking {
     fn nchw_layout(&self) -> String {
         format!("NCHW{}c", self.b)
@@ -224,7 +233,12 @@ impl Blocking {
         let b = self.b;
         let packed = format!("OIHW{b}o");
         let kernel = a.str("kernel_layout")?;
-        let plain = a.int("groups")? == 1
+        let groups = a.int("groups")?;
+        // A depthwise convolution computes in blocks when its data arrives in them and its
+        // channels are whole blocks, its kernel packed `[C/b, 1, KH, KW, b]` (a block's lanes
+        // the filters of b channels) like a 1x1 kernel left for NCHW rows.
+        let depthwise = groups > 1 && depthwise(orig, groups);
+        let plain = (groups == 1 || depthwise)
             && a.str("data_layout")? == "NCHW"
             && a.str("out_layout")?.is_empty()
             && a.str("out_dtype")?.is_empty()
@@ -248,32 +262,12 @@ impl Blocking {
             let new = Expr::call_raw(call.op.clone(), vec![blocks, e.args()[1].clone()], attrs);
             return Ok(Some(self.mark(new)));
         }
-        if kernel == "OIHW" && data_blocked && whole && self.depthwise(orig)? {
-            // A depthwise convolution whose data arrives in blocks computes in them: its kernel
-            // packed `[C/b, 1, KH, KW, b]`, a block's lanes the filters of b channels.
-            let weight = mk(
-                "layout_transform",
-                vec![e.args()[1].clone()],
-                &[
-                    ("src_layout", attr("OIHW")),
-                    ("dst_layout", AttrValue::Str(packed.clone())),
-                ],
-            );
-            let layout = AttrValue::Str(self.nchw_layout());
-            let call = e.as_call().expect("a call");
-            let attrs = with_attr(&call.attrs, "kernel_layout", AttrValue::Str(packed));
-            let attrs = with_attr(&attrs, "channels", AttrValue::Int(out[1]));
-            let attrs = with_attr(&attrs, "data_layout", layout.clone());
-            let attrs = with_attr(&attrs, "out_layout", layout);
-            let new = Expr::call_raw(call.op.clone(), vec![data.clone(), weight], attrs);
-            return Ok(Some(self.mark(new)));
-        }
-        if !plain || !(whole || data_blocked) {
+        if !plain || !(whole || data_blocked) || (depthwise && !(whole && data_blocked)) {
             return Ok(None);
         }
         let mut weight = e.args()[1].clone();
         let mut attrs = e.as_call().expect("a call").attrs.clone();
-        if kernel == "OIHW" && data_blocked && weight.as_constant().is_some() {
+        if kernel == "OIHW" && data_blocked && (depthwise || weight.as_constant().is_some()) {
             if !whole && out[1] > b {
                 // Its output would be unpacked to NCHW from padded blocks in every tile: the
                 // NCHW-row kernel AlterOpLayout chose, on NCHW data, costs less even with its
@@ -283,7 +277,8 @@ impl Blocking {
                 // shuffle before its 24 -> 4 head took 300 us instead of 122 (AVX2).
                 return Ok(None);
             }
-            // A 1x1 convolution AlterOpLayout left for NCHW rows: blocks in, so pack it.
+            // A 1x1 convolution AlterOpLayout left for NCHW rows, or a depthwise one: blocks
+            // in, so pack it.
             weight = mk(
                 "layout_transform",
                 vec![weight],
@@ -306,23 +301,6 @@ impl Blocking {
         let call = e.as_call().expect("a call");
         let new = Expr::call_raw(call.op.clone(), vec![data.clone(), weight], attrs);
         Ok(Some(if whole { self.mark(new) } else { new }))
-    }
-
-    /// Whether `orig` is a float32 NCHW depthwise convolution (one input and one output
-    /// channel per group).
-    fn depthwise(&self, orig: &Expr) -> Result<bool> {
-        let a = orig.attrs();
-        let (Some(d), Some(w)) = (shape4(&orig.args()[0]), shape4(&orig.args()[1])) else {
-            return Ok(false);
-        };
-        let groups = a.int("groups")?;
-        Ok(groups == d[1]
-            && groups == w[0]
-            && w[1] == 1
-            && a.str("data_layout")? == "NCHW"
-            && a.str("out_layout")?.is_empty()
-            && a.str("out_dtype")?.is_empty()
-            && is_f32(orig))
     }
 
     /// Whether the operands of `e` (`orig` before the rewrite) that carry channels (4-D, more

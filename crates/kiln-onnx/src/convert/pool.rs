@@ -109,32 +109,21 @@ impl Window {
         }
     }
 
-    /// The window with an extra trailing axis of kernel 1 (pooling nothing).
-    fn with_unit_axis(&self) -> Window {
+    /// The window with an extra spatial axis of kernel 1 (pooling nothing) at position `at`:
+    /// last for the leading axes of an N-D pooling, first for a 1-D pooling over its input
+    /// viewed as one row ([`unit_row`]).
+    fn with_unit_axis(&self, at: usize) -> Window {
         let k = self.kernel.len();
-        let mut pads = self.pads[..k].to_vec();
-        pads.push(0);
-        pads.extend_from_slice(&self.pads[k..]);
-        pads.push(0);
-        let unit = |v: &[i64]| [v, &[1]].concat();
+        let unit = |v: &[i64], one: i64| {
+            let mut v = v.to_vec();
+            v.insert(at, one);
+            v
+        };
         Window {
-            kernel: unit(&self.kernel),
-            strides: unit(&self.strides),
-            dilations: unit(&self.dilations),
-            pads,
-            ceil_mode: self.ceil_mode,
-        }
-    }
-
-    /// The window of a 1-D pooling over its input viewed as one row ([`unit_row`]): a
-    /// leading axis of kernel 1.
-    fn as_row(&self) -> Window {
-        let unit = |v: &[i64]| [&[1], v].concat();
-        Window {
-            kernel: unit(&self.kernel),
-            strides: unit(&self.strides),
-            dilations: unit(&self.dilations),
-            pads: vec![0, self.pads[0], 0, self.pads[1]],
+            kernel: unit(&self.kernel, 1),
+            strides: unit(&self.strides, 1),
+            dilations: unit(&self.dilations, 1),
+            pads: [unit(&self.pads[..k], 0), unit(&self.pads[k..], 0)].concat(),
             ceil_mode: self.ceil_mode,
         }
     }
@@ -151,7 +140,7 @@ fn pool_nd(
     let k = xs.len() - 2;
     match k {
         1 => {
-            let y = pool_nd(unit_row(x)?, op, &w.as_row(), extra)?;
+            let y = pool_nd(unit_row(x)?, op, &w.with_unit_axis(0), extra)?;
             drop_row(y)
         }
         2 => {
@@ -177,7 +166,7 @@ fn pool_nd(
             let outer = pool_nd(
                 reshape(inner, s)?,
                 op,
-                &w.axes(0..k - 2).with_unit_axis(),
+                &w.axes(0..k - 2).with_unit_axis(k - 2),
                 extra,
             )?;
             let mut out = shape_of(&outer)?;

@@ -74,6 +74,13 @@ pub(crate) fn conv_out(
     Ok(n / s + 1)
 }
 
+/// Whether a convolution of `groups` groups over `channels` input channels by an OIHW weight
+/// of shape `w` is depthwise: one input and one output channel per group (the convolution
+/// that may compute in channel blocks with a kernel of `b` channels' filters a block).
+pub(crate) fn is_depthwise(groups: i64, channels: i64, w: &[i64]) -> bool {
+    groups == channels && groups == w[0] && w[1] == 1
+}
+
 /// The `OIHW` block size of a kernel layout: `Some(None)` for `OIHW`, `Some(Some(b))` for
 /// `OIHW{b}o`, `None` for anything else.
 pub fn kernel_block(layout: &str) -> Option<Option<i64>> {
@@ -133,7 +140,7 @@ fn rel(ctx: &RelCtx<'_>) -> Result<Type> {
         kernel_block(&layout).flatten()
     };
     let groups = ctx.attrs.int("groups")?;
-    let depthwise = groups == d[1] && groups == w[0] && w[1] == 1;
+    let depthwise = is_depthwise(groups, d[1], &w);
     if data_block.is_some() && (kernel_block.is_none() || (groups != 1 && !depthwise)) {
         return Err(ctx.err(
             "blocked data (`data_layout` NCHW<b>c) needs a packed kernel and one group (or one \

@@ -65,8 +65,13 @@ pub fn schedule_dense(s: &Schedule, out: &Tensor, cpu: &CpuDesc) -> Result<()> {
         // Two vectors of columns when they divide N; for columns that no vector divides
         // (a vision transformer's 197 tokens), whole vectors with a shorter last tile.
         None if n % (2 * lanes) == 0 => 2 * lanes,
-        None if vector_factor(n, lanes) < lanes && n > 2 * lanes => 2 * lanes,
-        None if vector_factor(n, lanes) < lanes && n > lanes => lanes,
+        None if n % lanes != 0 && n > lanes => {
+            if n > 2 * lanes {
+                2 * lanes
+            } else {
+                lanes
+            }
+        }
         None => vector_factor(n, lanes),
     };
     let blocks = match &packed {
